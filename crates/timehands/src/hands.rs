@@ -1,0 +1,719 @@
+//! The timehands: a ring of snapshots that readers use without locks.
+//!
+//! # The model
+//!
+//! Time is a function of the counter, built of straight segments. A *hands*
+//! describes the function from its `base` (the counter value the writer sampled)
+//! onward: up to its `switch` point time runs at `scale_before`, after it at
+//! `scale_after`, and `at_switch` is the time at the switch point. A reader takes
+//! the current hands, reads the counter and evaluates; [`Hands::uptime_at`] is the
+//! one conversion routine that readers and the writer share.
+//!
+//! A windup samples the counter and publishes a new hands that continues the old
+//! function exactly (so no windup ever steps time, however late it comes: the
+//! delta times the scale is a full 128-bit product). A rate change does not take
+//! effect at the sample, as in the BSD kernels, but at a switch point a little
+//! in the future.
+//!
+//! # Why switch points, and the promise
+//!
+//! In user space the writer can be preempted between any two instructions. If it
+//! samples the counter, stalls, and then publishes a lower scale, readers that
+//! meanwhile evaluated the old hands far past the sample returned more than
+//! readers of the new hands return afterwards: time goes backwards. So:
+//!
+//! - every hands *promises* that no later hands changes the rate before
+//!   `switch + interval` counts from its base. A reader whose counter is below the
+//!   promise needs nothing else: every hands that can ever be published agrees
+//!   with this one there. That is the common case: one state load, the hands,
+//!   one counter read, one multiplication, and no store.
+//! - a reader past the promise looks at the state again after reading the
+//!   counter. If the writer has marked a candidate *pending* whose switch point
+//!   the reader's counter has passed, the reader cancels it (one CAS) before it
+//!   returns: no reader ever computes a time that a published hands contradicts.
+//! - the writer marks its candidate pending, then reads the counter once more.
+//!   If it is already past the switch point, or if its publishing CAS finds the
+//!   candidate cancelled, it starts again from a new sample.
+//!
+//! Readers never wait: a pending candidate never blocks them, and a writer stalled
+//! anywhere leaves them reading the old hands, which stays valid. The proof that
+//! the two counter reads (the writer's check, the reader's late read) cannot both
+//! miss each other is the pair of `SeqCst` fences, see `past_promise` and
+//! `publish`.
+//!
+//! # The ring
+//!
+//! Candidates are written into the slot after the current one, so that a reader
+//! still reading an older hands keeps a consistent copy for `hands - 1` more
+//! windups; each slot carries the ticket of the hands it holds (0 while it is
+//! written) and a reader that finds the ticket changed under it starts again.
+//! With one slot (platforms without a free-running counter, as RTEMS allows) the
+//! writer must rewrite the current hands in place, and readers retry for the few
+//! instructions that takes: there the windup must not be preempted, as a tick
+//! interrupt is not.
+
+use core::time::Duration;
+
+use crate::counter::Counter;
+use crate::discipline::{Discipline, SharedDiscipline, nominal_scale};
+use crate::sync::{AtomicBool, AtomicU64, Ordering, fence, relax};
+use crate::{BinTime, Error};
+
+/// The largest ring.
+pub const MAX_HANDS: usize = 16;
+/// The ring a `Timekeeper` gets unless told otherwise.
+pub const DEFAULT_HANDS: usize = 8;
+/// The windup interval a `Timekeeper` assumes unless told otherwise.
+pub const DEFAULT_WINDUP_INTERVAL: Duration = Duration::from_millis(1);
+/// How many times a windup tries to publish a rate change that readers keep
+/// cancelling before it publishes the old rate and leaves the change for the next
+/// windup.
+const RATE_CHANGE_ATTEMPTS: u32 = 3;
+
+// The state word: which slot holds the current hands, its ticket, and whether a
+// candidate is pending. Tickets grow by one per published hands; a slot holds
+// ticket 0 while it is being written.
+const SLOT_MASK: u64 = 0xff;
+const PENDING: u64 = 1 << 8;
+const TICKET_SHIFT: u32 = 9;
+
+fn ticket(state: u64) -> u64 {
+    state >> TICKET_SHIFT
+}
+
+fn slot_index(state: u64) -> usize {
+    (state & SLOT_MASK) as usize
+}
+
+/// One published description of the timeline; see the module docs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Hands {
+    /// The counter value the writer sampled.
+    base: u64,
+    /// Counts from `base` to the switch point.
+    switch: u64,
+    /// Seconds per count (0.64 fixed point) before the switch point.
+    scale_before: u64,
+    /// Seconds per count after the switch point.
+    scale_after: u64,
+    /// Uptime at the switch point.
+    at_switch: BinTime,
+    /// Realtime minus uptime.
+    boottime: BinTime,
+}
+
+impl Hands {
+    /// Uptime `delta` counts after `base`: the one conversion routine.
+    #[inline]
+    fn uptime_at(&self, delta: u64) -> BinTime {
+        if delta >= self.switch {
+            let since = BinTime::from_counts(delta - self.switch, self.scale_after);
+            self.at_switch.saturating_add(since)
+        } else {
+            let until = BinTime::from_counts(self.switch - delta, self.scale_before);
+            self.at_switch.saturating_sub(until)
+        }
+    }
+}
+
+/// A ring slot: a hands in atomics, with the ticket that makes a copy of it
+/// consistent (a seqlock per slot).
+#[repr(C, align(64))]
+struct Slot {
+    ticket: AtomicU64,
+    base: AtomicU64,
+    switch: AtomicU64,
+    scale_before: AtomicU64,
+    scale_after: AtomicU64,
+    at_switch_sec: AtomicU64,
+    at_switch_frac: AtomicU64,
+    boottime_sec: AtomicU64,
+    boottime_frac: AtomicU64,
+}
+
+impl Slot {
+    fn new() -> Slot {
+        Slot {
+            ticket: AtomicU64::new(0),
+            base: AtomicU64::new(0),
+            switch: AtomicU64::new(0),
+            scale_before: AtomicU64::new(0),
+            scale_after: AtomicU64::new(0),
+            at_switch_sec: AtomicU64::new(0),
+            at_switch_frac: AtomicU64::new(0),
+            boottime_sec: AtomicU64::new(0),
+            boottime_frac: AtomicU64::new(0),
+        }
+    }
+
+    /// The hands of ticket `ticket`, or `None` if the slot holds another one or
+    /// is being rewritten.
+    #[inline]
+    fn load(&self, ticket: u64) -> Option<Hands> {
+        use Ordering::Relaxed;
+        if self.ticket.load(Ordering::Acquire) != ticket {
+            return None;
+        }
+        let hands = Hands {
+            base: self.base.load(Relaxed),
+            switch: self.switch.load(Relaxed),
+            scale_before: self.scale_before.load(Relaxed),
+            scale_after: self.scale_after.load(Relaxed),
+            at_switch: BinTime::new(
+                self.at_switch_sec.load(Relaxed) as i64,
+                self.at_switch_frac.load(Relaxed),
+            ),
+            boottime: BinTime::new(
+                self.boottime_sec.load(Relaxed) as i64,
+                self.boottime_frac.load(Relaxed),
+            ),
+        };
+        // The field loads above happen before the ticket is checked again.
+        fence(Ordering::Acquire);
+        (self.ticket.load(Relaxed) == ticket).then_some(hands)
+    }
+
+    /// Writes `hands` as ticket `ticket` (writer only).
+    fn store(&self, hands: &Hands, ticket: u64) {
+        use Ordering::Relaxed;
+        self.ticket.store(0, Relaxed);
+        // Readers that see any field below see the 0 above.
+        fence(Ordering::Release);
+        self.base.store(hands.base, Relaxed);
+        self.switch.store(hands.switch, Relaxed);
+        self.scale_before.store(hands.scale_before, Relaxed);
+        self.scale_after.store(hands.scale_after, Relaxed);
+        self.at_switch_sec
+            .store(hands.at_switch.sec() as u64, Relaxed);
+        self.at_switch_frac.store(hands.at_switch.frac(), Relaxed);
+        self.boottime_sec
+            .store(hands.boottime.sec() as u64, Relaxed);
+        self.boottime_frac.store(hands.boottime.frac(), Relaxed);
+        self.ticket.store(ticket, Ordering::Release);
+    }
+}
+
+/// The lock that makes one writer at a time. Readers never touch it.
+struct WriterLock(AtomicBool);
+
+struct WriterGuard<'a>(&'a WriterLock);
+
+impl WriterLock {
+    fn try_lock(&self) -> Option<WriterGuard<'_>> {
+        // The guard is made only on success: dropping one unlocks.
+        self.0
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| WriterGuard(self))
+    }
+
+    /// Waits for the lock: writers may wait for each other, readers never do.
+    fn lock(&self) -> WriterGuard<'_> {
+        loop {
+            if let Some(guard) = self.try_lock() {
+                return guard;
+            }
+            relax();
+        }
+    }
+}
+
+impl Drop for WriterGuard<'_> {
+    fn drop(&mut self) {
+        self.0.0.store(false, Ordering::Release);
+    }
+}
+
+/// What a call to [`Timekeeper::windup`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Windup {
+    /// A new hands was published.
+    Published,
+    /// Another thread was winding up (or changing the clock); this call did
+    /// nothing, as the other writer does the work.
+    Busy,
+}
+
+/// Counts of what the writer has done, for reports and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Hands published (windups and realtime steps).
+    pub windups: u64,
+    /// Published hands that changed the rate at their switch point.
+    pub rate_changes: u64,
+    /// Rate-change candidates abandoned because a reader's counter had passed
+    /// their switch point before they were published (the writer was too slow:
+    /// preempted, most likely).
+    pub cancelled: u64,
+}
+
+/// Writer-only counters behind [`Stats`]; plain atomics, changed under the
+/// writer lock.
+#[derive(Default)]
+struct StatCounters {
+    windups: core::sync::atomic::AtomicU64,
+    rate_changes: core::sync::atomic::AtomicU64,
+    cancelled: core::sync::atomic::AtomicU64,
+}
+
+impl StatCounters {
+    fn bump(counter: &core::sync::atomic::AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Builds a [`Timekeeper`] with a chosen ring size and windup interval.
+#[derive(Debug)]
+pub struct Builder<C> {
+    counter: C,
+    hands: usize,
+    windup_interval: Duration,
+}
+
+impl<C: Counter> Builder<C> {
+    /// The number of timehands in the ring, 1 to [`MAX_HANDS`]. With 1, readers
+    /// retry while a windup rewrites it (see the module docs).
+    pub fn hands(mut self, count: usize) -> Builder<C> {
+        self.hands = count;
+        self
+    }
+
+    /// How often [`Timekeeper::windup`] is expected to be called. It sets how
+    /// far ahead a rate change is scheduled (a quarter of it) and how long a
+    /// hands promises its rate (all of it); windups may come earlier or later,
+    /// at the cost of readers taking a slower path while a windup is overdue.
+    /// It must be at least 4 counts and at most an eighth of the counter's wrap.
+    pub fn windup_interval(mut self, interval: Duration) -> Builder<C> {
+        self.windup_interval = interval;
+        self
+    }
+
+    /// The timekeeper, its uptime zero at the counter's current value.
+    ///
+    /// # Errors
+    /// [`Error::Frequency`] for a counter below 2 Hz, [`Error::Mask`] for a mask
+    /// that is not `2^bits - 1`, [`Error::Hands`] for a ring outside
+    /// `1..=MAX_HANDS`, [`Error::WindupInterval`] for an interval the counter
+    /// cannot represent.
+    pub fn build(self) -> Result<Timekeeper<C>, Error> {
+        let frequency = self.counter.frequency();
+        if frequency < 2 {
+            return Err(Error::Frequency { hz: frequency });
+        }
+        let mask = self.counter.mask();
+        if mask == 0 || mask & mask.wrapping_add(1) != 0 {
+            return Err(Error::Mask { mask });
+        }
+        if !(1..=MAX_HANDS).contains(&self.hands) {
+            return Err(Error::Hands { count: self.hands });
+        }
+        let interval = self.windup_interval.as_nanos() * frequency as u128 / 1_000_000_000;
+        if interval < 4 || interval > (mask / 8) as u128 {
+            return Err(Error::WindupInterval {
+                interval: self.windup_interval,
+                counts: interval,
+                mask,
+            });
+        }
+        let interval = interval as u64;
+        let nominal = nominal_scale(frequency);
+        let tk = Timekeeper {
+            slots: core::array::from_fn(|_| Slot::new()),
+            state: AtomicU64::new(1 << TICKET_SHIFT),
+            pending_switch: AtomicU64::new(0),
+            coarse: AtomicU64::new(0),
+            writer: WriterLock(AtomicBool::new(false)),
+            discipline: SharedDiscipline::new(nominal, interval),
+            stats: StatCounters::default(),
+            hands: self.hands,
+            mask,
+            behind: mask - (mask >> 3),
+            interval,
+            lead: interval / 4,
+            counter: self.counter,
+        };
+        let first = Hands {
+            base: tk.counter.read() & mask,
+            switch: 0,
+            scale_before: nominal,
+            scale_after: nominal,
+            at_switch: BinTime::ZERO,
+            boottime: BinTime::ZERO,
+        };
+        tk.slots[0].store(&first, 1);
+        Ok(tk)
+    }
+}
+
+/// The timekeeper: a counter, a ring of timehands, and the clocks read from them.
+///
+/// Uptime starts at zero when the timekeeper is built and is continuous and
+/// monotonic; realtime is uptime plus a boottime offset that only
+/// [`set_realtime`](Timekeeper::set_realtime) changes. Someone must call
+/// [`windup`](Timekeeper::windup) about every windup interval (a tick handler,
+/// a thread, or readers that notice it is due); it may come late by anything up
+/// to seven eighths of the counter's wrap period without losing a bit.
+///
+/// ```
+/// use timehands::{BinTime, SimCounter, Timekeeper};
+///
+/// let counter = SimCounter::new(10_000_000); // 10 MHz
+/// let tk = Timekeeper::new(counter.clone())?;
+/// counter.advance(25_000_000); // 2.5 s, with no windup at all
+/// assert_eq!(tk.uptime(), BinTime::new(2, 1 << 63));
+/// tk.windup();
+/// assert_eq!(tk.uptime_coarse(), BinTime::new(2, 1 << 63));
+///
+/// tk.set_realtime(BinTime::new(1_700_000_000, 0));
+/// counter.advance(10_000_000);
+/// assert_eq!(tk.realtime(), BinTime::new(1_700_000_001, 0));
+/// # Ok::<(), timehands::Error>(())
+/// ```
+pub struct Timekeeper<C> {
+    slots: [Slot; MAX_HANDS],
+    /// Ticket and slot of the current hands, and the pending flag.
+    state: AtomicU64,
+    /// The switch point (a counter value) of the pending candidate.
+    pending_switch: AtomicU64,
+    /// Uptime at the last windup, 32.32 fixed point: the coarse clock.
+    coarse: AtomicU64,
+    writer: WriterLock,
+    discipline: SharedDiscipline,
+    stats: StatCounters,
+    hands: usize,
+    mask: u64,
+    /// Deltas above this are reads behind the base: the top eighth of the range.
+    behind: u64,
+    /// Counts in one windup interval: how long past its switch point a hands
+    /// promises its rate.
+    interval: u64,
+    /// Counts from a windup's sample to its switch point, at the least.
+    lead: u64,
+    counter: C,
+}
+
+impl<C: Counter> Timekeeper<C> {
+    /// A timekeeper with [`DEFAULT_HANDS`] hands and the
+    /// [`DEFAULT_WINDUP_INTERVAL`]; see [`Builder::build`] for the errors.
+    pub fn new(counter: C) -> Result<Timekeeper<C>, Error> {
+        Timekeeper::builder(counter).build()
+    }
+
+    /// A builder to choose the ring size and the windup interval.
+    pub fn builder(counter: C) -> Builder<C> {
+        Builder {
+            counter,
+            hands: DEFAULT_HANDS,
+            windup_interval: DEFAULT_WINDUP_INTERVAL,
+        }
+    }
+
+    /// The counter.
+    pub fn counter(&self) -> &C {
+        &self.counter
+    }
+
+    /// Counts from `base` to `count`. A count in the top eighth of the range
+    /// is a read behind the base (another CPU's counter a little behind, a
+    /// counter reset): it is clamped to the base, never taken as a huge delta.
+    #[inline]
+    fn delta(&self, base: u64, count: u64) -> u64 {
+        let delta = count.wrapping_sub(base) & self.mask;
+        if delta > self.behind { 0 } else { delta }
+    }
+
+    /// The current hands and the state word it was found under.
+    #[inline]
+    fn current(&self) -> (u64, Hands) {
+        loop {
+            let state = self.state.load(Ordering::Acquire);
+            if let Some(hands) = self.slots[slot_index(state)].load(ticket(state)) {
+                return (state, hands);
+            }
+            relax();
+        }
+    }
+
+    /// The hands a read is evaluated with, and the counter's delta from its base.
+    #[inline]
+    fn read(&self) -> (Hands, u64) {
+        loop {
+            let (state, hands) = self.current();
+            let delta = self.delta(hands.base, self.counter.read());
+            if delta < hands.switch.saturating_add(self.interval)
+                || self.past_promise(state, &hands, delta)
+            {
+                return (hands, delta);
+            }
+        }
+    }
+
+    /// The slow path of a read whose counter is past its hands' promise: may it
+    /// use these hands? It may if they are still current and no pending candidate
+    /// switches rate at or before its counter reading; a candidate that does is
+    /// cancelled here, so it can never be published. `false`: read again.
+    #[cold]
+    fn past_promise(&self, seen: u64, hands: &Hands, delta: u64) -> bool {
+        // Pairs with the fence in `publish`: either the writer's check of the
+        // counter comes after our counter read (and so sees a count at least as
+        // late), or our load below sees its candidate pending.
+        fence(Ordering::SeqCst);
+        let state = self.state.load(Ordering::Acquire);
+        if state & !PENDING != seen & !PENDING {
+            return false;
+        }
+        if state & PENDING == 0 {
+            return true;
+        }
+        let switch = self.pending_switch.load(Ordering::Acquire);
+        if self.state.load(Ordering::Acquire) != state {
+            return false;
+        }
+        if delta < self.delta(hands.base, switch) {
+            // The candidate keeps our rate up to its switch point; it agrees.
+            return true;
+        }
+        self.state
+            .compare_exchange(state, state & !PENDING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Uptime: the time since the timekeeper was built, as precise as the counter.
+    ///
+    /// Never decreases, on one thread or across threads (a read that happens
+    /// after another returns at least as much), whatever windups, rate changes
+    /// and slews run meanwhile. Never takes a lock, never waits for a writer.
+    #[inline]
+    pub fn uptime(&self) -> BinTime {
+        let (hands, delta) = self.read();
+        hands.uptime_at(delta)
+    }
+
+    /// Realtime: uptime plus the boottime offset set by
+    /// [`set_realtime`](Timekeeper::set_realtime) (zero until then).
+    #[inline]
+    pub fn realtime(&self) -> BinTime {
+        let (hands, delta) = self.read();
+        hands.uptime_at(delta).saturating_add(hands.boottime)
+    }
+
+    /// Uptime at the last windup, to 2^-32 s: one load and no counter read.
+    /// Never ahead of [`uptime`](Timekeeper::uptime) read after it, never
+    /// decreasing, and behind it by at most the time since the last windup.
+    #[inline]
+    pub fn uptime_coarse(&self) -> BinTime {
+        let packed = self.coarse.load(Ordering::Acquire);
+        BinTime::new((packed >> 32) as i64, packed << 32)
+    }
+
+    /// [`uptime_coarse`](Timekeeper::uptime_coarse) plus the boottime offset.
+    #[inline]
+    pub fn realtime_coarse(&self) -> BinTime {
+        let uptime = self.uptime_coarse();
+        uptime.saturating_add(self.current().1.boottime)
+    }
+
+    /// Publishes a new hands that continues the timeline from the current counter
+    /// value, applying any frequency adjustment or slew from its switch point on.
+    ///
+    /// One writer at a time: a call that finds another writer busy returns
+    /// [`Windup::Busy`] at once.
+    pub fn windup(&self) -> Windup {
+        match self.writer.try_lock() {
+            Some(_guard) => {
+                self.windup_locked(None);
+                Windup::Published
+            }
+            None => Windup::Busy,
+        }
+    }
+
+    /// Steps realtime (and only realtime) to `now`; uptime does not move. Waits
+    /// for a windup in progress on another thread.
+    pub fn set_realtime(&self, now: BinTime) {
+        let _guard = self.writer.lock();
+        self.windup_locked(Some(now));
+    }
+
+    /// Slews uptime and realtime by `ns` nanoseconds, at 500 ppm, from the next
+    /// windup on, as BSD `adjtime(2)`: a new request replaces what remains of the
+    /// last one, and the remainder (rounded toward zero) is returned.
+    /// `adjtime(0)` stops a slew; the windup interval already scheduled still
+    /// counts against the new request.
+    pub fn adjtime(&self, ns: i64) -> i64 {
+        self.change_discipline(|d| d.adjtime(ns))
+    }
+
+    /// Runs the counter `ppb` parts per billion fast (positive) or slow, from
+    /// the next windup on.
+    ///
+    /// # Errors
+    /// [`Error::FrequencyAdjustment`] outside ±500 000 ppb (500 ppm).
+    pub fn set_frequency_adjustment(&self, ppb: i64) -> Result<(), Error> {
+        self.change_discipline(|d| d.set_frequency_adjustment(ppb))
+    }
+
+    /// What the writer has done so far.
+    pub fn stats(&self) -> Stats {
+        let load = |c: &core::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        Stats {
+            windups: load(&self.stats.windups),
+            rate_changes: load(&self.stats.rate_changes),
+            cancelled: load(&self.stats.cancelled),
+        }
+    }
+
+    fn change_discipline<R>(&self, change: impl FnOnce(&mut Discipline) -> R) -> R {
+        let _guard = self.writer.lock();
+        let mut d = self.discipline.load();
+        let result = change(&mut d);
+        self.discipline.store(&d);
+        result
+    }
+
+    /// The windup proper, holding the writer lock. `step` is a realtime step,
+    /// published without any rate change.
+    fn windup_locked(&self, step: Option<BinTime>) {
+        let mut attempt = 0;
+        loop {
+            let (state, hands) = self.current();
+            let count = self.counter.read() & self.mask;
+            let delta = self.delta(hands.base, count);
+            let now = hands.uptime_at(delta);
+            let mut discipline = self.discipline.load();
+            let switch_passed = delta >= hands.switch;
+            let boottime = match step {
+                Some(realtime) => realtime.saturating_sub(now),
+                None => hands.boottime,
+            };
+            let reschedule = step.is_none() && switch_passed && attempt < RATE_CHANGE_ATTEMPTS;
+            let next = if reschedule {
+                // The last switch point has passed: schedule the next rate at
+                // the lead or the promise, whichever is later, and account the
+                // slew of the old rate up to there.
+                let promise = (hands.switch + self.interval).saturating_sub(delta);
+                let switch = promise.max(self.lead);
+                discipline.charge(delta - hands.switch + switch);
+                Hands {
+                    base: count,
+                    switch,
+                    scale_before: hands.scale_after,
+                    scale_after: discipline.retune(),
+                    at_switch: now.saturating_add(BinTime::from_counts(switch, hands.scale_after)),
+                    boottime,
+                }
+            } else if switch_passed {
+                // Keep the rate (a realtime step, or readers keep cancelling).
+                discipline.charge(delta - hands.switch);
+                Hands {
+                    base: count,
+                    switch: 0,
+                    scale_before: hands.scale_after,
+                    scale_after: hands.scale_after,
+                    at_switch: now,
+                    boottime,
+                }
+            } else {
+                // The scheduled switch has not come: the same function, later base.
+                Hands {
+                    base: count,
+                    switch: hands.switch - delta,
+                    boottime,
+                    ..hands
+                }
+            };
+            let changes_rate = reschedule && next.scale_after != next.scale_before;
+            if self.publish(state, &next, changes_rate) {
+                self.discipline.store(&discipline);
+                self.coarse.store(coarse_of(now), Ordering::Release);
+                StatCounters::bump(&self.stats.windups);
+                if changes_rate {
+                    StatCounters::bump(&self.stats.rate_changes);
+                }
+                return;
+            }
+            StatCounters::bump(&self.stats.cancelled);
+            attempt += 1;
+        }
+    }
+
+    /// Makes `next` the current hands, unless it changes the rate and a reader
+    /// has (or may have) evaluated the current hands past its switch point.
+    fn publish(&self, state: u64, next: &Hands, changes_rate: bool) -> bool {
+        let slot = if self.hands == 1 {
+            slot_index(state)
+        } else {
+            (slot_index(state) + 1) % self.hands
+        };
+        let next_ticket = ticket(state) + 1;
+        let next_state = next_ticket << TICKET_SHIFT | slot as u64;
+        let in_place = slot == slot_index(state);
+        if !in_place {
+            self.slots[slot].store(next, next_ticket);
+        }
+        if !changes_rate {
+            // The same function as the current hands everywhere: nothing a
+            // reader computed can disagree with it.
+            self.state.store(next_state, Ordering::Release);
+        } else {
+            self.pending_switch.store(
+                next.base.wrapping_add(next.switch) & self.mask,
+                Ordering::Relaxed,
+            );
+            self.state.store(state | PENDING, Ordering::Release);
+            // Pairs with the fence in `past_promise`: our check below reads the
+            // counter no earlier than any reader that did not see the pending
+            // flag, so if none of them has passed the switch point, none can
+            // have computed with the old rate past it.
+            fence(Ordering::SeqCst);
+            let check = self.delta(next.base, self.counter.read());
+            if check >= next.switch {
+                // Too late: readers may have gone past the switch point.
+                let _ = self.state.compare_exchange(
+                    state | PENDING,
+                    state,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
+                return false;
+            }
+            if self
+                .state
+                .compare_exchange(
+                    state | PENDING,
+                    next_state,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+            {
+                return false;
+            }
+        }
+        if in_place {
+            self.slots[slot].store(next, next_ticket);
+        }
+        true
+    }
+}
+
+/// Uptime as 32.32 fixed point, rounded down (so never ahead), saturating.
+fn coarse_of(uptime: BinTime) -> u64 {
+    match u32::try_from(uptime.sec()) {
+        Ok(sec) => (sec as u64) << 32 | uptime.frac() >> 32,
+        Err(_) if uptime.sec() < 0 => 0,
+        Err(_) => u64::MAX,
+    }
+}
+
+impl<C: Counter> core::fmt::Debug for Timekeeper<C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Timekeeper")
+            .field("counter", &self.counter.name())
+            .field("frequency", &self.counter.frequency())
+            .field("hands", &self.hands)
+            .field("uptime", &self.uptime())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}

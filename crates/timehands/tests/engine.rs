@@ -1,0 +1,466 @@
+//! Deterministic scenarios on a `SimCounter`: every invariant of DESIGN.md that
+//! one thread can check, for each ring size.
+
+use std::time::Duration;
+
+use timehands::{BinTime, Counter, Error, SimCounter, Timekeeper, Windup};
+
+const GHZ3: u64 = 3_000_000_000;
+/// The ring sizes every scenario runs with: in place, the smallest ring, the default.
+const RINGS: [usize; 3] = [1, 2, 8];
+
+fn timekeeper(counter: &SimCounter, hands: usize) -> Timekeeper<SimCounter> {
+    Timekeeper::builder(counter.clone())
+        .hands(hands)
+        .windup_interval(Duration::from_millis(1))
+        .build()
+        .expect("valid test timekeeper")
+}
+
+/// 2^64 / frequency rounded to nearest: the scale the engine starts with.
+fn nominal(frequency: u64) -> u64 {
+    (((1u128 << 64) + frequency as u128 / 2) / frequency as u128) as u64
+}
+
+/// A small deterministic generator, so that failures replay.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 11
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[test]
+fn bad_counters_and_settings_are_refused_with_a_clear_error() {
+    let cases: [(Result<Timekeeper<SimCounter>, Error>, &str); 8] = [
+        (Timekeeper::new(SimCounter::new(0)), "frequency 0 Hz"),
+        (Timekeeper::new(SimCounter::new(1)), "frequency 1 Hz"),
+        (Timekeeper::new(SimCounter::with_mask(1000, 0)), "mask 0x0"),
+        (
+            Timekeeper::new(SimCounter::with_mask(1000, 0x1234)),
+            "mask 0x1234",
+        ),
+        (
+            Timekeeper::builder(SimCounter::new(1000)).hands(0).build(),
+            "0 timehands",
+        ),
+        (
+            Timekeeper::builder(SimCounter::new(1000)).hands(17).build(),
+            "17 timehands",
+        ),
+        (
+            Timekeeper::builder(SimCounter::new(1000))
+                .windup_interval(Duration::from_millis(1))
+                .build(),
+            "is 1 counts",
+        ),
+        (
+            Timekeeper::builder(SimCounter::with_mask(1_000_000, 0xffff))
+                .windup_interval(Duration::from_millis(10))
+                .build(),
+            "is 10000 counts",
+        ),
+    ];
+    for (result, words) in cases {
+        let err = result.expect_err(words);
+        let text = err.to_string();
+        assert!(text.contains(words), "{text:?} should name {words:?}");
+        assert!(!text.contains('\n'), "one line: {text:?}");
+    }
+    let tk = Timekeeper::builder(SimCounter::new(1000))
+        .windup_interval(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    assert_eq!(
+        tk.set_frequency_adjustment(500_001),
+        Err(Error::FrequencyAdjustment { ppb: 500_001 })
+    );
+    assert_eq!(
+        tk.set_frequency_adjustment(-500_001),
+        Err(Error::FrequencyAdjustment { ppb: -500_001 })
+    );
+    assert_eq!(tk.set_frequency_adjustment(-500_000), Ok(()));
+}
+
+#[test]
+fn uptime_starts_at_zero_and_counts_exactly() {
+    for hands in RINGS {
+        let counter = SimCounter::new(1_000_000_000);
+        counter.set(123_456_789);
+        let tk = timekeeper(&counter, hands);
+        assert_eq!(tk.uptime(), BinTime::ZERO);
+        assert_eq!(tk.realtime(), BinTime::ZERO);
+        counter.advance(1_500_000_000);
+        assert_eq!(tk.uptime().as_nanos(), 1_500_000_000);
+        tk.windup();
+        counter.advance(250);
+        assert_eq!(tk.uptime().as_nanos(), 1_500_000_250);
+    }
+}
+
+/// Invariant 2: a windup delayed by T gives the same time, bit for bit, as
+/// windups on time.
+#[test]
+fn a_windup_one_hour_late_loses_nothing() {
+    for hands in RINGS {
+        let late = SimCounter::new(GHZ3);
+        let punctual = SimCounter::new(GHZ3);
+        let tk_late = timekeeper(&late, hands);
+        let tk_punctual = timekeeper(&punctual, hands);
+        let tick = GHZ3 / 200; // windups every 5 ms
+        for _ in 0..3600 * 200 {
+            punctual.advance(tick);
+            tk_punctual.windup();
+        }
+        late.advance(3600 * GHZ3);
+        assert_eq!(tk_late.uptime(), tk_punctual.uptime());
+        tk_late.windup();
+        assert_eq!(tk_late.uptime(), tk_punctual.uptime());
+        late.advance(12_345);
+        punctual.advance(12_345);
+        assert_eq!(tk_late.uptime(), tk_punctual.uptime());
+        // And both are the exact product of the elapsed counts and the scale.
+        assert_eq!(
+            tk_late.uptime(),
+            BinTime::from_counts(3600 * GHZ3 + 12_345, nominal(GHZ3))
+        );
+    }
+}
+
+#[test]
+fn a_windup_one_year_late_loses_nothing() {
+    let year = 365 * 24 * 3600 * GHZ3;
+    for hands in RINGS {
+        let counter = SimCounter::new(GHZ3);
+        let tk = timekeeper(&counter, hands);
+        counter.advance(year);
+        let before = tk.uptime();
+        tk.windup();
+        assert_eq!(tk.uptime(), before);
+        // Windups every 5 ms from here on continue the same line, and the line
+        // is the exact product, which is what punctual windups give (the hour
+        // test shows).
+        for _ in 0..1000 {
+            counter.advance(GHZ3 / 200);
+            tk.windup();
+        }
+        let elapsed = year + 1000 * (GHZ3 / 200);
+        assert_eq!(tk.uptime(), BinTime::from_counts(elapsed, nominal(GHZ3)));
+    }
+}
+
+/// A 32-bit counter stalled for most of its wrap period is exact: any delta
+/// below seven eighths of the range.
+#[test]
+fn a_32_bit_counter_stalled_for_seven_eighths_of_its_wrap_is_exact() {
+    let mask = u32::MAX as u64;
+    let longest = mask - (mask >> 3);
+    for hands in RINGS {
+        let counter = SimCounter::with_mask(GHZ3, mask);
+        counter.set(mask - 1000); // so that the stall wraps the counter
+        let tk = timekeeper(&counter, hands);
+        let mut expected = 0u64;
+        for stall in [longest, 1, longest - 7, GHZ3 / 1000] {
+            counter.advance(stall);
+            expected += stall;
+            assert_eq!(tk.uptime(), BinTime::from_counts(expected, nominal(GHZ3)));
+            tk.windup();
+            assert_eq!(tk.uptime(), BinTime::from_counts(expected, nominal(GHZ3)));
+        }
+    }
+}
+
+/// A counter read behind the base (another CPU a few cycles behind, a reset) is
+/// clamped to the base, never wrapped into a huge delta; so is a delta in the top
+/// eighth of a narrow counter's range.
+#[test]
+fn reads_behind_the_base_are_clamped_to_the_base() {
+    for (mask, hands) in [(u64::MAX, 1), (u64::MAX, 8), (u32::MAX as u64, 2)] {
+        let counter = SimCounter::with_mask(1_000_000_000, mask);
+        let tk = timekeeper(&counter, hands);
+        counter.advance(5_000_000);
+        tk.windup();
+        let at_windup = tk.uptime();
+        assert_eq!(at_windup.as_nanos(), 5_000_000);
+        counter.set(counter.value() - 40); // 40 counts behind the base
+        assert_eq!(tk.uptime(), at_windup);
+        tk.windup();
+        assert_eq!(tk.uptime(), at_windup);
+        counter.set(counter.value() + 40 + (mask - (mask >> 3)) + 1); // a top-eighth delta
+        assert_eq!(tk.uptime(), at_windup);
+    }
+}
+
+/// Drives a timekeeper through random advances, windups, frequency changes and
+/// slews, checking after each step that uptime did not decrease and that only
+/// an advance of the counter moved it.
+fn random_walk(hands: usize, seed: u64, steps: usize) -> Timekeeper<SimCounter> {
+    let counter = SimCounter::new(GHZ3);
+    let tk = timekeeper(&counter, hands);
+    let mut rng = Lcg(seed);
+    for _ in 0..steps {
+        let before = tk.uptime();
+        let advanced = match rng.below(6) {
+            0 => {
+                counter.advance(rng.below(GHZ3 / 100));
+                true
+            }
+            1 => {
+                counter.advance(rng.below(GHZ3 / 1000));
+                true
+            }
+            2 => {
+                let ppb = rng.below(1_000_001) as i64 - 500_000;
+                tk.set_frequency_adjustment(ppb).unwrap();
+                false
+            }
+            3 => {
+                tk.adjtime(rng.below(2_000_001) as i64 - 1_000_000);
+                false
+            }
+            _ => {
+                assert_eq!(tk.windup(), Windup::Published);
+                false
+            }
+        };
+        let after = tk.uptime();
+        assert!(after >= before, "went backwards: {before} then {after}");
+        if !advanced {
+            // Invariant 4: windups and adjustments never step time.
+            assert_eq!(before, after, "a windup or adjustment stepped time");
+        }
+    }
+    tk
+}
+
+/// Invariants 3 and 4 on one thread: uptime never decreases and no windup,
+/// frequency change or slew steps it.
+#[test]
+fn windups_and_rate_changes_never_step_or_reverse_time() {
+    for hands in RINGS {
+        for seed in 1..=4 {
+            let tk = random_walk(hands, seed, 20_000);
+            let stats = tk.stats();
+            assert!(stats.windups > 1000, "{stats:?}");
+            assert!(stats.rate_changes > 100, "{stats:?}");
+        }
+    }
+}
+
+/// Invariant 4, pointwise: at one counter value, the time before and after a
+/// windup (with a rate change scheduled) is identical, and the time at the
+/// switch point joins both rates.
+#[test]
+fn a_rate_change_is_continuous_at_the_sample_and_at_the_switch_point() {
+    for hands in RINGS {
+        let counter = SimCounter::new(GHZ3);
+        let tk = timekeeper(&counter, hands);
+        counter.advance(GHZ3 / 100);
+        tk.set_frequency_adjustment(-500_000).unwrap();
+        let before = tk.uptime();
+        tk.windup();
+        assert_eq!(tk.uptime(), before);
+        // The new rate starts at the switch point, a quarter interval ahead.
+        let lead = GHZ3 / 1000 / 4;
+        counter.advance(lead - 1);
+        let just_before = tk.uptime();
+        assert_eq!(
+            just_before,
+            before + BinTime::from_counts(lead - 1, nominal(GHZ3))
+        );
+        counter.advance(1);
+        let at_switch = tk.uptime();
+        assert_eq!(
+            at_switch,
+            before + BinTime::from_counts(lead, nominal(GHZ3))
+        );
+        counter.advance(1_000);
+        let slow = nominal(GHZ3) - (nominal(GHZ3) as u128 * 500_000 / 1_000_000_000) as u64;
+        assert_eq!(tk.uptime(), at_switch + BinTime::from_counts(1_000, slow));
+        assert_eq!(tk.stats().rate_changes, 1);
+    }
+}
+
+/// A frequency adjustment runs the clock exactly that many ppb fast or slow.
+#[test]
+fn a_frequency_adjustment_sets_the_rate() {
+    for hands in RINGS {
+        let counter = SimCounter::new(1_000_000_000);
+        let tk = timekeeper(&counter, hands);
+        tk.set_frequency_adjustment(100_000).unwrap(); // +100 ppm
+        tk.windup(); // schedules the new rate one interval (1 ms) ahead
+        counter.advance(1_000_000);
+        tk.windup();
+        let start = tk.uptime();
+        for _ in 0..1000 {
+            counter.advance(1_000_000);
+            tk.windup();
+        }
+        // One second of counts reads as 1.0001 s, to the ns.
+        let elapsed = (tk.uptime() - start).as_nanos();
+        assert!(
+            (1_000_099_999..=1_000_100_001).contains(&elapsed),
+            "{elapsed}"
+        );
+    }
+}
+
+/// `adjtime` slews at 500 ppm until the amount is used up, and a new request
+/// replaces the remainder and returns it.
+#[test]
+fn adjtime_slews_at_500_ppm_until_done() {
+    for hands in RINGS {
+        let counter = SimCounter::new(1_000_000_000);
+        let tk = timekeeper(&counter, hands);
+        let ms = 1_000_000; // the interval, in counts
+        assert_eq!(tk.adjtime(3_000_000), 0); // 3 ms ahead: 6 s at 500 ppm
+        let mut elapsed = 0i128;
+        let mut step = |n: u64| {
+            for _ in 0..n {
+                counter.advance(ms);
+                tk.windup();
+            }
+            elapsed += (n * ms) as i128;
+            tk.uptime().as_nanos() - elapsed
+        };
+        // The slew starts at the first switch point, 1.25 ms in: 998.75 ms at
+        // 500 ppm by the end of the first second.
+        let gained = step(1000);
+        assert!((499_370..=499_380).contains(&gained), "{gained}");
+        let gained = step(1000);
+        assert!((999_370..=999_380).contains(&gained), "{gained}");
+        // Replace: what is left comes back, rounded toward zero. The slew was
+        // accounted up to the switch point already scheduled (2000.25 ms).
+        let left = tk.adjtime(-1_000_000);
+        assert!((2_000_490..=2_000_510).contains(&left), "{left}");
+        // The new request is used up exactly: in the end the clock has gained
+        // what the first request used and the second request in full.
+        let gained = step(3000);
+        let expected = (3_000_000 - left as i128) - 1_000_000;
+        assert!(
+            (gained - expected).abs() <= 2,
+            "{gained} against {expected}"
+        );
+        assert_eq!(step(1000), gained, "the slew has stopped");
+        assert_eq!(tk.adjtime(0), 0);
+    }
+}
+
+/// `set_realtime` steps realtime only; uptime does not move.
+#[test]
+fn set_realtime_steps_only_realtime() {
+    for hands in RINGS {
+        let counter = SimCounter::new(1_000_000_000);
+        let tk = timekeeper(&counter, hands);
+        counter.advance(2_000_000_000);
+        tk.windup();
+        let uptime = tk.uptime();
+        tk.set_realtime(BinTime::new(1_700_000_000, 0));
+        assert_eq!(tk.uptime(), uptime);
+        assert_eq!(tk.realtime(), BinTime::new(1_700_000_000, 0));
+        // The coarse clocks hold the windup's time to 2^-32 s.
+        let truncation = BinTime::new(0, 1 << 32);
+        assert!(uptime - tk.uptime_coarse() < truncation);
+        assert!(BinTime::new(1_700_000_000, 0) - tk.realtime_coarse() < truncation);
+        counter.advance(500_000_000);
+        assert_eq!(tk.realtime().as_nanos(), 1_700_000_000_500_000_000);
+        // Backwards too: realtime may step back, uptime never.
+        tk.set_realtime(BinTime::new(1_000, 0));
+        assert_eq!(tk.realtime(), BinTime::new(1_000, 0));
+        assert_eq!(tk.uptime().as_nanos(), 2_500_000_000);
+    }
+}
+
+/// Invariant 5: the coarse clocks are never ahead of a precise read that
+/// follows, never decrease, and lag by at most the time since the last windup.
+#[test]
+fn coarse_clocks_lag_by_at_most_the_time_since_the_last_windup() {
+    for hands in RINGS {
+        let counter = SimCounter::new(GHZ3);
+        let tk = timekeeper(&counter, hands);
+        let mut rng = Lcg(7);
+        let mut last_coarse = tk.uptime_coarse();
+        let mut at_windup = tk.uptime();
+        for _ in 0..10_000 {
+            match rng.below(3) {
+                0 => {
+                    tk.windup();
+                    at_windup = tk.uptime();
+                }
+                1 => tk
+                    .set_frequency_adjustment(rng.below(1_000_001) as i64 - 500_000)
+                    .unwrap(),
+                _ => counter.advance(rng.below(GHZ3 / 500)),
+            }
+            let coarse = tk.uptime_coarse();
+            let precise = tk.uptime();
+            assert!(coarse >= last_coarse, "coarse went backwards");
+            assert!(
+                coarse <= precise,
+                "coarse {coarse} ahead of precise {precise}"
+            );
+            // Truncated to 2^-32 s, never more than that below the windup's time.
+            assert!(at_windup - coarse < BinTime::new(0, 1 << 32));
+            assert!(coarse <= at_windup);
+            assert!(tk.realtime_coarse() <= tk.realtime());
+            last_coarse = coarse;
+        }
+    }
+}
+
+/// Concurrent windups are safe: while one writer is inside a windup, another
+/// call returns `Busy` at once. (The writer here is held inside its counter read.)
+#[test]
+fn a_second_writer_returns_busy() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Barrier};
+
+    struct Holding {
+        inner: SimCounter,
+        hold: AtomicBool,
+        inside: Barrier,
+        release: Barrier,
+    }
+    impl Counter for Holding {
+        fn read(&self) -> u64 {
+            if self.hold.swap(false, Ordering::SeqCst) {
+                self.inside.wait();
+                self.release.wait();
+            }
+            self.inner.read()
+        }
+        fn frequency(&self) -> u64 {
+            self.inner.frequency()
+        }
+    }
+    let tk = Arc::new(
+        Timekeeper::new(Holding {
+            inner: SimCounter::new(1_000_000),
+            hold: AtomicBool::new(false),
+            inside: Barrier::new(2),
+            release: Barrier::new(2),
+        })
+        .unwrap(),
+    );
+    let counter = tk.counter();
+    counter.hold.store(true, Ordering::SeqCst);
+    let writer = {
+        let tk = tk.clone();
+        std::thread::spawn(move || tk.windup())
+    };
+    counter.inside.wait();
+    assert_eq!(tk.windup(), Windup::Busy);
+    // A refused writer must leave the lock with its holder.
+    assert_eq!(tk.windup(), Windup::Busy);
+    counter.release.wait();
+    assert_eq!(writer.join().unwrap(), Windup::Published);
+    assert_eq!(tk.windup(), Windup::Published);
+}
