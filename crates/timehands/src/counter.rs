@@ -64,10 +64,10 @@ impl<C: Counter + ?Sized> Counter for &C {
     }
 }
 
-#[cfg(feature = "alloc")]
+#[cfg(all(feature = "alloc", target_has_atomic = "64"))]
 pub use sim::SimCounter;
 
-#[cfg(feature = "alloc")]
+#[cfg(all(feature = "alloc", target_has_atomic = "64"))]
 mod sim {
     use super::Counter;
     use crate::sync::{Arc, AtomicU64, Ordering};
@@ -119,12 +119,14 @@ mod sim {
         }
 
         /// The counter's value, masked: what [`Counter::read`] returns.
+        #[inline]
         pub fn value(&self) -> u64 {
             self.value.load(Ordering::SeqCst) & self.mask
         }
     }
 
     impl Counter for SimCounter {
+        #[inline]
         fn read(&self) -> u64 {
             self.value()
         }

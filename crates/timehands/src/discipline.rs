@@ -15,8 +15,6 @@
 //! late overshoots (at most 500 ppm of the lateness) and the next segments slew
 //! the overshoot back.
 
-use core::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
-
 use crate::{BinTime, Error};
 
 /// The largest frequency adjustment, and the slew rate: 500 ppm, in ppb.
@@ -34,8 +32,7 @@ fn part_of(scale: u64, ppb: i64) -> i64 {
     (scale as i128 * ppb as i128 / 1_000_000_000) as i64
 }
 
-/// The writer's rate state. Only the writer (holding the writer lock) reads or
-/// changes it, so plain loads and stores of it are enough.
+/// The writer's rate state, kept behind the writer lock.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Discipline {
     /// `2^64 / frequency`.
@@ -52,6 +49,17 @@ pub(crate) struct Discipline {
 }
 
 impl Discipline {
+    /// No adjustment, no slew: the nominal rate.
+    pub fn new(nominal: u64, interval: u64) -> Discipline {
+        Discipline {
+            nominal,
+            interval,
+            frequency_ppb: 0,
+            slew_remaining: 0,
+            slew_part: 0,
+        }
+    }
+
     /// The scale of the current segment.
     pub fn scale(&self) -> u64 {
         let scale = self.nominal as i128 + part_of(self.nominal, self.frequency_ppb) as i128;
@@ -89,53 +97,5 @@ impl Discipline {
         }
         self.frequency_ppb = ppb;
         Ok(())
-    }
-}
-
-/// A [`Discipline`] kept in atomics so that the writer can hold it in a shared
-/// `Timekeeper` without `unsafe`. Every access is made holding the writer lock,
-/// whose acquire and release order them; the atomics only make that legal.
-pub(crate) struct SharedDiscipline {
-    nominal: u64,
-    interval: u64,
-    frequency_ppb: AtomicI64,
-    slew_remaining_hi: AtomicI64,
-    slew_remaining_lo: AtomicU64,
-    slew_part: AtomicI64,
-}
-
-impl SharedDiscipline {
-    pub fn new(nominal: u64, interval: u64) -> SharedDiscipline {
-        SharedDiscipline {
-            nominal,
-            interval,
-            frequency_ppb: AtomicI64::new(0),
-            slew_remaining_hi: AtomicI64::new(0),
-            slew_remaining_lo: AtomicU64::new(0),
-            slew_part: AtomicI64::new(0),
-        }
-    }
-
-    /// The state, to be read holding the writer lock.
-    pub fn load(&self) -> Discipline {
-        let hi = self.slew_remaining_hi.load(Relaxed) as i128;
-        let lo = self.slew_remaining_lo.load(Relaxed) as i128;
-        Discipline {
-            nominal: self.nominal,
-            interval: self.interval,
-            frequency_ppb: self.frequency_ppb.load(Relaxed),
-            slew_remaining: (hi << 64) | lo,
-            slew_part: self.slew_part.load(Relaxed),
-        }
-    }
-
-    /// Saves the state, holding the writer lock.
-    pub fn store(&self, d: &Discipline) {
-        self.frequency_ppb.store(d.frequency_ppb, Relaxed);
-        self.slew_remaining_hi
-            .store((d.slew_remaining >> 64) as i64, Relaxed);
-        self.slew_remaining_lo
-            .store(d.slew_remaining as u64, Relaxed);
-        self.slew_part.store(d.slew_part, Relaxed);
     }
 }

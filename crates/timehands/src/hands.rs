@@ -55,8 +55,9 @@
 use core::time::Duration;
 
 use crate::counter::Counter;
-use crate::discipline::{Discipline, SharedDiscipline, nominal_scale};
-use crate::sync::{AtomicBool, AtomicU64, Ordering, fence, relax};
+use crate::discipline::{Discipline, nominal_scale};
+use crate::lock::WriterLock;
+use crate::sync::{AtomicUsize, Ordering, Word, fence, relax};
 use crate::{BinTime, Error};
 
 /// The largest ring.
@@ -71,18 +72,25 @@ pub const DEFAULT_WINDUP_INTERVAL: Duration = Duration::from_millis(1);
 const RATE_CHANGE_ATTEMPTS: u32 = 3;
 
 // The state word: which slot holds the current hands, its ticket, and whether a
-// candidate is pending. Tickets grow by one per published hands; a slot holds
-// ticket 0 while it is being written.
-const SLOT_MASK: u64 = 0xff;
-const PENDING: u64 = 1 << 8;
+// candidate is pending. Tickets grow by one per published hands and wrap from
+// MAX_TICKET to 1 (2^55 windups on 64-bit targets, 2^23 on 32-bit ones, where a
+// reader would have to stall across a multiple of that many windups to be
+// fooled); a slot holds ticket 0 while it is being written.
+const SLOT_MASK: usize = 0xff;
+const PENDING: usize = 1 << 8;
 const TICKET_SHIFT: u32 = 9;
+const MAX_TICKET: usize = usize::MAX >> TICKET_SHIFT;
 
-fn ticket(state: u64) -> u64 {
+fn ticket(state: usize) -> usize {
     state >> TICKET_SHIFT
 }
 
-fn slot_index(state: u64) -> usize {
-    (state & SLOT_MASK) as usize
+fn slot_index(state: usize) -> usize {
+    state & SLOT_MASK
+}
+
+fn next_ticket(ticket: usize) -> usize {
+    if ticket == MAX_TICKET { 1 } else { ticket + 1 }
 }
 
 /// One published description of the timeline; see the module docs.
@@ -100,6 +108,8 @@ struct Hands {
     at_switch: BinTime,
     /// Realtime minus uptime.
     boottime: BinTime,
+    /// Uptime at `base` as 32.32 fixed point, rounded down: the coarse clock.
+    coarse: u64,
 }
 
 impl Hands {
@@ -120,107 +130,80 @@ impl Hands {
 /// consistent (a seqlock per slot).
 #[repr(C, align(64))]
 struct Slot {
-    ticket: AtomicU64,
-    base: AtomicU64,
-    switch: AtomicU64,
-    scale_before: AtomicU64,
-    scale_after: AtomicU64,
-    at_switch_sec: AtomicU64,
-    at_switch_frac: AtomicU64,
-    boottime_sec: AtomicU64,
-    boottime_frac: AtomicU64,
+    ticket: AtomicUsize,
+    base: Word,
+    switch: Word,
+    scale_before: Word,
+    scale_after: Word,
+    at_switch_sec: Word,
+    at_switch_frac: Word,
+    coarse: Word,
+    boottime_sec: Word,
+    boottime_frac: Word,
 }
 
 impl Slot {
     fn new() -> Slot {
         Slot {
-            ticket: AtomicU64::new(0),
-            base: AtomicU64::new(0),
-            switch: AtomicU64::new(0),
-            scale_before: AtomicU64::new(0),
-            scale_after: AtomicU64::new(0),
-            at_switch_sec: AtomicU64::new(0),
-            at_switch_frac: AtomicU64::new(0),
-            boottime_sec: AtomicU64::new(0),
-            boottime_frac: AtomicU64::new(0),
+            ticket: AtomicUsize::new(0),
+            base: Word::new(0),
+            switch: Word::new(0),
+            scale_before: Word::new(0),
+            scale_after: Word::new(0),
+            at_switch_sec: Word::new(0),
+            at_switch_frac: Word::new(0),
+            coarse: Word::new(0),
+            boottime_sec: Word::new(0),
+            boottime_frac: Word::new(0),
         }
     }
 
-    /// The hands of ticket `ticket`, or `None` if the slot holds another one or
-    /// is being rewritten.
+    /// What `load` reads from the slot, if it holds ticket `ticket` throughout;
+    /// `None` if it holds another hands or is being rewritten.
     #[inline]
-    fn load(&self, ticket: u64) -> Option<Hands> {
-        use Ordering::Relaxed;
+    fn read<R>(&self, ticket: usize, load: impl Fn(&Slot) -> R) -> Option<R> {
         if self.ticket.load(Ordering::Acquire) != ticket {
             return None;
         }
-        let hands = Hands {
-            base: self.base.load(Relaxed),
-            switch: self.switch.load(Relaxed),
-            scale_before: self.scale_before.load(Relaxed),
-            scale_after: self.scale_after.load(Relaxed),
-            at_switch: BinTime::new(
-                self.at_switch_sec.load(Relaxed) as i64,
-                self.at_switch_frac.load(Relaxed),
-            ),
-            boottime: BinTime::new(
-                self.boottime_sec.load(Relaxed) as i64,
-                self.boottime_frac.load(Relaxed),
-            ),
-        };
-        // The field loads above happen before the ticket is checked again.
+        let value = load(self);
+        // The loads above happen before the ticket is checked again.
         fence(Ordering::Acquire);
-        (self.ticket.load(Relaxed) == ticket).then_some(hands)
+        (self.ticket.load(Ordering::Relaxed) == ticket).then_some(value)
+    }
+
+    #[inline]
+    fn hands(&self) -> Hands {
+        Hands {
+            base: self.base.load(),
+            switch: self.switch.load(),
+            scale_before: self.scale_before.load(),
+            scale_after: self.scale_after.load(),
+            at_switch: BinTime::new(self.at_switch_sec.load() as i64, self.at_switch_frac.load()),
+            boottime: self.boottime(),
+            coarse: self.coarse.load(),
+        }
+    }
+
+    #[inline]
+    fn boottime(&self) -> BinTime {
+        BinTime::new(self.boottime_sec.load() as i64, self.boottime_frac.load())
     }
 
     /// Writes `hands` as ticket `ticket` (writer only).
-    fn store(&self, hands: &Hands, ticket: u64) {
-        use Ordering::Relaxed;
-        self.ticket.store(0, Relaxed);
+    fn store(&self, hands: &Hands, ticket: usize) {
+        self.ticket.store(0, Ordering::Relaxed);
         // Readers that see any field below see the 0 above.
         fence(Ordering::Release);
-        self.base.store(hands.base, Relaxed);
-        self.switch.store(hands.switch, Relaxed);
-        self.scale_before.store(hands.scale_before, Relaxed);
-        self.scale_after.store(hands.scale_after, Relaxed);
-        self.at_switch_sec
-            .store(hands.at_switch.sec() as u64, Relaxed);
-        self.at_switch_frac.store(hands.at_switch.frac(), Relaxed);
-        self.boottime_sec
-            .store(hands.boottime.sec() as u64, Relaxed);
-        self.boottime_frac.store(hands.boottime.frac(), Relaxed);
+        self.base.store(hands.base);
+        self.switch.store(hands.switch);
+        self.scale_before.store(hands.scale_before);
+        self.scale_after.store(hands.scale_after);
+        self.at_switch_sec.store(hands.at_switch.sec() as u64);
+        self.at_switch_frac.store(hands.at_switch.frac());
+        self.coarse.store(hands.coarse);
+        self.boottime_sec.store(hands.boottime.sec() as u64);
+        self.boottime_frac.store(hands.boottime.frac());
         self.ticket.store(ticket, Ordering::Release);
-    }
-}
-
-/// The lock that makes one writer at a time. Readers never touch it.
-struct WriterLock(AtomicBool);
-
-struct WriterGuard<'a>(&'a WriterLock);
-
-impl WriterLock {
-    fn try_lock(&self) -> Option<WriterGuard<'_>> {
-        // The guard is made only on success: dropping one unlocks.
-        self.0
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .ok()
-            .map(|_| WriterGuard(self))
-    }
-
-    /// Waits for the lock: writers may wait for each other, readers never do.
-    fn lock(&self) -> WriterGuard<'_> {
-        loop {
-            if let Some(guard) = self.try_lock() {
-                return guard;
-            }
-            relax();
-        }
-    }
-}
-
-impl Drop for WriterGuard<'_> {
-    fn drop(&mut self) {
-        self.0.0.store(false, Ordering::Release);
     }
 }
 
@@ -247,19 +230,10 @@ pub struct Stats {
     pub cancelled: u64,
 }
 
-/// Writer-only counters behind [`Stats`]; plain atomics, changed under the
-/// writer lock.
-#[derive(Default)]
-struct StatCounters {
-    windups: core::sync::atomic::AtomicU64,
-    rate_changes: core::sync::atomic::AtomicU64,
-    cancelled: core::sync::atomic::AtomicU64,
-}
-
-impl StatCounters {
-    fn bump(counter: &core::sync::atomic::AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
+/// What only writers touch: the rate state and the counts for [`Stats`].
+struct WriterState {
+    discipline: Discipline,
+    stats: Stats,
 }
 
 /// Builds a [`Timekeeper`] with a chosen ring size and windup interval.
@@ -319,12 +293,12 @@ impl<C: Counter> Builder<C> {
         let nominal = nominal_scale(frequency);
         let tk = Timekeeper {
             slots: core::array::from_fn(|_| Slot::new()),
-            state: AtomicU64::new(1 << TICKET_SHIFT),
-            pending_switch: AtomicU64::new(0),
-            coarse: AtomicU64::new(0),
-            writer: WriterLock(AtomicBool::new(false)),
-            discipline: SharedDiscipline::new(nominal, interval),
-            stats: StatCounters::default(),
+            state: AtomicUsize::new(1 << TICKET_SHIFT),
+            pending_switch: AtomicUsize::new(0),
+            writer: WriterLock::new(WriterState {
+                discipline: Discipline::new(nominal, interval),
+                stats: Stats::default(),
+            }),
             hands: self.hands,
             mask,
             behind: mask - (mask >> 3),
@@ -339,6 +313,7 @@ impl<C: Counter> Builder<C> {
             scale_after: nominal,
             at_switch: BinTime::ZERO,
             boottime: BinTime::ZERO,
+            coarse: 0,
         };
         tk.slots[0].store(&first, 1);
         Ok(tk)
@@ -360,26 +335,24 @@ impl<C: Counter> Builder<C> {
 /// let counter = SimCounter::new(10_000_000); // 10 MHz
 /// let tk = Timekeeper::new(counter.clone())?;
 /// counter.advance(25_000_000); // 2.5 s, with no windup at all
-/// assert_eq!(tk.uptime(), BinTime::new(2, 1 << 63));
+/// assert_eq!(tk.uptime().to_string(), "2.500000000");
 /// tk.windup();
-/// assert_eq!(tk.uptime_coarse(), BinTime::new(2, 1 << 63));
+/// assert_eq!(tk.uptime_coarse().to_string(), "2.500000000");
 ///
 /// tk.set_realtime(BinTime::new(1_700_000_000, 0));
 /// counter.advance(10_000_000);
-/// assert_eq!(tk.realtime(), BinTime::new(1_700_000_001, 0));
+/// assert_eq!(tk.realtime().to_timespec(), (1_700_000_001, 0));
 /// # Ok::<(), timehands::Error>(())
 /// ```
 pub struct Timekeeper<C> {
     slots: [Slot; MAX_HANDS],
     /// Ticket and slot of the current hands, and the pending flag.
-    state: AtomicU64,
-    /// The switch point (a counter value) of the pending candidate.
-    pending_switch: AtomicU64,
-    /// Uptime at the last windup, 32.32 fixed point: the coarse clock.
-    coarse: AtomicU64,
-    writer: WriterLock,
-    discipline: SharedDiscipline,
-    stats: StatCounters,
+    state: AtomicUsize,
+    /// The pending candidate's switch point, in counts from the current hands'
+    /// base, rounded down to `usize::MAX` on 32-bit targets (which only makes
+    /// readers cancel sooner).
+    pending_switch: AtomicUsize,
+    writer: WriterLock<WriterState>,
     hands: usize,
     mask: u64,
     /// Deltas above this are reads behind the base: the top eighth of the range.
@@ -422,13 +395,14 @@ impl<C: Counter> Timekeeper<C> {
         if delta > self.behind { 0 } else { delta }
     }
 
-    /// The current hands and the state word it was found under.
+    /// What `load` reads from the current hands, and the state word it was
+    /// found under.
     #[inline]
-    fn current(&self) -> (u64, Hands) {
+    fn current<R>(&self, load: impl Fn(&Slot) -> R) -> (usize, R) {
         loop {
             let state = self.state.load(Ordering::Acquire);
-            if let Some(hands) = self.slots[slot_index(state)].load(ticket(state)) {
-                return (state, hands);
+            if let Some(value) = self.slots[slot_index(state)].read(ticket(state), &load) {
+                return (state, value);
             }
             relax();
         }
@@ -438,10 +412,9 @@ impl<C: Counter> Timekeeper<C> {
     #[inline]
     fn read(&self) -> (Hands, u64) {
         loop {
-            let (state, hands) = self.current();
+            let (state, hands) = self.current(Slot::hands);
             let delta = self.delta(hands.base, self.counter.read());
-            if delta < hands.switch.saturating_add(self.interval)
-                || self.past_promise(state, &hands, delta)
+            if delta < hands.switch.saturating_add(self.interval) || self.past_promise(state, delta)
             {
                 return (hands, delta);
             }
@@ -453,7 +426,7 @@ impl<C: Counter> Timekeeper<C> {
     /// switches rate at or before its counter reading; a candidate that does is
     /// cancelled here, so it can never be published. `false`: read again.
     #[cold]
-    fn past_promise(&self, seen: u64, hands: &Hands, delta: u64) -> bool {
+    fn past_promise(&self, seen: usize, delta: u64) -> bool {
         // Pairs with the fence in `publish`: either the writer's check of the
         // counter comes after our counter read (and so sees a count at least as
         // late), or our load below sees its candidate pending.
@@ -469,7 +442,7 @@ impl<C: Counter> Timekeeper<C> {
         if self.state.load(Ordering::Acquire) != state {
             return false;
         }
-        if delta < self.delta(hands.base, switch) {
+        if delta < switch as u64 {
             // The candidate keeps our rate up to its switch point; it agrees.
             return true;
         }
@@ -502,15 +475,14 @@ impl<C: Counter> Timekeeper<C> {
     /// decreasing, and behind it by at most the time since the last windup.
     #[inline]
     pub fn uptime_coarse(&self) -> BinTime {
-        let packed = self.coarse.load(Ordering::Acquire);
-        BinTime::new((packed >> 32) as i64, packed << 32)
+        uncoarse(self.current(|slot| slot.coarse.load()).1)
     }
 
     /// [`uptime_coarse`](Timekeeper::uptime_coarse) plus the boottime offset.
     #[inline]
     pub fn realtime_coarse(&self) -> BinTime {
-        let uptime = self.uptime_coarse();
-        uptime.saturating_add(self.current().1.boottime)
+        let (coarse, boottime) = self.current(|slot| (slot.coarse.load(), slot.boottime())).1;
+        uncoarse(coarse).saturating_add(boottime)
     }
 
     /// Publishes a new hands that continues the timeline from the current counter
@@ -520,8 +492,8 @@ impl<C: Counter> Timekeeper<C> {
     /// [`Windup::Busy`] at once.
     pub fn windup(&self) -> Windup {
         match self.writer.try_lock() {
-            Some(_guard) => {
-                self.windup_locked(None);
+            Some(mut writer) => {
+                self.windup_locked(&mut writer, None);
                 Windup::Published
             }
             None => Windup::Busy,
@@ -531,8 +503,7 @@ impl<C: Counter> Timekeeper<C> {
     /// Steps realtime (and only realtime) to `now`; uptime does not move. Waits
     /// for a windup in progress on another thread.
     pub fn set_realtime(&self, now: BinTime) {
-        let _guard = self.writer.lock();
-        self.windup_locked(Some(now));
+        self.windup_locked(&mut self.writer.lock(), Some(now));
     }
 
     /// Slews uptime and realtime by `ns` nanoseconds, at 500 ppm, from the next
@@ -541,7 +512,7 @@ impl<C: Counter> Timekeeper<C> {
     /// `adjtime(0)` stops a slew; the windup interval already scheduled still
     /// counts against the new request.
     pub fn adjtime(&self, ns: i64) -> i64 {
-        self.change_discipline(|d| d.adjtime(ns))
+        self.writer.lock().discipline.adjtime(ns)
     }
 
     /// Runs the counter `ppb` parts per billion fast (positive) or slow, from
@@ -550,37 +521,24 @@ impl<C: Counter> Timekeeper<C> {
     /// # Errors
     /// [`Error::FrequencyAdjustment`] outside ±500 000 ppb (500 ppm).
     pub fn set_frequency_adjustment(&self, ppb: i64) -> Result<(), Error> {
-        self.change_discipline(|d| d.set_frequency_adjustment(ppb))
+        self.writer.lock().discipline.set_frequency_adjustment(ppb)
     }
 
-    /// What the writer has done so far.
+    /// What the writer has done so far. Waits for a windup in progress.
     pub fn stats(&self) -> Stats {
-        let load = |c: &core::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-        Stats {
-            windups: load(&self.stats.windups),
-            rate_changes: load(&self.stats.rate_changes),
-            cancelled: load(&self.stats.cancelled),
-        }
-    }
-
-    fn change_discipline<R>(&self, change: impl FnOnce(&mut Discipline) -> R) -> R {
-        let _guard = self.writer.lock();
-        let mut d = self.discipline.load();
-        let result = change(&mut d);
-        self.discipline.store(&d);
-        result
+        self.writer.lock().stats
     }
 
     /// The windup proper, holding the writer lock. `step` is a realtime step,
     /// published without any rate change.
-    fn windup_locked(&self, step: Option<BinTime>) {
+    fn windup_locked(&self, writer: &mut WriterState, step: Option<BinTime>) {
         let mut attempt = 0;
         loop {
-            let (state, hands) = self.current();
+            let (state, hands) = self.current(Slot::hands);
             let count = self.counter.read() & self.mask;
             let delta = self.delta(hands.base, count);
             let now = hands.uptime_at(delta);
-            let mut discipline = self.discipline.load();
+            let mut discipline = writer.discipline;
             let switch_passed = delta >= hands.switch;
             let boottime = match step {
                 Some(realtime) => realtime.saturating_sub(now),
@@ -601,6 +559,7 @@ impl<C: Counter> Timekeeper<C> {
                     scale_after: discipline.retune(),
                     at_switch: now.saturating_add(BinTime::from_counts(switch, hands.scale_after)),
                     boottime,
+                    coarse: coarse_of(now),
                 }
             } else if switch_passed {
                 // Keep the rate (a realtime step, or readers keep cancelling).
@@ -612,6 +571,7 @@ impl<C: Counter> Timekeeper<C> {
                     scale_after: hands.scale_after,
                     at_switch: now,
                     boottime,
+                    coarse: coarse_of(now),
                 }
             } else {
                 // The scheduled switch has not come: the same function, later base.
@@ -619,75 +579,75 @@ impl<C: Counter> Timekeeper<C> {
                     base: count,
                     switch: hands.switch - delta,
                     boottime,
+                    coarse: coarse_of(now),
                     ..hands
                 }
             };
             let changes_rate = reschedule && next.scale_after != next.scale_before;
-            if self.publish(state, &next, changes_rate) {
-                self.discipline.store(&discipline);
-                self.coarse.store(coarse_of(now), Ordering::Release);
-                StatCounters::bump(&self.stats.windups);
-                if changes_rate {
-                    StatCounters::bump(&self.stats.rate_changes);
-                }
+            // The candidate's switch point, seen from the current hands.
+            let switch_from_current = delta.saturating_add(next.switch);
+            if self.publish(state, &next, changes_rate.then_some(switch_from_current)) {
+                writer.discipline = discipline;
+                writer.stats.windups += 1;
+                writer.stats.rate_changes += changes_rate as u64;
                 return;
             }
-            StatCounters::bump(&self.stats.cancelled);
+            writer.stats.cancelled += 1;
             attempt += 1;
         }
     }
 
-    /// Makes `next` the current hands, unless it changes the rate and a reader
-    /// has (or may have) evaluated the current hands past its switch point.
-    fn publish(&self, state: u64, next: &Hands, changes_rate: bool) -> bool {
+    /// Makes `next` the current hands. A hands that changes the rate at
+    /// `rate_switch` (counts from the current hands' base) is published only if
+    /// no reader has (or may have) evaluated the current hands at or past that
+    /// point; otherwise the call returns `false` and nothing changes.
+    fn publish(&self, state: usize, next: &Hands, rate_switch: Option<u64>) -> bool {
         let slot = if self.hands == 1 {
             slot_index(state)
         } else {
             (slot_index(state) + 1) % self.hands
         };
-        let next_ticket = ticket(state) + 1;
-        let next_state = next_ticket << TICKET_SHIFT | slot as u64;
+        let next_ticket = next_ticket(ticket(state));
+        let next_state = next_ticket << TICKET_SHIFT | slot;
         let in_place = slot == slot_index(state);
         if !in_place {
             self.slots[slot].store(next, next_ticket);
         }
-        if !changes_rate {
+        match rate_switch {
             // The same function as the current hands everywhere: nothing a
             // reader computed can disagree with it.
-            self.state.store(next_state, Ordering::Release);
-        } else {
-            self.pending_switch.store(
-                next.base.wrapping_add(next.switch) & self.mask,
-                Ordering::Relaxed,
-            );
-            self.state.store(state | PENDING, Ordering::Release);
-            // Pairs with the fence in `past_promise`: our check below reads the
-            // counter no earlier than any reader that did not see the pending
-            // flag, so if none of them has passed the switch point, none can
-            // have computed with the old rate past it.
-            fence(Ordering::SeqCst);
-            let check = self.delta(next.base, self.counter.read());
-            if check >= next.switch {
-                // Too late: readers may have gone past the switch point.
-                let _ = self.state.compare_exchange(
-                    state | PENDING,
-                    state,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                );
-                return false;
-            }
-            if self
-                .state
-                .compare_exchange(
-                    state | PENDING,
-                    next_state,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_err()
-            {
-                return false;
+            None => self.state.store(next_state, Ordering::Release),
+            Some(switch) => {
+                let switch = usize::try_from(switch).unwrap_or(usize::MAX);
+                self.pending_switch.store(switch, Ordering::Relaxed);
+                self.state.store(state | PENDING, Ordering::Release);
+                // Pairs with the fence in `past_promise`: our check below reads
+                // the counter no earlier than any reader that did not see the
+                // pending flag, so if none of them has passed the switch point,
+                // none can have computed with the old rate past it.
+                fence(Ordering::SeqCst);
+                let check = self.delta(next.base, self.counter.read());
+                let published = check < next.switch
+                    && self
+                        .state
+                        .compare_exchange(
+                            state | PENDING,
+                            next_state,
+                            Ordering::AcqRel,
+                            Ordering::Relaxed,
+                        )
+                        .is_ok();
+                if !published {
+                    // Too late (readers may have gone past the switch point), or
+                    // a reader did and cancelled us: withdraw, unless it did.
+                    let _ = self.state.compare_exchange(
+                        state | PENDING,
+                        state,
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    );
+                    return false;
+                }
             }
         }
         if in_place {
@@ -697,13 +657,20 @@ impl<C: Counter> Timekeeper<C> {
     }
 }
 
-/// Uptime as 32.32 fixed point, rounded down (so never ahead), saturating.
+/// The coarse clock's value at `uptime`: 32.32 fixed point, rounded down (so
+/// never ahead), saturating (136 years of uptime).
 fn coarse_of(uptime: BinTime) -> u64 {
     match u32::try_from(uptime.sec()) {
         Ok(sec) => (sec as u64) << 32 | uptime.frac() >> 32,
         Err(_) if uptime.sec() < 0 => 0,
         Err(_) => u64::MAX,
     }
+}
+
+/// The uptime a coarse value stands for.
+#[inline]
+fn uncoarse(coarse: u64) -> BinTime {
+    BinTime::new((coarse >> 32) as i64, coarse << 32)
 }
 
 impl<C: Counter> core::fmt::Debug for Timekeeper<C> {

@@ -37,11 +37,12 @@ mod bintime;
 mod counter;
 mod discipline;
 mod hands;
+mod lock;
 mod sync;
 
 pub use bintime::BinTime;
 pub use counter::Counter;
-#[cfg(feature = "alloc")]
+#[cfg(all(feature = "alloc", target_has_atomic = "64"))]
 pub use counter::SimCounter;
 pub use hands::{
     Builder, DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL, MAX_HANDS, Stats, Timekeeper, Windup,

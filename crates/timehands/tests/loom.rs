@@ -1,0 +1,127 @@
+//! The reader/writer protocol under the loom model checker, which runs every
+//! interleaving of the threads' atomic accesses (within a preemption bound)
+//! under the C++ memory model: the ring's seqlocks, the pending flag, the
+//! readers' cancel, and the `SeqCst` fences that tie the two counter reads
+//! together.
+//!
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p timehands --test loom --release`
+#![cfg(loom)]
+
+use std::time::Duration;
+
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicU64, Ordering};
+use loom::thread;
+use timehands::{BinTime, SimCounter, Timekeeper};
+
+/// Uptime packed for an atomic, keeping order (2^-32 s resolution).
+fn pack(t: BinTime) -> u64 {
+    (t.sec() as u64) << 32 | t.frac() >> 32
+}
+
+/// A 1 kHz counter with a 4-count interval (the switch point one count after a
+/// windup's sample), wound up at count 8 and standing at 12, with a 500 ppm
+/// slower rate waiting for the next windup.
+fn setup(hands: usize) -> (SimCounter, Arc<Timekeeper<SimCounter>>) {
+    let counter = SimCounter::new(1000);
+    let tk = Timekeeper::builder(counter.clone())
+        .hands(hands)
+        .windup_interval(Duration::from_millis(4))
+        .build()
+        .unwrap();
+    counter.advance(8);
+    tk.windup();
+    counter.advance(4);
+    tk.set_frequency_adjustment(-500_000).unwrap();
+    (counter, Arc::new(tk))
+}
+
+/// A writer lowers the rate while one reader moves time past every switch
+/// point it could choose and reads twice, handing its first value to a second
+/// reader (if `second_reader`) through an atomic. Nobody may see time go
+/// backwards.
+fn rate_change_against_readers(hands: usize, second_reader: bool) {
+    loom::model(move || {
+        let (counter, tk) = setup(hands);
+        let handed = Arc::new(AtomicU64::new(0));
+
+        let writer = {
+            let tk = tk.clone();
+            thread::spawn(move || {
+                tk.windup();
+            })
+        };
+        let first = {
+            let (tk, counter, handed) = (tk.clone(), counter.clone(), handed.clone());
+            thread::spawn(move || {
+                counter.advance(5);
+                let a = tk.uptime();
+                handed.store(pack(a), Ordering::Release);
+                counter.advance(2);
+                let b = tk.uptime();
+                assert!(b >= a, "one reader saw {a} then {b}");
+                b
+            })
+        };
+        let mine = second_reader.then(|| {
+            let seen = handed.load(Ordering::Acquire);
+            let mine = tk.uptime();
+            assert!(
+                pack(mine) >= seen,
+                "read {mine} after another reader handed over a later time"
+            );
+            mine
+        });
+
+        writer.join().unwrap();
+        let last_of_first = first.join().unwrap();
+        let after = tk.uptime();
+        assert!(after >= last_of_first && mine.is_none_or(|mine| after >= mine));
+    });
+}
+
+#[test]
+fn rate_change_with_a_ring() {
+    rate_change_against_readers(2, true);
+}
+
+/// With one hands readers retry while the writer rewrites it, and every retry
+/// multiplies the interleavings: one reader keeps the model small enough.
+#[test]
+fn rate_change_in_place() {
+    rate_change_against_readers(1, false);
+}
+
+/// Two windups and a realtime step at once: one writer at a time, and readers
+/// keep a consistent hands (a torn one would break the continuity below).
+#[test]
+fn concurrent_writers_and_a_realtime_step() {
+    loom::model(|| {
+        let (counter, tk) = setup(2);
+        let before = tk.uptime();
+        let writers: Vec<_> = (0..2)
+            .map(|i| {
+                let tk = tk.clone();
+                thread::spawn(move || {
+                    if i == 0 {
+                        tk.windup();
+                    } else {
+                        tk.set_realtime(BinTime::new(1_000_000, 0));
+                    }
+                })
+            })
+            .collect();
+        let during = tk.uptime();
+        assert_eq!(
+            during, before,
+            "the counter did not move, so neither may uptime"
+        );
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        assert_eq!(tk.uptime(), before);
+        assert_eq!(tk.realtime(), BinTime::new(1_000_000, 0));
+        counter.advance(1);
+        assert!(tk.uptime() > before);
+    });
+}
