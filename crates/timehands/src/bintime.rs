@@ -198,15 +198,12 @@ impl BinTime {
     /// # Errors
     /// [`Error::OutOfRange`] when `nsec` is not below 1 000 000 000.
     pub const fn from_timespec(sec: i64, nsec: u32) -> Result<BinTime, Error> {
-        if nsec as u128 >= NANOS_PER_SEC {
-            return Err(Error::OutOfRange(
-                "timespec nanoseconds must be below 1_000_000_000",
-            ));
-        }
-        Ok(BinTime {
+        BinTime::from_parts(
             sec,
-            frac: fraction_of(nsec as u128, NANOS_PER_SEC),
-        })
+            nsec,
+            NANOS_PER_SEC,
+            "timespec nanoseconds must be below 1_000_000_000",
+        )
     }
 
     /// The POSIX `timeval` pair `(tv_sec, tv_usec)`, microseconds rounded toward
@@ -221,14 +218,28 @@ impl BinTime {
     /// # Errors
     /// [`Error::OutOfRange`] when `usec` is not below 1 000 000.
     pub const fn from_timeval(sec: i64, usec: u32) -> Result<BinTime, Error> {
-        if usec as u128 >= MICROS_PER_SEC {
-            return Err(Error::OutOfRange(
-                "timeval microseconds must be below 1_000_000",
-            ));
+        BinTime::from_parts(
+            sec,
+            usec,
+            MICROS_PER_SEC,
+            "timeval microseconds must be below 1_000_000",
+        )
+    }
+
+    /// `sec` seconds and `part / per_sec` of a second, or `too_big` when the
+    /// part is not below `per_sec`.
+    const fn from_parts(
+        sec: i64,
+        part: u32,
+        per_sec: u128,
+        too_big: &'static str,
+    ) -> Result<BinTime, Error> {
+        if part as u128 >= per_sec {
+            return Err(Error::OutOfRange(too_big));
         }
         Ok(BinTime {
             sec,
-            frac: fraction_of(usec as u128, MICROS_PER_SEC),
+            frac: fraction_of(part as u128, per_sec),
         })
     }
 }

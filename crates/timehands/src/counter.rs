@@ -14,11 +14,15 @@
 /// # Ordering
 ///
 /// The engine's cross-thread guarantees (time never goes backwards between a read
-/// on one thread and a later read on another) assume that a read observes the
-/// counter no earlier than every memory access that precedes it in program order
-/// and no later than every one that follows it. An atomic load does this for a
-/// software counter; a hardware counter needs fences (`lfence; rdtsc; lfence` or
-/// `rdtscp; lfence` on x86_64, `isb` around `mrs cntvct_el0` on aarch64).
+/// on one thread and a later read on another) assume that [`read`](Counter::read)
+/// observes the counter no earlier than every memory access that precedes it in
+/// program order, and that after
+/// [`order_after_read`](Counter::order_after_read) no later memory access is
+/// performed before the read. An atomic load does both by itself; a hardware
+/// counter needs fences: `lfence; rdtsc` (or `rdtscp`) to read and an `lfence`
+/// after it on x86_64, `isb` before and after `mrs cntvct_el0` on aarch64. The
+/// engine asks for the second fence only on its slow path, so the common read
+/// pays for one.
 ///
 /// The trait is object-safe: `Timekeeper<&dyn Counter>` works.
 pub trait Counter {
@@ -44,6 +48,12 @@ pub trait Counter {
     fn quality(&self) -> i32 {
         0
     }
+
+    /// Keeps the memory accesses that follow from being performed before the
+    /// last [`read`](Counter::read) on this thread (see "Ordering" above). The
+    /// default does nothing, which is right for a counter read by a memory load.
+    #[inline]
+    fn order_after_read(&self) {}
 }
 
 impl<C: Counter + ?Sized> Counter for &C {
@@ -61,6 +71,9 @@ impl<C: Counter + ?Sized> Counter for &C {
     }
     fn quality(&self) -> i32 {
         (**self).quality()
+    }
+    fn order_after_read(&self) {
+        (**self).order_after_read()
     }
 }
 

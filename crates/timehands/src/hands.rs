@@ -242,6 +242,7 @@ pub struct Builder<C> {
     counter: C,
     hands: usize,
     windup_interval: Duration,
+    start: BinTime,
 }
 
 impl<C: Counter> Builder<C> {
@@ -262,7 +263,16 @@ impl<C: Counter> Builder<C> {
         self
     }
 
-    /// The timekeeper, its uptime zero at the counter's current value.
+    /// The uptime the timekeeper starts from (zero unless told otherwise): a
+    /// timekeeper that takes over from another, on another counter, continues
+    /// its time.
+    pub fn start_at(mut self, uptime: BinTime) -> Builder<C> {
+        self.start = uptime;
+        self
+    }
+
+    /// The timekeeper, its uptime [`start_at`](Builder::start_at) (zero) at the
+    /// counter's current value.
     ///
     /// # Errors
     /// [`Error::Frequency`] for a counter below 2 Hz, [`Error::Mask`] for a mask
@@ -311,9 +321,9 @@ impl<C: Counter> Builder<C> {
             switch: 0,
             scale_before: nominal,
             scale_after: nominal,
-            at_switch: BinTime::ZERO,
+            at_switch: self.start,
             boottime: BinTime::ZERO,
-            coarse: 0,
+            coarse: coarse_of(self.start),
         };
         tk.slots[0].store(&first, 1);
         Ok(tk)
@@ -378,6 +388,7 @@ impl<C: Counter> Timekeeper<C> {
             counter,
             hands: DEFAULT_HANDS,
             windup_interval: DEFAULT_WINDUP_INTERVAL,
+            start: BinTime::ZERO,
         }
     }
 
@@ -430,6 +441,7 @@ impl<C: Counter> Timekeeper<C> {
         // Pairs with the fence in `publish`: either the writer's check of the
         // counter comes after our counter read (and so sees a count at least as
         // late), or our load below sees its candidate pending.
+        self.counter.order_after_read();
         fence(Ordering::SeqCst);
         let state = self.state.load(Ordering::Acquire);
         if state & !PENDING != seen & !PENDING {
@@ -460,6 +472,16 @@ impl<C: Counter> Timekeeper<C> {
     pub fn uptime(&self) -> BinTime {
         let (hands, delta) = self.read();
         hands.uptime_at(delta)
+    }
+
+    /// Uptime, and whether a windup is due: the hands read is a windup interval
+    /// old or older. For clocks wound up by their readers (no tick, no thread):
+    /// a reader that sees `true` calls [`windup`](Timekeeper::windup), which
+    /// returns at once if another reader is already at it.
+    #[inline]
+    pub fn uptime_and_due(&self) -> (BinTime, bool) {
+        let (hands, delta) = self.read();
+        (hands.uptime_at(delta), delta >= self.interval)
     }
 
     /// Realtime: uptime plus the boottime offset set by

@@ -474,3 +474,68 @@ fn a_second_writer_returns_busy() {
     assert_eq!(writer.join().unwrap(), Windup::Published);
     assert_eq!(tk.windup(), Windup::Published);
 }
+
+/// A timekeeper can start from a given uptime (one that takes over from
+/// another continues its time), and readers learn when a windup is due.
+#[test]
+fn start_at_and_windup_due() {
+    for hands in RINGS {
+        let counter = SimCounter::new(1_000_000_000);
+        let start = BinTime::new(42, 1 << 63);
+        let tk = Timekeeper::builder(counter.clone())
+            .hands(hands)
+            .windup_interval(Duration::from_millis(1))
+            .start_at(start)
+            .build()
+            .unwrap();
+        assert_eq!(tk.uptime(), start);
+        assert_eq!(tk.uptime_coarse(), start);
+        assert_eq!(tk.uptime_and_due(), (start, false));
+        counter.advance(999_999);
+        assert!(!tk.uptime_and_due().1, "due before an interval has passed");
+        counter.advance(1);
+        let (uptime, due) = tk.uptime_and_due();
+        assert!(due, "a whole interval since the last windup");
+        assert_eq!(uptime, tk.uptime());
+        tk.windup();
+        assert!(!tk.uptime_and_due().1, "a windup resets it");
+    }
+}
+
+/// A read past its hands' promise asks the counter to order the accesses after
+/// its read (a hardware counter's `lfence`); a read within the promise, the
+/// common case, does not pay for it.
+#[test]
+fn only_the_slow_path_orders_after_the_read() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct Counting {
+        time: SimCounter,
+        ordered: AtomicUsize,
+    }
+    impl Counter for Counting {
+        fn read(&self) -> u64 {
+            self.time.read()
+        }
+        fn frequency(&self) -> u64 {
+            self.time.frequency()
+        }
+        fn order_after_read(&self) {
+            self.ordered.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let tk = Timekeeper::builder(Counting {
+        time: SimCounter::new(1_000_000_000),
+        ordered: AtomicUsize::new(0),
+    })
+    .windup_interval(Duration::from_millis(1))
+    .build()
+    .unwrap();
+    let counter = tk.counter();
+    counter.time.advance(999_999); // within the first hands' promise
+    tk.uptime();
+    assert_eq!(counter.ordered.load(Ordering::SeqCst), 0);
+    counter.time.advance(1); // at the promise: the slow path
+    tk.uptime();
+    assert_eq!(counter.ordered.load(Ordering::SeqCst), 1);
+}
