@@ -230,6 +230,15 @@ pub struct Stats {
     pub cancelled: u64,
 }
 
+/// A step of realtime, the one discontinuity a timekeeper allows.
+#[derive(Clone, Copy)]
+enum Step {
+    /// Realtime becomes this, now.
+    Realtime(BinTime),
+    /// Realtime minus uptime becomes this.
+    Boottime(BinTime),
+}
+
 /// What only writers touch: the rate state and the counts for [`Stats`].
 struct WriterState {
     discipline: Discipline,
@@ -525,7 +534,29 @@ impl<C: Counter> Timekeeper<C> {
     /// Steps realtime (and only realtime) to `now`; uptime does not move. Waits
     /// for a windup in progress on another thread.
     pub fn set_realtime(&self, now: BinTime) {
-        self.windup_locked(&mut self.writer.lock(), Some(now));
+        self.windup_locked(&mut self.writer.lock(), Some(Step::Realtime(now)));
+    }
+
+    /// Sets the boottime offset (realtime minus uptime) to `offset`: the same
+    /// step as [`set_realtime`](Timekeeper::set_realtime), given as the offset,
+    /// for a caller that tracks another clock's offset rather than its time.
+    pub fn set_boottime(&self, offset: BinTime) {
+        self.windup_locked(&mut self.writer.lock(), Some(Step::Boottime(offset)));
+    }
+
+    /// The counter's frequency as now known (a calibration's refinement),
+    /// from the next windup on: a rate change like any other, continuous and
+    /// taking effect at the next switch point. The frequency adjustment and
+    /// any slew apply on top of it.
+    ///
+    /// # Errors
+    /// [`Error::Frequency`] below 2 Hz.
+    pub fn set_counter_frequency(&self, hz: u64) -> Result<(), Error> {
+        if hz < 2 {
+            return Err(Error::Frequency { hz });
+        }
+        self.writer.lock().discipline.nominal = nominal_scale(hz);
+        Ok(())
     }
 
     /// Slews uptime and realtime by `ns` nanoseconds, at 500 ppm, from the next
@@ -553,7 +584,7 @@ impl<C: Counter> Timekeeper<C> {
 
     /// The windup proper, holding the writer lock. `step` is a realtime step,
     /// published without any rate change.
-    fn windup_locked(&self, writer: &mut WriterState, step: Option<BinTime>) {
+    fn windup_locked(&self, writer: &mut WriterState, step: Option<Step>) {
         let mut attempt = 0;
         loop {
             let (state, hands) = self.current(Slot::hands);
@@ -563,7 +594,8 @@ impl<C: Counter> Timekeeper<C> {
             let mut discipline = writer.discipline;
             let switch_passed = delta >= hands.switch;
             let boottime = match step {
-                Some(realtime) => realtime.saturating_sub(now),
+                Some(Step::Realtime(realtime)) => realtime.saturating_sub(now),
+                Some(Step::Boottime(offset)) => offset,
                 None => hands.boottime,
             };
             let reschedule = step.is_none() && switch_passed && attempt < RATE_CHANGE_ATTEMPTS;

@@ -539,3 +539,30 @@ fn only_the_slow_path_orders_after_the_read() {
     tk.uptime();
     assert_eq!(counter.ordered.load(Ordering::SeqCst), 1);
 }
+
+/// A refined counter frequency is a rate change like any other: continuous,
+/// from the next switch point on; a boottime offset sets realtime exactly.
+#[test]
+fn counter_frequency_and_boottime_can_be_set() {
+    for hands in RINGS {
+        let counter = SimCounter::new(1_000_000_000);
+        let tk = timekeeper(&counter, hands);
+        counter.advance(5_000_000);
+        tk.windup();
+        assert_eq!(tk.set_counter_frequency(1), Err(Error::Frequency { hz: 1 }));
+        tk.set_counter_frequency(2_000_000_000).unwrap(); // it was twice as fast
+        counter.advance(250_000); // the last windup's switch point
+        let before = tk.uptime();
+        tk.windup();
+        assert_eq!(tk.uptime(), before);
+        // The new rate starts at the old hands' promise, one interval on.
+        counter.advance(1_000_000);
+        let at_switch = tk.uptime();
+        counter.advance(2_000_000);
+        assert_eq!((tk.uptime() - at_switch).as_nanos(), 1_000_000);
+
+        let offset = BinTime::new(1_700_000_000, 12345);
+        tk.set_boottime(offset);
+        assert_eq!(tk.realtime(), tk.uptime() + offset);
+    }
+}
