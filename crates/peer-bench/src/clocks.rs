@@ -1,0 +1,291 @@
+//! The clocks under comparison: one table, read by every section.
+//!
+//! Each entry gives two views of one clock. `read` turns a reading into a `u64`
+//! that never decreases on one CPU (nanoseconds, 2^-32 s, or counter cycles) and
+//! `ns_per_unit` converts differences of it to nanoseconds: the ordering and
+//! tracking sections need no more. `time_calls` runs the library's own call as a
+//! user writes it (`Instant::now()`, not our conversion to a `u64`), in a loop
+//! monomorphised per clock, so that the cost section measures the call and not an
+//! indirect jump or our arithmetic.
+
+use std::hint::black_box;
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The name of `std::time::Instant::now`'s entry, the cost section's unit.
+pub const STD_INSTANT: &str = "std Instant::now";
+/// The bare counter read.
+pub const RDTSC: &str = "rdtsc";
+/// The counter read ordered after earlier loads.
+pub const LFENCE_RDTSC: &str = "lfence; rdtsc";
+/// The counter read that waits for earlier instructions.
+pub const RDTSCP: &str = "rdtscp";
+/// The kernel's coarse monotonic clock.
+pub const MONOTONIC_COARSE: &str = "CLOCK_MONOTONIC_COARSE";
+/// `quanta::Instant::now()`.
+pub const QUANTA_NOW: &str = "quanta now";
+/// `minstant::Instant::now()`.
+pub const MINSTANT_NOW: &str = "minstant now";
+/// `timehands::now()`, once its entry is in the table.
+pub const TIMEHANDS_NOW: &str = "timehands now()";
+/// `timehands::now_unordered()`, once its entry is in the table.
+pub const TIMEHANDS_NOW_UNORDERED: &str = "timehands now_unordered()";
+/// `timehands::now_coarse()`, once its entry is in the table.
+pub const TIMEHANDS_NOW_COARSE: &str = "timehands now_coarse()";
+
+/// Where a clock's readings count from, which decides how it is tracked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Exact time units since CLOCK_MONOTONIC's origin: tracked, with the
+    /// absolute offset reported.
+    Monotonic,
+    /// Exact time units since an origin of its own: tracked for rate only.
+    Own,
+    /// A raw counter whose rate we calibrated ourselves: tracking it would
+    /// measure our calibration, so it is not tracked.
+    Counter,
+}
+
+/// One clock under comparison.
+pub struct Clock {
+    /// The name in every table (and the key the targets look up).
+    pub name: &'static str,
+    /// A reading as a `u64` that never decreases on one CPU.
+    pub read: fn() -> u64,
+    /// Nanoseconds per unit of `read`.
+    pub ns_per_unit: f64,
+    /// Where `read` counts from.
+    pub origin: Origin,
+    /// Runs the library's own call `calls` times back to back and returns the
+    /// nanoseconds that took.
+    pub time_calls: fn(calls: u64) -> u64,
+}
+
+/// The table of clocks, in the order the sections print them.
+///
+/// The timehands entries (`timehands::now()`, `timehands::now_unordered()` and
+/// `timehands::now_coarse()`, named by [`TIMEHANDS_NOW`] and its siblings, with
+/// `Origin::Monotonic`) go here, next to the other libraries.
+pub fn clocks() -> Vec<Clock> {
+    let mut table = vec![
+        Clock {
+            name: STD_INSTANT,
+            read: std_instant,
+            ns_per_unit: 1.0,
+            origin: Origin::Own,
+            time_calls: |calls| time_calls(calls, std::time::Instant::now),
+        },
+        Clock {
+            name: "std SystemTime::now",
+            read: system_time,
+            ns_per_unit: 1.0,
+            origin: Origin::Own,
+            time_calls: |calls| time_calls(calls, SystemTime::now),
+        },
+        kernel_clock::<{ libc::CLOCK_MONOTONIC }>("CLOCK_MONOTONIC", Origin::Monotonic),
+        kernel_clock::<{ libc::CLOCK_REALTIME }>("CLOCK_REALTIME", Origin::Own),
+        kernel_clock::<{ libc::CLOCK_MONOTONIC_RAW }>("CLOCK_MONOTONIC_RAW", Origin::Own),
+        // BOOTTIME counts from the same boot but runs on through suspend.
+        kernel_clock::<{ libc::CLOCK_BOOTTIME }>("CLOCK_BOOTTIME", Origin::Own),
+        kernel_clock::<{ libc::CLOCK_MONOTONIC_COARSE }>(MONOTONIC_COARSE, Origin::Monotonic),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    table.extend(tsc::clocks());
+    table.extend([
+        Clock {
+            name: QUANTA_NOW,
+            read: || quanta_nanos(quanta::Instant::now()),
+            ns_per_unit: 1.0,
+            origin: Origin::Own,
+            time_calls: |calls| time_calls(calls, quanta::Instant::now),
+        },
+        Clock {
+            name: "quanta recent",
+            read: || quanta_nanos(quanta::Instant::recent()),
+            ns_per_unit: 1.0,
+            origin: Origin::Own,
+            time_calls: |calls| time_calls(calls, quanta::Instant::recent),
+        },
+        Clock {
+            name: MINSTANT_NOW,
+            read: || {
+                let now = minstant::Instant::now();
+                now.duration_since(minstant::Instant::ZERO).as_nanos() as u64
+            },
+            ns_per_unit: 1.0,
+            origin: Origin::Own,
+            time_calls: |calls| time_calls(calls, minstant::Instant::now),
+        },
+        Clock {
+            name: "fastant now",
+            read: || {
+                let now = fastant::Instant::now();
+                now.duration_since(fastant::Instant::ZERO).as_nanos() as u64
+            },
+            ns_per_unit: 1.0,
+            origin: Origin::Own,
+            time_calls: |calls| time_calls(calls, fastant::Instant::now),
+        },
+        Clock {
+            // CLOCK_MONOTONIC_COARSE underneath, in units of 2^-32 s.
+            name: "coarsetime now",
+            read: || coarsetime::Instant::now().as_ticks(),
+            ns_per_unit: 1e9 / (1u64 << 32) as f64,
+            origin: Origin::Monotonic,
+            time_calls: |calls| time_calls(calls, coarsetime::Instant::now),
+        },
+    ]);
+    // Libraries that calibrate lazily do it now, not inside a measurement.
+    for clock in &table {
+        black_box((clock.read)());
+    }
+    table
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the reference every section measures with.
+pub fn monotonic_ns() -> u64 {
+    clock_gettime_ns::<{ libc::CLOCK_MONOTONIC }>()
+}
+
+/// Times `calls` calls of `call`; generic so that the call is direct and inlined
+/// as it would be in a user's code.
+fn time_calls<T>(calls: u64, call: impl Fn() -> T) -> u64 {
+    let start = monotonic_ns();
+    for _ in 0..calls {
+        black_box(call());
+    }
+    monotonic_ns() - start
+}
+
+fn kernel_clock<const ID: libc::clockid_t>(name: &'static str, origin: Origin) -> Clock {
+    Clock {
+        name,
+        read: clock_gettime_ns::<ID>,
+        ns_per_unit: 1.0,
+        origin,
+        time_calls: |calls| time_calls(calls, clock_gettime_ns::<ID>),
+    }
+}
+
+fn clock_gettime_ns<const ID: libc::clockid_t>() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock ids come from libc.
+    let status = unsafe { libc::clock_gettime(ID, &mut ts) };
+    debug_assert_eq!(status, 0, "clock_gettime({ID})");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `std::time::Instant` hides its value: count from an instant taken once.
+fn std_instant() -> u64 {
+    static BASE: OnceLock<std::time::Instant> = OnceLock::new();
+    let base = *BASE.get_or_init(std::time::Instant::now);
+    std::time::Instant::now().duration_since(base).as_nanos() as u64
+}
+
+fn system_time() -> u64 {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH);
+    since_epoch.map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// `quanta::Instant` hides its value too. `recent()` may lag the base by one
+/// upkeep interval; the subtraction saturates at zero then.
+fn quanta_nanos(instant: quanta::Instant) -> u64 {
+    static BASE: OnceLock<quanta::Instant> = OnceLock::new();
+    let base = *BASE.get_or_init(quanta::Instant::now);
+    instant.duration_since(base).as_nanos() as u64
+}
+
+#[cfg(target_arch = "x86_64")]
+mod tsc {
+    use core::arch::x86_64::{__cpuid, __rdtscp, _mm_lfence, _rdtsc};
+    use std::thread;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// The three ways to read the TSC; `rdtscp` only where the CPU has it.
+    pub(super) fn clocks() -> Vec<Clock> {
+        let ns_per_cycle = ns_per_cycle();
+        let mut table = vec![
+            Clock {
+                name: RDTSC,
+                read: rdtsc,
+                ns_per_unit: ns_per_cycle,
+                origin: Origin::Counter,
+                time_calls: |calls| time_calls(calls, rdtsc),
+            },
+            Clock {
+                name: LFENCE_RDTSC,
+                read: lfence_rdtsc,
+                ns_per_unit: ns_per_cycle,
+                origin: Origin::Counter,
+                time_calls: |calls| time_calls(calls, lfence_rdtsc),
+            },
+        ];
+        if has_rdtscp() {
+            table.push(Clock {
+                name: RDTSCP,
+                read: rdtscp,
+                ns_per_unit: ns_per_cycle,
+                origin: Origin::Counter,
+                time_calls: |calls| time_calls(calls, rdtscp),
+            });
+        }
+        table
+    }
+
+    /// CPUID's extended leaf 0x8000_0001, EDX bit 27 (std's feature detection
+    /// does not name rdtscp).
+    fn has_rdtscp() -> bool {
+        // SAFETY: every x86_64 CPU has cpuid; leaves past the highest one
+        // reported are not asked. (`__cpuid` is safe on newer toolchains but
+        // not at our rust-version.)
+        #[allow(unused_unsafe)]
+        unsafe {
+            __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).edx & 1 << 27 != 0
+        }
+    }
+
+    fn rdtsc() -> u64 {
+        // SAFETY: every x86_64 CPU has rdtsc.
+        unsafe { _rdtsc() }
+    }
+
+    fn lfence_rdtsc() -> u64 {
+        // SAFETY: lfence is SSE2, part of x86_64; rdtsc as above.
+        unsafe {
+            _mm_lfence();
+            _rdtsc()
+        }
+    }
+
+    fn rdtscp() -> u64 {
+        let mut aux = 0;
+        // SAFETY: the entry exists only where the CPU reports rdtscp.
+        unsafe { __rdtscp(&mut aux) }
+    }
+
+    /// The TSC's period against CLOCK_MONOTONIC over 50 ms, each end taken from
+    /// the tightest of a few brackets so that a preemption does not skew it.
+    fn ns_per_cycle() -> f64 {
+        fn sample() -> (u64, u64) {
+            let mut best = (u64::MAX, 0, 0);
+            for _ in 0..5 {
+                let before = monotonic_ns();
+                let cycles = rdtsc();
+                let after = monotonic_ns();
+                if after - before < best.0 {
+                    best = (after - before, before + (after - before) / 2, cycles);
+                }
+            }
+            (best.1, best.2)
+        }
+        let (ns0, cycles0) = sample();
+        thread::sleep(Duration::from_millis(50));
+        let (ns1, cycles1) = sample();
+        (ns1 - ns0) as f64 / (cycles1 - cycles0) as f64
+    }
+}

@@ -1,0 +1,163 @@
+//! Side-by-side comparison of clocks, from one run on one machine.
+//!
+//! Four sections read one table of clocks (`clocks::clocks`):
+//!
+//! - **cost**: nanoseconds per call, and the ratio to `std::time::Instant::now`;
+//! - **ordering**: whether a reading handed to another CPU is ever ahead of
+//!   that CPU's next reading;
+//! - **first call**: what each library costs in a fresh process, before `main`
+//!   and on its first `now()`, from one small child binary per library;
+//! - **tracking**: rate and offset against CLOCK_MONOTONIC over some seconds.
+//!
+//! Then the targets timehands aims at, from the entries they name. Tables go to
+//! stdout (or one JSON document with `--json`), progress to stderr. Numbers from
+//! different runs or machines are not comparable; ratios within a run are.
+
+mod clocks;
+mod cost;
+mod first_call;
+mod ordering;
+mod targets;
+mod tracking;
+
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use serde::Serialize;
+
+/// Compares clocks side by side: cost, ordering across CPUs, first call in a
+/// fresh process, tracking against CLOCK_MONOTONIC.
+#[derive(Parser)]
+#[command(version)]
+struct Args {
+    /// Fewer rounds and hand-offs and 3 s of tracking, for tests.
+    #[arg(long)]
+    quick: bool,
+    /// Hand-offs per clock in the ordering section [default: 2000000, 20000
+    /// with --quick].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..))]
+    handoffs: Option<u64>,
+    /// Seconds of tracking [default: 30, 3 with --quick].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    track_seconds: Option<u64>,
+    /// Run only this section.
+    #[arg(long, value_name = "SECTION")]
+    only: Option<Section>,
+    /// Print all results as one JSON document instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Parses the command line; a bad one gets clap's error folded onto one line.
+fn parse_args() -> Args {
+    match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let text = e.to_string();
+            let line: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+                .collect();
+            eprintln!("{}", line.join(" "));
+            std::process::exit(e.exit_code());
+        }
+    }
+}
+
+/// The sections, as `--only` names them.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Section {
+    Cost,
+    Ordering,
+    FirstCall,
+    Tracking,
+}
+
+/// Everything one run measured; sections not run are `None`.
+#[derive(Serialize)]
+struct Report {
+    cost: Option<Vec<cost::Row>>,
+    ordering: Option<ordering::Outcome>,
+    first_call: Option<first_call::Outcome>,
+    tracking: Option<Vec<tracking::Row>>,
+    targets: Vec<targets::Target>,
+}
+
+fn main() {
+    let args = parse_args();
+    let runs = |section| args.only.is_none_or(|only| only == section);
+
+    // quanta::Instant::recent() reads what this thread keeps up to date.
+    let _upkeep = match quanta::Upkeep::new(Duration::from_millis(1)).start() {
+        Ok(handle) => Some(handle),
+        Err(e) => {
+            eprintln!("quanta upkeep thread did not start ({e}): quanta recent falls back to now");
+            None
+        }
+    };
+    let clocks = clocks::clocks();
+
+    let mut report = Report {
+        cost: None,
+        ordering: None,
+        first_call: None,
+        tracking: None,
+        targets: Vec::new(),
+    };
+    if runs(Section::Cost) {
+        let plan = if args.quick {
+            cost::Plan {
+                rounds: 5,
+                round_ns: 2_000_000,
+            }
+        } else {
+            cost::Plan {
+                rounds: 11,
+                round_ns: 20_000_000,
+            }
+        };
+        report.cost = Some(cost::run(&clocks, &plan));
+    }
+    if runs(Section::Ordering) {
+        let default = if args.quick { 20_000 } else { 2_000_000 };
+        report.ordering = Some(ordering::run(&clocks, args.handoffs.unwrap_or(default)));
+    }
+    if runs(Section::FirstCall) {
+        report.first_call = Some(first_call::run(if args.quick { 3 } else { 7 }));
+    }
+    if runs(Section::Tracking) {
+        let default = if args.quick { 3 } else { 30 };
+        report.tracking = Some(tracking::run(
+            &clocks,
+            args.track_seconds.unwrap_or(default),
+        ));
+    }
+    report.targets = targets::evaluate(&report);
+
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("the report serialises")
+        );
+        return;
+    }
+    if let Some(rows) = &report.cost {
+        cost::print(rows);
+        println!();
+    }
+    if let Some(outcome) = &report.ordering {
+        ordering::print(outcome);
+        println!();
+    }
+    if let Some(outcome) = &report.first_call {
+        first_call::print(outcome);
+        println!();
+    }
+    if let Some(rows) = &report.tracking {
+        tracking::print(rows);
+        println!();
+    }
+    targets::print(&report.targets);
+}

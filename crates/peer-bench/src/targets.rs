@@ -1,0 +1,157 @@
+//! Targets: the ratios timehands aims at, computed from the other sections'
+//! results by entry name. A target whose entries (or section) are missing is
+//! left out, so this prints nothing until the timehands entries exist.
+
+use serde::Serialize;
+
+use crate::clocks::{
+    LFENCE_RDTSC, MINSTANT_NOW, MONOTONIC_COARSE, QUANTA_NOW, RDTSC, RDTSCP, STD_INSTANT,
+    TIMEHANDS_NOW, TIMEHANDS_NOW_COARSE, TIMEHANDS_NOW_UNORDERED,
+};
+use crate::{Report, cost, ordering};
+
+/// One target and how the run did.
+#[derive(Clone, Debug, Serialize)]
+pub struct Target {
+    /// What is measured.
+    pub what: String,
+    /// The measured value.
+    pub value: f64,
+    /// The goal, as text (`<= 1.10`).
+    pub goal: String,
+    /// Whether the value meets it.
+    pub met: bool,
+}
+
+/// How a value must compare with its bound.
+#[derive(Clone, Copy)]
+enum Goal {
+    AtMost(f64),
+    AtLeast(f64),
+    Below(f64),
+}
+
+impl Goal {
+    fn met(self, value: f64) -> bool {
+        match self {
+            Goal::AtMost(bound) => value <= bound,
+            Goal::AtLeast(bound) => value >= bound,
+            Goal::Below(bound) => value < bound,
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Goal::AtMost(bound) => format!("<= {bound}"),
+            Goal::AtLeast(bound) => format!(">= {bound}"),
+            Goal::Below(bound) => format!("< {bound}"),
+        }
+    }
+}
+
+/// Every target whose inputs are in the report.
+pub fn evaluate(report: &Report) -> Vec<Target> {
+    let mut targets = Vec::new();
+    let mut push = |what: String, value: Option<f64>, goal: Goal| {
+        if let Some(value) = value {
+            targets.push(Target {
+                what,
+                value,
+                goal: goal.describe(),
+                met: goal.met(value),
+            });
+        }
+    };
+    let cost = |name: &str| -> Option<f64> {
+        let rows: &[cost::Row] = report.cost.as_deref()?;
+        rows.iter().find(|r| r.clock == name).map(|r| r.median_ns)
+    };
+    let ratio = |a: &str, b: &str| Some(cost(a)? / cost(b)?);
+
+    let bare_ordered = [LFENCE_RDTSC, RDTSCP]
+        .into_iter()
+        .filter_map(|name| cost(name).map(|ns| (name, ns)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    if let Some((name, ns)) = bare_ordered {
+        push(
+            format!("cost {TIMEHANDS_NOW} / the bare ordered read ({name})"),
+            cost(TIMEHANDS_NOW).map(|t| t / ns),
+            Goal::AtMost(1.1),
+        );
+    }
+    push(
+        format!("cost {STD_INSTANT} / {TIMEHANDS_NOW}"),
+        ratio(STD_INSTANT, TIMEHANDS_NOW),
+        Goal::AtLeast(1.4),
+    );
+    for (other, goal) in [
+        (RDTSC, Goal::AtMost(1.1)),
+        (QUANTA_NOW, Goal::AtMost(1.0)),
+        (MINSTANT_NOW, Goal::AtMost(1.0)),
+    ] {
+        push(
+            format!("cost {TIMEHANDS_NOW_UNORDERED} / {other}"),
+            ratio(TIMEHANDS_NOW_UNORDERED, other),
+            goal,
+        );
+    }
+    push(
+        format!("cost {MONOTONIC_COARSE} / {TIMEHANDS_NOW_COARSE}"),
+        ratio(MONOTONIC_COARSE, TIMEHANDS_NOW_COARSE),
+        Goal::AtLeast(3.0),
+    );
+
+    if let Some(ordering::Outcome::Rows { rows, .. }) = &report.ordering {
+        push(
+            format!("ping-pong backward steps of {TIMEHANDS_NOW}"),
+            rows.iter()
+                .find(|r| r.clock == TIMEHANDS_NOW)
+                .map(|r| r.backward_steps as f64),
+            Goal::AtMost(0.0),
+        );
+    }
+    if let Some(first_call) = &report.first_call {
+        push(
+            "first call of timehands, µs".to_string(),
+            first_call
+                .rows
+                .iter()
+                .find(|r| r.library == "timehands")
+                .map(|r| r.first_call_ns as f64 / 1e3),
+            Goal::Below(100.0),
+        );
+    }
+    if let Some(row) = report
+        .tracking
+        .iter()
+        .flatten()
+        .find(|r| r.clock == TIMEHANDS_NOW)
+    {
+        push(
+            format!("tracking |offset| of {TIMEHANDS_NOW}, µs"),
+            row.offset_ns.map(|o| o.abs() / 1e3),
+            Goal::Below(1.0),
+        );
+        push(
+            format!("tracking |rate error| of {TIMEHANDS_NOW}, ppm"),
+            Some(row.rate_ppm.abs()),
+            Goal::Below(0.1),
+        );
+    }
+    targets
+}
+
+/// Prints the targets that could be computed.
+pub fn print(targets: &[Target]) {
+    println!("Targets");
+    if targets.is_empty() {
+        println!("  none computed: the table has no timehands entries yet");
+    }
+    for target in targets {
+        let verdict = if target.met { "met" } else { "MISSED" };
+        println!(
+            "  {:<60} {:>10.3} {:<8} {}",
+            target.what, target.value, target.goal, verdict
+        );
+    }
+}

@@ -1,0 +1,123 @@
+//! The command line's shape: every section prints a row per clock or library,
+//! JSON parses, and bad flags fail with one line. Never speed: these run on
+//! whatever machine runs the tests.
+
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_peer-bench");
+
+/// The clocks every machine has; x86_64 adds the TSC reads.
+fn clock_names() -> Vec<&'static str> {
+    let mut names = vec![
+        "std Instant::now",
+        "std SystemTime::now",
+        "CLOCK_MONOTONIC",
+        "CLOCK_REALTIME",
+        "CLOCK_MONOTONIC_RAW",
+        "CLOCK_BOOTTIME",
+        "CLOCK_MONOTONIC_COARSE",
+        "quanta now",
+        "quanta recent",
+        "minstant now",
+        "fastant now",
+        "coarsetime now",
+    ];
+    if cfg!(target_arch = "x86_64") {
+        names.extend(["rdtsc", "lfence; rdtsc"]);
+    }
+    names
+}
+
+fn run(args: &[&str]) -> Output {
+    let output = Command::new(BIN).args(args).output().expect("runs");
+    assert!(
+        output.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn stdout(args: &[&str]) -> String {
+    String::from_utf8(run(args).stdout).expect("utf-8")
+}
+
+/// The fields after `name` in the table row that starts with it.
+fn fields<'a>(out: &'a str, name: &str) -> Vec<&'a str> {
+    out.lines()
+        .find_map(|line| {
+            let rest = line.trim_start().strip_prefix(name)?;
+            rest.starts_with("  ")
+                .then(|| rest.split_whitespace().collect())
+        })
+        .unwrap_or_else(|| panic!("no row for {name:?} in\n{out}"))
+}
+
+#[test]
+fn cost_prints_every_clock() {
+    let out = stdout(&["--quick", "--only", "cost"]);
+    for name in clock_names() {
+        let fields = fields(&out, name);
+        assert_eq!(fields.len(), 4, "{fields:?}");
+        assert!(fields[3].ends_with('x'), "no ratio in {fields:?}");
+    }
+    assert!(out.contains("Targets"));
+}
+
+#[test]
+fn ordering_prints_a_backward_count_per_clock() {
+    let out = stdout(&["--quick", "--only", "ordering"]);
+    if out.contains("skipped:") {
+        return; // one CPU: nothing to ping-pong with
+    }
+    for name in clock_names() {
+        let fields = fields(&out, name);
+        assert_eq!(fields.len(), 4, "{fields:?}");
+        fields[1].parse::<u64>().expect("a backward-step count");
+    }
+}
+
+#[test]
+fn first_call_prints_every_library() {
+    let out = stdout(&["--quick", "--only", "first-call"]);
+    assert!(!out.contains("error:"), "{out}");
+    for library in ["none", "std", "quanta", "minstant", "fastant", "coarsetime"] {
+        let fields = fields(&out, library);
+        assert_eq!(fields.len(), 4, "{fields:?}");
+        fields[3].parse::<f64>().expect("first call µs");
+    }
+}
+
+#[test]
+fn tracking_prints_rates() {
+    let out = stdout(&["--quick", "--track-seconds", "1", "--only", "tracking"]);
+    for name in ["CLOCK_MONOTONIC", "CLOCK_REALTIME", "minstant now"] {
+        let fields = fields(&out, name);
+        fields[1].parse::<f64>().expect("rate ppm");
+    }
+    assert!(
+        !out.contains("lfence; rdtsc"),
+        "raw counters are not tracked"
+    );
+}
+
+#[test]
+fn json_parses() {
+    let out = stdout(&["--json", "--quick", "--only", "cost"]);
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let rows = report["cost"].as_array().expect("cost rows");
+    assert!(rows.len() >= clock_names().len());
+    assert!(report["ordering"].is_null());
+}
+
+#[test]
+fn bad_flags_fail_with_one_line() {
+    for args in [["--handoffs", "x"], ["--only", "nonsense"]] {
+        let output = Command::new(BIN).args(args).output().expect("runs");
+        assert!(!output.status.success(), "{args:?} succeeded");
+        let stderr = String::from_utf8(output.stderr).expect("utf-8");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr:?}");
+        assert!(stderr.starts_with("error:"), "{stderr:?}");
+        assert!(output.stdout.is_empty());
+    }
+}
