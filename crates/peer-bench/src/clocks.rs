@@ -26,11 +26,11 @@ pub const MONOTONIC_COARSE: &str = "CLOCK_MONOTONIC_COARSE";
 pub const QUANTA_NOW: &str = "quanta now";
 /// `minstant::Instant::now()`.
 pub const MINSTANT_NOW: &str = "minstant now";
-/// `timehands::now()`, once its entry is in the table.
+/// `timehands::now()`.
 pub const TIMEHANDS_NOW: &str = "timehands now()";
-/// `timehands::now_unordered()`, once its entry is in the table.
+/// `timehands::now_unordered()`.
 pub const TIMEHANDS_NOW_UNORDERED: &str = "timehands now_unordered()";
-/// `timehands::now_coarse()`, once its entry is in the table.
+/// `timehands::now_coarse()`.
 pub const TIMEHANDS_NOW_COARSE: &str = "timehands now_coarse()";
 
 /// Where a clock's readings count from, which decides how it is tracked.
@@ -62,10 +62,6 @@ pub struct Clock {
 }
 
 /// The table of clocks, in the order the sections print them.
-///
-/// The timehands entries (`timehands::now()`, `timehands::now_unordered()` and
-/// `timehands::now_coarse()`, named by [`TIMEHANDS_NOW`] and its siblings, with
-/// `Origin::Monotonic`) go here, next to the other libraries.
 pub fn clocks() -> Vec<Clock> {
     let mut table = vec![
         Clock {
@@ -92,6 +88,27 @@ pub fn clocks() -> Vec<Clock> {
     #[cfg(target_arch = "x86_64")]
     table.extend(tsc::clocks());
     table.extend([
+        Clock {
+            name: TIMEHANDS_NOW,
+            read: || timehands::now().as_nanos(),
+            ns_per_unit: 1.0,
+            origin: Origin::Monotonic,
+            time_calls: |calls| time_calls(calls, timehands::now),
+        },
+        Clock {
+            name: TIMEHANDS_NOW_UNORDERED,
+            read: || timehands::now_unordered().as_nanos(),
+            ns_per_unit: 1.0,
+            origin: Origin::Monotonic,
+            time_calls: |calls| time_calls(calls, timehands::now_unordered),
+        },
+        Clock {
+            name: TIMEHANDS_NOW_COARSE,
+            read: || timehands::now_coarse().as_nanos(),
+            ns_per_unit: 1.0,
+            origin: Origin::Monotonic,
+            time_calls: |calls| time_calls(calls, timehands::now_coarse),
+        },
         Clock {
             name: QUANTA_NOW,
             read: || quanta_nanos(quanta::Instant::now()),

@@ -16,7 +16,15 @@ use serde::Serialize;
 use crate::clocks::monotonic_ns;
 
 /// The libraries measured; each has a `first-call-<name>` binary.
-pub const LIBRARIES: [&str; 6] = ["none", "std", "quanta", "minstant", "fastant", "coarsetime"];
+pub const LIBRARIES: [&str; 7] = [
+    "none",
+    "std",
+    "timehands",
+    "quanta",
+    "minstant",
+    "fastant",
+    "coarsetime",
+];
 
 /// The variable the children read the spawn time from (see
 /// `src/first_call_child.rs`).

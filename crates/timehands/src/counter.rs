@@ -49,6 +49,14 @@ pub trait Counter {
         0
     }
 
+    /// The counter's value read with no ordering against the memory accesses
+    /// around it (a bare `rdtsc`): cheaper, and right only for timing intervals
+    /// on one thread. The default is the ordered [`read`](Counter::read).
+    #[inline]
+    fn read_unordered(&self) -> u64 {
+        self.read()
+    }
+
     /// Keeps the memory accesses that follow from being performed before the
     /// last [`read`](Counter::read) on this thread (see "Ordering" above). The
     /// default does nothing, which is right for a counter read by a memory load.
@@ -71,6 +79,9 @@ impl<C: Counter + ?Sized> Counter for &C {
     }
     fn quality(&self) -> i32 {
         (**self).quality()
+    }
+    fn read_unordered(&self) -> u64 {
+        (**self).read_unordered()
     }
     fn order_after_read(&self) {
         (**self).order_after_read()

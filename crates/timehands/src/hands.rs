@@ -428,17 +428,31 @@ impl<C: Counter> Timekeeper<C> {
         }
     }
 
-    /// The hands a read is evaluated with, and the counter's delta from its base.
+    /// The hands a read is evaluated with, and the counter's delta from its base
+    /// as `sample` reads it.
+    ///
+    /// The counter is read first: an ordered read waits for the memory accesses
+    /// before it, so loading the hands after it lets the loads run while the
+    /// read completes instead of before it. A hands published after the read
+    /// has a base later than the count, which clamps to that base: a time no
+    /// earlier than the truth and no later than any read that follows.
     #[inline]
-    fn read(&self) -> (Hands, u64) {
+    fn read_with(&self, sample: impl Fn(&C) -> u64) -> (Hands, u64) {
         loop {
+            let count = sample(&self.counter);
             let (state, hands) = self.current(Slot::hands);
-            let delta = self.delta(hands.base, self.counter.read());
+            let delta = self.delta(hands.base, count);
             if delta < hands.switch.saturating_add(self.interval) || self.past_promise(state, delta)
             {
                 return (hands, delta);
             }
         }
+    }
+
+    /// The hands and delta of an ordered read.
+    #[inline]
+    fn read(&self) -> (Hands, u64) {
+        self.read_with(C::read)
     }
 
     /// The slow path of a read whose counter is past its hands' promise: may it
@@ -480,6 +494,15 @@ impl<C: Counter> Timekeeper<C> {
     #[inline]
     pub fn uptime(&self) -> BinTime {
         let (hands, delta) = self.read();
+        hands.uptime_at(delta)
+    }
+
+    /// Uptime from an unordered counter read ([`Counter::read_unordered`]):
+    /// cheaper, monotonic on one thread, but a thread that has seen another
+    /// thread's time may read an earlier one. For timing intervals on one thread.
+    #[inline]
+    pub fn uptime_unordered(&self) -> BinTime {
+        let (hands, delta) = self.read_with(C::read_unordered);
         hands.uptime_at(delta)
     }
 

@@ -34,13 +34,23 @@
 extern crate alloc;
 
 mod bintime;
+#[cfg(feature = "std")]
+mod clock;
 mod counter;
 mod discipline;
 mod hands;
 #[cfg(feature = "std")]
 pub mod hw;
+#[cfg(feature = "std")]
+mod instant;
 mod lock;
+#[cfg(feature = "std")]
+mod mock;
+#[cfg(feature = "std")]
+mod steer;
 mod sync;
+#[cfg(feature = "std")]
+mod trace;
 
 pub use bintime::BinTime;
 pub use counter::Counter;
@@ -48,6 +58,15 @@ pub use counter::Counter;
 pub use counter::SimCounter;
 pub use hands::{
     Builder, DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL, MAX_HANDS, Stats, Timekeeper, Windup,
+};
+#[cfg(feature = "std")]
+pub use {
+    clock::{
+        ClockId, Info, Resolution, Verdict, getres, gettime, info, now, now_coarse, now_unordered,
+    },
+    instant::{AtomicInstant, Instant},
+    mock::{Clock, Mock},
+    trace::{ClockDescription, clock_description},
 };
 
 use core::fmt;

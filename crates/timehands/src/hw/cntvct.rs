@@ -45,19 +45,6 @@ impl Cntvct {
             frequency: frequency & 0xffff_ffff,
         }
     }
-
-    /// A bare `mrs`, with no barrier: for timing an interval on one thread,
-    /// never for a value compared with another thread's.
-    #[inline]
-    pub fn read_unordered(&self) -> u64 {
-        let count: u64;
-        // SAFETY: Linux allows EL0 reads of CNTVCT_EL0, which have no side
-        // effects; unordered, this read may be `nomem`.
-        unsafe {
-            asm!("mrs {}, cntvct_el0", out(reg) count, options(nomem, nostack, preserves_flags));
-        }
-        count
-    }
 }
 
 impl Default for Cntvct {
@@ -67,6 +54,19 @@ impl Default for Cntvct {
 }
 
 impl Counter for Cntvct {
+    /// A bare `mrs`, with no barrier: for timing an interval on one thread,
+    /// never for a value compared with another thread's.
+    #[inline]
+    fn read_unordered(&self) -> u64 {
+        let count: u64;
+        // SAFETY: Linux allows EL0 reads of CNTVCT_EL0, which have no side
+        // effects; unordered, this read may be `nomem`.
+        unsafe {
+            asm!("mrs {}, cntvct_el0", out(reg) count, options(nomem, nostack, preserves_flags));
+        }
+        count
+    }
+
     #[inline]
     fn read(&self) -> u64 {
         let count: u64;

@@ -341,13 +341,6 @@ impl Tsc {
     pub fn read_cost(&self) -> Option<ReadCost> {
         self.cost
     }
-
-    /// A bare `rdtsc`, with no fence: for timing an interval on one thread,
-    /// never for a value compared with another thread's.
-    #[inline]
-    pub fn read_unordered(&self) -> u64 {
-        rdtsc()
-    }
 }
 
 impl Counter for Tsc {
@@ -359,6 +352,13 @@ impl Counter for Tsc {
             OrderedRead::Rdtscp => unsafe { rdtscp() },
             OrderedRead::LfenceRdtsc => lfence_rdtsc(),
         }
+    }
+
+    /// A bare `rdtsc`, with no fence: for timing an interval on one thread,
+    /// never for a value compared with another thread's.
+    #[inline]
+    fn read_unordered(&self) -> u64 {
+        rdtsc()
     }
 
     fn frequency(&self) -> u64 {

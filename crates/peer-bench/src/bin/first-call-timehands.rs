@@ -1,0 +1,10 @@
+//! The first call of `timehands::now()` in a fresh process, and the time
+//! before `main`; run by `peer-bench`.
+
+#[path = "../first_call_child.rs"]
+mod child;
+
+fn main() {
+    let main_at = child::monotonic_ns();
+    child::report(main_at, timehands::now);
+}

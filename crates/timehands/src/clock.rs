@@ -1,0 +1,515 @@
+//! The process-wide clock: the engine on the best counter this machine has,
+//! steered to the kernel's clocks.
+//!
+//! # Choosing the counter
+//!
+//! At the first read (never before `main`): on x86_64 the TSC, when CPUID says
+//! it is invariant and the kernel itself keeps time with it (its clocksource is
+//! `tsc`, which Linux grants only to a TSC it found synchronized across CPUs);
+//! on aarch64 the generic timer's CNTVCT_EL0; otherwise, or when
+//! `TIMEHANDS_COUNTER=kernel`, the kernel's CLOCK_MONOTONIC itself, so the clock
+//! is correct everywhere and fast where it can be. `TIMEHANDS_COUNTER=tsc`
+//! takes the TSC whatever the checks say. [`info`] tells what was chosen and why.
+//!
+//! # Staying with the kernel
+//!
+//! The clock has CLOCK_MONOTONIC's origin from its first read, and the steering
+//! of `steer.rs` keeps it there: at windups it compares itself with the kernel
+//! through tight brackets and slews its phase and trims its rate, never
+//! stepping. Realtime and Boottime are Monotonic plus the kernel's own offsets
+//! (REALTIME − MONOTONIC, BOOTTIME − MONOTONIC), re-read at each steering, so
+//! they follow `settimeofday` and suspend within one steering interval.
+//!
+//! # Who winds up
+//!
+//! Nobody needs to: a reader that finds the timehands a windup interval old
+//! winds up (the others carry on; one wins the writer lock). A thread is started
+//! only for the coarse clocks, which read no counter and so would never notice:
+//! the first coarse read starts it, and it winds up every interval.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use crate::hw::{self, KernelCounter};
+use crate::instant::Instant;
+use crate::steer::{Pair, Steering};
+use crate::{BinTime, Counter, Timekeeper};
+
+/// How often the clock winds up (and steers, at most).
+pub(crate) const WINDUP_INTERVAL: Duration = Duration::from_millis(1);
+
+/// The counters the host clock can run on.
+pub(crate) enum HostCounter {
+    /// The x86_64 time-stamp counter.
+    #[cfg(target_arch = "x86_64")]
+    Tsc(hw::Tsc),
+    /// The aarch64 generic timer.
+    #[cfg(target_arch = "aarch64")]
+    Cntvct(hw::Cntvct),
+    /// The kernel's CLOCK_MONOTONIC, read through the vDSO.
+    Kernel(KernelCounter),
+}
+
+impl Counter for HostCounter {
+    #[inline]
+    fn read(&self) -> u64 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            HostCounter::Tsc(c) => c.read(),
+            #[cfg(target_arch = "aarch64")]
+            HostCounter::Cntvct(c) => c.read(),
+            HostCounter::Kernel(c) => c.read(),
+        }
+    }
+    #[inline]
+    fn read_unordered(&self) -> u64 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            HostCounter::Tsc(c) => c.read_unordered(),
+            #[cfg(target_arch = "aarch64")]
+            HostCounter::Cntvct(c) => c.read_unordered(),
+            HostCounter::Kernel(c) => c.read(),
+        }
+    }
+    #[inline]
+    fn order_after_read(&self) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            HostCounter::Tsc(c) => c.order_after_read(),
+            #[cfg(target_arch = "aarch64")]
+            HostCounter::Cntvct(c) => c.order_after_read(),
+            HostCounter::Kernel(c) => c.order_after_read(),
+        }
+    }
+    fn frequency(&self) -> u64 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            HostCounter::Tsc(c) => c.frequency(),
+            #[cfg(target_arch = "aarch64")]
+            HostCounter::Cntvct(c) => c.frequency(),
+            HostCounter::Kernel(c) => c.frequency(),
+        }
+    }
+    fn name(&self) -> &str {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            HostCounter::Tsc(c) => c.name(),
+            #[cfg(target_arch = "aarch64")]
+            HostCounter::Cntvct(c) => c.name(),
+            HostCounter::Kernel(c) => c.name(),
+        }
+    }
+}
+
+/// One check that went into choosing the counter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// What was checked.
+    pub check: &'static str,
+    /// Whether the counter passed it.
+    pub passed: bool,
+    /// What was found.
+    pub detail: String,
+}
+
+/// The counter chosen at startup, with its frequency and the reasons.
+struct Choice {
+    counter: HostCounter,
+    frequency_source: String,
+    verdicts: Vec<Verdict>,
+    fallback: Option<String>,
+    /// A pair of the counter and CLOCK_MONOTONIC from the start of startup,
+    /// where one was taken: the steering's first baseline.
+    anchor: Option<Pair>,
+}
+
+/// Picks the counter: see the module docs.
+fn choose() -> Choice {
+    let mut verdicts = Vec::new();
+    let forced = match std::env::var("TIMEHANDS_COUNTER") {
+        Ok(v) if v == "tsc" || v == "kernel" => Some(v),
+        Ok(v) => {
+            // A library cannot refuse to tell the time: say so once, and choose
+            // as if the variable were not set.
+            eprintln!(
+                "timehands: TIMEHANDS_COUNTER={v:?} is not a counter (use \"tsc\" or \"kernel\"); choosing automatically"
+            );
+            verdicts.push(Verdict {
+                check: "TIMEHANDS_COUNTER",
+                passed: false,
+                detail: format!("{v:?} is not \"tsc\" or \"kernel\": ignored"),
+            });
+            None
+        }
+        Err(_) => None,
+    };
+    let kernel = |reason: String, verdicts: Vec<Verdict>| Choice {
+        counter: HostCounter::Kernel(KernelCounter::monotonic()),
+        frequency_source: "CLOCK_MONOTONIC counts nanoseconds".to_string(),
+        verdicts,
+        fallback: Some(reason),
+        anchor: None,
+    };
+    if forced.as_deref() == Some("kernel") {
+        return kernel("TIMEHANDS_COUNTER=kernel".to_string(), verdicts);
+    }
+    hardware(forced.is_some(), verdicts)
+        .unwrap_or_else(|(reason, verdicts)| kernel(reason, verdicts))
+}
+
+/// The TSC, if it may keep time (or `forced`); else why not.
+#[cfg(target_arch = "x86_64")]
+fn hardware(forced: bool, mut verdicts: Vec<Verdict>) -> Result<Choice, (String, Vec<Verdict>)> {
+    // The TSC against the kernel from here to the end of the checks: the
+    // frequency measurement, if CPUID states none, and the steering's anchor.
+    let anchor = crate::steer::pair(crate::steer::read_tsc);
+    let facts = hw::TscFacts::read();
+    verdicts.push(Verdict {
+        check: "invariant TSC (CPUID 0x80000007)",
+        passed: facts.invariant,
+        detail: format!(
+            "{} {}",
+            facts.vendor,
+            if facts.invariant {
+                "says invariant"
+            } else {
+                "does not say invariant"
+            }
+        ),
+    });
+    let source = hw::kernel_clocksource();
+    let kernel_uses_tsc = source.as_deref() == Some("tsc");
+    verdicts.push(Verdict {
+        check: "kernel clocksource",
+        passed: kernel_uses_tsc,
+        detail: source.unwrap_or_else(|| "unreadable".to_string()),
+    });
+    let trusted = facts.invariant && kernel_uses_tsc;
+    if !(forced || trusted) {
+        return Err((
+            "the TSC is not trusted here (see the verdicts)".to_string(),
+            verdicts,
+        ));
+    }
+    let (hz, frequency_source) = match facts.stated_frequency() {
+        Some(stated) if !stated.is_nominal() => (stated.hz, format!("CPUID {:?}", stated.source)),
+        _ => (
+            crate::steer::startup_frequency(&anchor, crate::steer::read_tsc),
+            "measured against CLOCK_MONOTONIC at startup".to_string(),
+        ),
+    };
+    if forced {
+        verdicts.push(Verdict {
+            check: "TIMEHANDS_COUNTER",
+            passed: true,
+            detail: "tsc: forced".to_string(),
+        });
+    }
+    Ok(Choice {
+        counter: HostCounter::Tsc(hw::Tsc::new(hz)),
+        frequency_source,
+        verdicts,
+        fallback: None,
+        anchor: Some(anchor),
+    })
+}
+
+/// The generic timer: architected, synchronized and of known frequency.
+#[cfg(target_arch = "aarch64")]
+fn hardware(_forced: bool, mut verdicts: Vec<Verdict>) -> Result<Choice, (String, Vec<Verdict>)> {
+    let counter = hw::Cntvct::new();
+    verdicts.push(Verdict {
+        check: "CNTFRQ_EL0",
+        passed: true,
+        detail: format!("{} Hz", counter.frequency()),
+    });
+    Ok(Choice {
+        counter: HostCounter::Cntvct(counter),
+        frequency_source: "CNTFRQ_EL0".to_string(),
+        verdicts,
+        fallback: None,
+        anchor: None,
+    })
+}
+
+/// No hardware counter is supported on this architecture.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn hardware(_forced: bool, verdicts: Vec<Verdict>) -> Result<Choice, (String, Vec<Verdict>)> {
+    Err((
+        "no hardware counter is supported on this architecture".to_string(),
+        verdicts,
+    ))
+}
+
+/// The kernel clock `id` in nanoseconds since its origin.
+pub(crate) fn kernel_nanos(id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; the clock ids used here exist
+    // on every Linux this builds for, so the call cannot fail.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The process-wide clock.
+pub(crate) struct HostClock {
+    pub(crate) engine: Timekeeper<HostCounter>,
+    choice_facts: (String, Vec<Verdict>, Option<String>),
+    /// The steering state; one steering at a time, by whoever winds up.
+    steering: Mutex<Steering>,
+    /// CLOCK_BOOTTIME − CLOCK_MONOTONIC, in ns.
+    pub(crate) boottime_offset: AtomicI64,
+    /// The current bound on |ours − CLOCK_MONOTONIC|, in ns.
+    pub(crate) accuracy: AtomicU64,
+    /// The current offset (kernel − ours) and rate trim, for `info`.
+    pub(crate) last_offset: AtomicI64,
+    pub(crate) frequency_ppb: AtomicI64,
+    upkeep_started: AtomicBool,
+}
+
+impl HostClock {
+    fn start() -> HostClock {
+        let choice = choose();
+        let before = kernel_nanos(libc::CLOCK_MONOTONIC);
+        let engine = Timekeeper::builder(choice.counter)
+            .windup_interval(WINDUP_INTERVAL)
+            .start_at(BinTime::from_nanos(before as i128))
+            .build()
+            .expect("the host counters have valid frequencies and 64-bit masks");
+        let clock = HostClock {
+            steering: Mutex::new(Steering::new(engine.counter().frequency(), choice.anchor)),
+            engine,
+            choice_facts: (choice.frequency_source, choice.verdicts, choice.fallback),
+            boottime_offset: AtomicI64::new(0),
+            accuracy: AtomicU64::new(0),
+            last_offset: AtomicI64::new(0),
+            frequency_ppb: AtomicI64::new(0),
+            upkeep_started: AtomicBool::new(false),
+        };
+        clock
+            .steering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .follow_offsets(&clock);
+        clock
+    }
+
+    /// Winds up, steering first when a steering is due; returns at once if
+    /// another thread is at it.
+    pub(crate) fn maintain(&self) {
+        if let Ok(mut steering) = self.steering.try_lock() {
+            steering.steer(self);
+        }
+        self.engine.windup();
+    }
+
+    fn start_upkeep(&'static self) {
+        if self.upkeep_started.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("timehands-upkeep".to_string())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(WINDUP_INTERVAL);
+                    self.maintain();
+                }
+            });
+        if spawned.is_err() {
+            // No thread, no upkeep: the coarse clocks then advance with the
+            // windups that precise readers do. Let a later coarse read try again.
+            self.upkeep_started.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The clock, started at its first use.
+#[inline]
+pub(crate) fn clock() -> &'static HostClock {
+    static CLOCK: OnceLock<HostClock> = OnceLock::new();
+    CLOCK.get_or_init(HostClock::start)
+}
+
+/// Nanoseconds of a CLOCK_MONOTONIC-origin time (never negative: the clock
+/// starts at the kernel's time and never goes back).
+#[inline]
+fn nanos(t: BinTime) -> u64 {
+    t.as_nanos() as u64
+}
+
+/// Now, on CLOCK_MONOTONIC: the fastest correct clock this machine has. Never
+/// goes backwards, on one thread or across threads.
+///
+/// ```
+/// let a = timehands::now();
+/// let b = timehands::now();
+/// assert!(b >= a);
+/// ```
+#[inline]
+pub fn now() -> Instant {
+    let clock = clock();
+    let (uptime, due) = clock.engine.uptime_and_due();
+    if due {
+        clock.maintain();
+    }
+    Instant::from_nanos(nanos(uptime))
+}
+
+/// Now, from an unordered counter read: cheaper than [`now`], monotonic on one
+/// thread, but a thread that has seen another thread's time may read an
+/// earlier one. For timing intervals on one thread only.
+#[inline]
+pub fn now_unordered() -> Instant {
+    Instant::from_nanos(nanos(clock().engine.uptime_unordered()))
+}
+
+/// The time of the last windup: no counter read at all, at most a windup
+/// interval ([`getres`] says how much) behind [`now`], never ahead of it.
+/// The first call starts the thread that keeps it fresh.
+#[inline]
+pub fn now_coarse() -> Instant {
+    let clock = clock();
+    if !clock.upkeep_started.load(Ordering::Relaxed) {
+        clock.start_upkeep();
+    }
+    Instant::from_nanos(nanos(clock.engine.uptime_coarse()))
+}
+
+/// The clocks of `clock_gettime(2)` that timehands serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ClockId {
+    /// Unix time, following the kernel's steps (`settimeofday`).
+    Realtime,
+    /// Time since boot, not counting suspend: [`now`].
+    Monotonic,
+    /// Time since boot, counting suspend.
+    Boottime,
+    /// The kernel's CLOCK_MONOTONIC_RAW (not slewed by NTP), read from the kernel.
+    MonotonicRaw,
+    /// Realtime at the last windup.
+    RealtimeCoarse,
+    /// Monotonic at the last windup: [`now_coarse`].
+    MonotonicCoarse,
+    /// Whole seconds of Realtime.
+    Second,
+}
+
+impl ClockId {
+    /// Every clock id.
+    pub const ALL: [ClockId; 7] = [
+        ClockId::Realtime,
+        ClockId::Monotonic,
+        ClockId::Boottime,
+        ClockId::MonotonicRaw,
+        ClockId::RealtimeCoarse,
+        ClockId::MonotonicCoarse,
+        ClockId::Second,
+    ];
+}
+
+/// The time on clock `id`, since that clock's origin (the kernel's origin for
+/// the clock of that name). The first call starts the thread that winds the
+/// clock up, as the coarse clocks need and as readers of `gettime` may never
+/// call [`now`].
+pub fn gettime(id: ClockId) -> Duration {
+    let clock = clock();
+    if !clock.upkeep_started.load(Ordering::Relaxed) {
+        clock.start_upkeep();
+    }
+    let since_origin = |t: BinTime| Duration::try_from(t).unwrap_or(Duration::ZERO);
+    match id {
+        ClockId::Monotonic => since_origin(clock.engine.uptime()),
+        ClockId::Realtime => since_origin(clock.engine.realtime()),
+        ClockId::Second => Duration::from_secs(since_origin(clock.engine.realtime()).as_secs()),
+        ClockId::Boottime => {
+            let offset = clock.boottime_offset.load(Ordering::Relaxed);
+            let boottime = clock
+                .engine
+                .uptime()
+                .saturating_add(BinTime::from_nanos(offset as i128));
+            since_origin(boottime)
+        }
+        ClockId::MonotonicRaw => Duration::from_nanos(kernel_nanos(libc::CLOCK_MONOTONIC_RAW)),
+        ClockId::MonotonicCoarse => since_origin(clock.engine.uptime_coarse()),
+        ClockId::RealtimeCoarse => since_origin(clock.engine.realtime_coarse()),
+    }
+}
+
+/// What a clock can tell apart, and how far it can be from the kernel's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resolution {
+    /// The smallest step the clock takes.
+    pub resolution: Duration,
+    /// The current bound on its error against the kernel's clock of that name.
+    pub accuracy: Duration,
+}
+
+/// The resolution and the current accuracy bound of clock `id`.
+pub fn getres(id: ClockId) -> Resolution {
+    let clock = clock();
+    let hz = clock.engine.counter().frequency().max(1);
+    let tick = Duration::from_nanos(1_000_000_000u64.div_ceil(hz));
+    let accuracy = Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed));
+    match id {
+        ClockId::Monotonic | ClockId::Realtime | ClockId::Boottime => Resolution {
+            resolution: tick,
+            accuracy,
+        },
+        ClockId::MonotonicRaw => Resolution {
+            resolution: Duration::from_nanos(1),
+            accuracy: Duration::ZERO,
+        },
+        ClockId::MonotonicCoarse | ClockId::RealtimeCoarse => Resolution {
+            resolution: WINDUP_INTERVAL,
+            accuracy: accuracy + WINDUP_INTERVAL,
+        },
+        ClockId::Second => Resolution {
+            resolution: Duration::from_secs(1),
+            accuracy: accuracy + Duration::from_secs(1),
+        },
+    }
+}
+
+/// What the clock runs on and how well it is doing.
+#[derive(Clone, Debug)]
+pub struct Info {
+    /// The counter's name (`TSC`, `CNTVCT_EL0`, `CLOCK_MONOTONIC`).
+    pub counter: String,
+    /// The counter's frequency, as refined so far, in Hz.
+    pub frequency_hz: u64,
+    /// Where the first frequency came from.
+    pub frequency_source: String,
+    /// The checks that chose the counter.
+    pub verdicts: Vec<Verdict>,
+    /// Why the kernel clock is used instead of a hardware counter, if it is.
+    pub fallback: Option<String>,
+    /// Hands published so far.
+    pub windups: u64,
+    /// The last measured offset, CLOCK_MONOTONIC minus ours, in ns.
+    pub offset_ns: i64,
+    /// The rate trim applied against the kernel, in parts per billion.
+    pub frequency_error_ppb: i64,
+    /// The current error bound against CLOCK_MONOTONIC.
+    pub accuracy: Duration,
+}
+
+/// What the clock runs on, why, and how far it is from the kernel.
+pub fn info() -> Info {
+    let clock = clock();
+    let (frequency_source, verdicts, fallback) = clock.choice_facts.clone();
+    let steering = clock.steering.lock().unwrap_or_else(|e| e.into_inner());
+    Info {
+        counter: clock.engine.counter().name().to_string(),
+        frequency_hz: steering.frequency_hz(),
+        frequency_source,
+        verdicts,
+        fallback,
+        windups: clock.engine.stats().windups,
+        offset_ns: clock.last_offset.load(Ordering::Relaxed),
+        frequency_error_ppb: clock.frequency_ppb.load(Ordering::Relaxed),
+        accuracy: Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed)),
+    }
+}

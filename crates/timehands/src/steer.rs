@@ -1,0 +1,211 @@
+//! Steering the host clock to the kernel's CLOCK_MONOTONIC.
+//!
+//! Two measurements, two corrections, at most every [`STEER_INTERVAL`]:
+//!
+//! - **rate**: the counter against CLOCK_MONOTONIC over a long baseline (the
+//!   tightest of three brackets `counter, clock_gettime, counter` at each end),
+//!   which gives the counter's frequency as the kernel sees it, NTP's trim
+//!   included. It becomes the engine's counter frequency (as FreeBSD refines
+//!   `tc_frequency`), a rate change at the next switch point. The baseline
+//!   slides (16 to 32 s once warm) so that it follows NTP's changes; a bracket
+//!   of 20 ns over 16 s is a rate known to about a part per billion.
+//! - **phase**: our time against CLOCK_MONOTONIC (the tightest of three
+//!   brackets `ours, clock_gettime, ours`); the difference is slewed away with
+//!   [`Timekeeper::adjtime`](crate::Timekeeper::adjtime), at most 500 ppm, so
+//!   the clock never steps. The rate is not estimated from our own time: slew
+//!   already scheduled up to the next switch point would bias it.
+//!
+//! The error bound that [`getres`](crate::getres) reports is the last measured
+//! offset plus half its bracket.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::clock::{HostClock, kernel_nanos};
+use crate::{BinTime, Counter};
+
+/// The least time between two steerings.
+const STEER_INTERVAL: Duration = Duration::from_millis(10);
+/// The shortest baseline a frequency is measured over before it is used.
+const MIN_BASELINE: Duration = Duration::from_millis(10);
+/// The baseline's reference moves forward once it is this old.
+const SLIDE_AFTER: Duration = Duration::from_secs(16);
+/// The shortest startup measurement, when CPUID states no frequency.
+#[cfg(target_arch = "x86_64")]
+const STARTUP_BASELINE: Duration = Duration::from_micros(20);
+
+/// A counter value and the kernel's CLOCK_MONOTONIC at the same moment, to
+/// within `width` counts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pair {
+    count: u64,
+    kernel: u64,
+    width: u64,
+}
+
+/// The tightest of three `read, CLOCK_MONOTONIC, read` brackets.
+pub(crate) fn pair(read: impl Fn() -> u64) -> Pair {
+    (0..3)
+        .map(|_| {
+            let before = read();
+            let kernel = kernel_nanos(libc::CLOCK_MONOTONIC);
+            let width = read().wrapping_sub(before);
+            Pair {
+                count: before.wrapping_add(width / 2),
+                kernel,
+                width,
+            }
+        })
+        .min_by_key(|p| p.width)
+        .expect("three brackets")
+}
+
+impl Pair {
+    /// Counts per second between `self` and a `later` pair, if they are at
+    /// least `baseline` apart.
+    fn frequency_to(&self, later: &Pair, baseline: Duration) -> Option<u64> {
+        let nanos = later.kernel.checked_sub(self.kernel)?;
+        if nanos < baseline.as_nanos() as u64 {
+            return None;
+        }
+        let counts = later.count.wrapping_sub(self.count);
+        Some((counts as f64 * 1e9 / nanos as f64).round() as u64)
+    }
+}
+
+/// The TSC read in order (`lfence; rdtsc`), for measuring before the `Tsc`
+/// counter exists.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn read_tsc() -> u64 {
+    // SAFETY: lfence and rdtsc exist on every x86_64 CPU.
+    unsafe {
+        core::arch::x86_64::_mm_lfence();
+        core::arch::x86_64::_rdtsc()
+    }
+}
+
+/// The counter's frequency from `start`, a pair taken when the clock began to
+/// start up, to now: the startup's own work (CPUID, the kernel's clocksource)
+/// is the baseline, so measuring costs nothing unless that work took less than
+/// [`STARTUP_BASELINE`], in which case this waits for the rest. Rough (some
+/// hundreds of ppm); the first steering, [`STEER_INTERVAL`] later and measured
+/// from the same `start`, makes it good.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn startup_frequency(start: &Pair, read: impl Fn() -> u64) -> u64 {
+    loop {
+        if let Some(hz) = start.frequency_to(&pair(&read), STARTUP_BASELINE) {
+            return hz;
+        }
+    }
+}
+
+/// The steering state, kept under the host clock's steering lock.
+pub(crate) struct Steering {
+    /// The counter frequency the engine uses now, in Hz.
+    hz: u64,
+    /// The baseline's reference, and the next one.
+    anchor: Option<Pair>,
+    next_anchor: Option<Pair>,
+    /// CLOCK_MONOTONIC at the last steering.
+    last_steer: u64,
+    /// REALTIME − MONOTONIC as last given to the engine, in ns.
+    realtime_offset: Option<i64>,
+}
+
+impl Steering {
+    /// Steering of a counter at `hz`, measured from `anchor` on if the clock
+    /// took a pair of its counter at startup.
+    pub(crate) fn new(hz: u64, anchor: Option<Pair>) -> Steering {
+        Steering {
+            hz,
+            anchor,
+            next_anchor: anchor,
+            last_steer: 0,
+            realtime_offset: None,
+        }
+    }
+
+    /// The counter frequency in use, in Hz.
+    pub(crate) fn frequency_hz(&self) -> u64 {
+        self.hz
+    }
+
+    /// Measures and corrects, unless the last steering is too recent.
+    pub(crate) fn steer(&mut self, clock: &HostClock) {
+        let now = kernel_nanos(libc::CLOCK_MONOTONIC);
+        if now.saturating_sub(self.last_steer) < STEER_INTERVAL.as_nanos() as u64 {
+            return;
+        }
+        self.last_steer = now;
+        self.follow_offsets(clock);
+        self.steer_rate(clock);
+        self.steer_phase(clock);
+    }
+
+    /// Rate: the counter's frequency over the sliding baseline.
+    fn steer_rate(&mut self, clock: &HostClock) {
+        let engine = &clock.engine;
+        let current = pair(|| engine.counter().read());
+        let anchor = *self.anchor.get_or_insert(current);
+        let next = *self.next_anchor.get_or_insert(current);
+        if current.kernel - next.kernel >= SLIDE_AFTER.as_nanos() as u64 {
+            self.anchor = Some(next);
+            self.next_anchor = Some(current);
+        }
+        let Some(hz) = anchor.frequency_to(&current, MIN_BASELINE) else {
+            return;
+        };
+        if hz != self.hz && engine.set_counter_frequency(hz).is_ok() {
+            let ppb = (hz as f64 / self.hz as f64 - 1.0) * 1e9;
+            clock.frequency_ppb.store(ppb as i64, Ordering::Relaxed);
+            self.hz = hz;
+        }
+    }
+
+    /// Phase: slew our time onto CLOCK_MONOTONIC.
+    fn steer_phase(&mut self, clock: &HostClock) {
+        let engine = &clock.engine;
+        let (offset, width) = (0..3)
+            .map(|_| {
+                let before = engine.uptime().as_nanos();
+                let kernel = kernel_nanos(libc::CLOCK_MONOTONIC) as i128;
+                let after = engine.uptime().as_nanos();
+                (kernel - (before + after) / 2, (after - before) as u64)
+            })
+            .min_by_key(|&(_, width)| width)
+            .expect("three brackets");
+        let offset = offset as i64;
+        engine.adjtime(offset);
+        clock.last_offset.store(offset, Ordering::Relaxed);
+        clock
+            .accuracy
+            .store(offset.unsigned_abs() + width / 2, Ordering::Relaxed);
+    }
+
+    /// Realtime and Boottime: the kernel's offsets from CLOCK_MONOTONIC,
+    /// followed when they move by more than the bracket they are read in
+    /// (a `settimeofday`, a suspend).
+    pub(crate) fn follow_offsets(&mut self, clock: &HostClock) {
+        let offset_of = |id| {
+            let before = kernel_nanos(libc::CLOCK_MONOTONIC) as i64;
+            let other = kernel_nanos(id) as i64;
+            let after = kernel_nanos(libc::CLOCK_MONOTONIC) as i64;
+            (
+                other - before - (after - before) / 2,
+                (after - before) as u64,
+            )
+        };
+        let (realtime, width) = offset_of(libc::CLOCK_REALTIME);
+        let moved = self
+            .realtime_offset
+            .is_none_or(|known| known.abs_diff(realtime) > width);
+        if moved {
+            clock
+                .engine
+                .set_boottime(BinTime::from_nanos(realtime as i128));
+            self.realtime_offset = Some(realtime);
+        }
+        let (boottime, _) = offset_of(libc::CLOCK_BOOTTIME);
+        clock.boottime_offset.store(boottime, Ordering::Relaxed);
+    }
+}

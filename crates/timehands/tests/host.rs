@@ -1,0 +1,303 @@
+//! The host clock against the kernel: API semantics, agreement with
+//! `clock_gettime` to loose bounds (milliseconds, so that a loaded machine never
+//! makes them flake), monotonicity across real threads, the counter choice and
+//! its environment variable, and a forked child.
+
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use timehands::{AtomicInstant, ClockId, Instant, getres, gettime, info, now, now_coarse};
+
+/// A loose bound: the clocks agree to microseconds; this only catches a clock
+/// that is wrong.
+const LOOSE: Duration = Duration::from_millis(50);
+
+fn kernel(id: libc::clockid_t) -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec, a clock id every Linux has.
+    assert_eq!(unsafe { libc::clock_gettime(id, &mut ts) }, 0);
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn near(ours: Duration, theirs: Duration, what: &str) {
+    let gap = ours.abs_diff(theirs);
+    assert!(
+        gap < LOOSE,
+        "{what}: ours {ours:?}, the kernel's {theirs:?}"
+    );
+}
+
+#[test]
+fn every_clock_id_agrees_with_the_kernel() {
+    let cases = [
+        (ClockId::Realtime, libc::CLOCK_REALTIME),
+        (ClockId::Monotonic, libc::CLOCK_MONOTONIC),
+        (ClockId::Boottime, libc::CLOCK_BOOTTIME),
+        (ClockId::MonotonicRaw, libc::CLOCK_MONOTONIC_RAW),
+        (ClockId::RealtimeCoarse, libc::CLOCK_REALTIME_COARSE),
+        (ClockId::MonotonicCoarse, libc::CLOCK_MONOTONIC_COARSE),
+    ];
+    for (id, kernel_id) in cases {
+        near(gettime(id), kernel(kernel_id), &format!("{id:?}"));
+    }
+    // Second is whole seconds of Realtime: at most a second behind it.
+    let second = gettime(ClockId::Second);
+    let behind = kernel(libc::CLOCK_REALTIME).saturating_sub(second);
+    assert_eq!(second.subsec_nanos(), 0);
+    assert!(
+        behind < Duration::from_secs(1) + LOOSE,
+        "Second {second:?} is {behind:?} behind"
+    );
+    near(
+        Duration::from_nanos(now().as_nanos()),
+        kernel(libc::CLOCK_MONOTONIC),
+        "now()",
+    );
+}
+
+#[test]
+fn resolutions_and_accuracy_bounds_are_stated() {
+    for id in ClockId::ALL {
+        let res = getres(id);
+        assert!(res.resolution > Duration::ZERO, "{id:?}: {res:?}");
+        assert!(res.accuracy < Duration::from_secs(2), "{id:?}: {res:?}");
+    }
+    let coarse = getres(ClockId::MonotonicCoarse);
+    assert!(
+        coarse.resolution >= Duration::from_micros(100),
+        "{coarse:?}"
+    );
+    assert!(
+        coarse.accuracy >= coarse.resolution,
+        "a coarse clock lags by its resolution"
+    );
+}
+
+#[test]
+fn info_says_what_the_clock_runs_on() {
+    now();
+    let info = info();
+    assert!(!info.counter.is_empty());
+    assert!(info.frequency_hz >= 1_000_000, "{info:?}");
+    assert!(!info.frequency_source.is_empty());
+    assert!(info.windups >= 1);
+    match &info.fallback {
+        Some(reason) => assert_eq!(info.counter, "CLOCK_MONOTONIC", "{reason}"),
+        None => assert_ne!(info.counter, "CLOCK_MONOTONIC"),
+    }
+}
+
+#[test]
+fn instants_behave_like_std_instants() {
+    let a = now();
+    thread::sleep(Duration::from_millis(2));
+    let b = Instant::now();
+    assert!(b > a);
+    assert!(b.duration_since(a) >= Duration::from_millis(2));
+    assert_eq!(a.duration_since(b), Duration::ZERO, "saturating");
+    assert_eq!(a.checked_duration_since(b), None);
+    assert!(a.elapsed() >= Duration::from_millis(2));
+    assert_eq!(
+        a.checked_add(Duration::from_nanos(7)).unwrap().as_nanos(),
+        a.as_nanos() + 7
+    );
+    assert_eq!(
+        a.checked_sub(Duration::from_nanos(7)).unwrap().as_nanos(),
+        a.as_nanos() - 7
+    );
+    assert_eq!(
+        Instant::from_nanos(5).checked_sub(Duration::from_nanos(6)),
+        None
+    );
+    assert_eq!(
+        Instant::from_nanos(u64::MAX).checked_add(Duration::from_nanos(1)),
+        None
+    );
+    assert_eq!(Instant::from_nanos(a.as_nanos()), a);
+    assert_eq!(b - a, b.duration_since(a));
+
+    // Exact both ways with std's Instant, which is the same clock.
+    let std_a: std::time::Instant = a.into();
+    assert_eq!(Instant::from(std_a), a);
+    let std_now = std::time::Instant::now();
+    let ours = Instant::from(std_now);
+    assert_eq!(std::time::Instant::from(ours), std_now);
+    near(
+        Duration::from_nanos(ours.as_nanos()),
+        kernel(libc::CLOCK_MONOTONIC),
+        "std::time::Instant converted",
+    );
+}
+
+#[test]
+fn atomic_instants() {
+    let a = now();
+    let shared = AtomicInstant::new(a);
+    let later = a + Duration::from_secs(1);
+    assert_eq!(shared.fetch_max(later, Ordering::AcqRel), a);
+    assert_eq!(shared.fetch_max(a, Ordering::AcqRel), later);
+    assert_eq!(shared.load(Ordering::Acquire), later);
+    assert_eq!(
+        shared.compare_exchange(a, a, Ordering::AcqRel, Ordering::Acquire),
+        Err(later)
+    );
+    shared.store(a, Ordering::Release);
+    assert_eq!(shared.load(Ordering::Acquire), a);
+}
+
+/// The coarse clock is never ahead of a precise read that follows it.
+#[test]
+fn coarse_is_never_ahead_of_precise() {
+    for _ in 0..100_000 {
+        let coarse = now_coarse();
+        let precise = now();
+        assert!(coarse <= precise, "coarse {coarse:?} ahead of {precise:?}");
+    }
+}
+
+/// Threads hand timestamps to each other; none may read an earlier time than
+/// one it has seen.
+#[test]
+fn now_never_goes_backwards_across_threads() {
+    let threads = thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .max(2);
+    let latest = Arc::new(AtomicU64::new(0));
+    let start = Arc::new(Barrier::new(threads));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (latest, start) = (latest.clone(), start.clone());
+            thread::spawn(move || {
+                start.wait();
+                let mut backward = 0u64;
+                for _ in 0..500_000 {
+                    let seen = latest.load(Ordering::Acquire);
+                    let t = now().as_nanos();
+                    backward += (t < seen) as u64;
+                    latest.fetch_max(t, Ordering::AcqRel);
+                }
+                backward
+            })
+        })
+        .collect();
+    let backward: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert_eq!(backward, 0);
+}
+
+/// A forked child (one thread, a copy of the parent's clock) reads time.
+#[test]
+fn a_forked_child_reads_time() {
+    let before = now();
+    // SAFETY: the child calls only timehands' readers (no locks are needed to
+    // read) and clock_gettime, then leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let ok = (0..1000).all(|_| {
+            let t = now();
+            let gap = Duration::from_nanos(t.as_nanos()).abs_diff(kernel(libc::CLOCK_MONOTONIC));
+            t >= before && gap < LOOSE
+        });
+        // SAFETY: leaves the child without running the parent's destructors.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child status {status}"
+    );
+}
+
+/// Runs this test binary again, filtered to `test`, with `TIMEHANDS_COUNTER`
+/// set: the counter is chosen once per process.
+fn child_with_counter(value: &str, test: &str) -> std::process::Output {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env("TIMEHANDS_COUNTER", value)
+        .env("TIMEHANDS_CHILD", "1")
+        .output()
+        .unwrap()
+}
+
+/// In a child process: prints what the clock chose, for the parent to read.
+#[test]
+fn report_choice_in_child() {
+    if std::env::var("TIMEHANDS_CHILD").is_ok() {
+        near(
+            Duration::from_nanos(now().as_nanos()),
+            kernel(libc::CLOCK_MONOTONIC),
+            "child",
+        );
+        let info = info();
+        println!("COUNTER={} FALLBACK={:?}", info.counter, info.fallback);
+        for v in info.verdicts {
+            println!("VERDICT {} {} {}", v.check, v.passed, v.detail);
+        }
+    }
+}
+
+#[test]
+fn the_kernel_counter_can_be_forced() {
+    let out = child_with_counter("kernel", "report_choice_in_child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("COUNTER=CLOCK_MONOTONIC FALLBACK=Some(\"TIMEHANDS_COUNTER=kernel\")"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_bad_counter_name_is_reported_and_ignored() {
+    let out = child_with_counter("hpet", "report_choice_in_child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("TIMEHANDS_COUNTER=\"hpet\" is not a counter"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("VERDICT TIMEHANDS_COUNTER false"),
+        "{stdout}"
+    );
+}
+
+/// The tracer's description: 1 GHz from CLOCK_MONOTONIC's origin, and an
+/// offset that takes a timestamp to Unix time.
+#[test]
+fn the_trace_clock_description_maps_timestamps_to_unix_time() {
+    let clock = timehands::clock_description();
+    assert_eq!(clock.frequency, 1_000_000_000);
+    assert!(clock.offset < 1_000_000_000);
+    assert!(!clock.absolute);
+    assert_eq!(clock.uuid.len(), 36, "{}", clock.uuid);
+    assert_eq!(
+        clock.uuid,
+        timehands::clock_description().uuid,
+        "one UUID per process"
+    );
+    let unix = Duration::new(clock.offset_s as u64, clock.offset as u32)
+        + Duration::from_nanos(now().as_nanos());
+    near(unix, kernel(libc::CLOCK_REALTIME), "timestamp + offset");
+    let ctf = clock.to_ctf();
+    for field in [
+        "name = timehands_monotonic;",
+        "freq = 1000000000;",
+        "absolute = FALSE;",
+    ] {
+        assert!(ctf.contains(field), "{ctf}");
+    }
+    assert!(
+        ctf.contains(&format!("offset_s = {};", clock.offset_s)),
+        "{ctf}"
+    );
+}
