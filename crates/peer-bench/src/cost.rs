@@ -2,6 +2,8 @@
 //!
 //! A warm-up round sizes each clock's rounds so that one lasts about
 //! `round_ns`: a clock that costs a system call gets fewer calls, not minutes.
+//! Each round is a fixed number of calls timed as a whole, so the clock that
+//! times it costs two reads per round, not per call.
 //! The minimum shows the clock undisturbed, the median what a caller usually
 //! pays; ratios compare medians with `std::time::Instant::now`'s from the same
 //! run.
@@ -33,13 +35,34 @@ pub struct Row {
     pub ratio: Option<f64>,
 }
 
-/// Measures every clock.
+/// Measures every clock. Rounds go round the table, one round of each clock
+/// in turn, so that a disturbance (another process, a frequency change) lands
+/// on every clock alike rather than on whichever ran at the time.
 pub fn run(clocks: &[Clock], plan: &Plan) -> Vec<Row> {
+    let calls: Vec<u64> = clocks
+        .iter()
+        .map(|clock| calls_per_round(clock, plan))
+        .collect();
+    let mut per_call: Vec<Vec<f64>> = vec![Vec::with_capacity(plan.rounds); clocks.len()];
+    for round in 1..=plan.rounds {
+        eprintln!("cost: round {round} of {}", plan.rounds);
+        for ((clock, &calls), samples) in clocks.iter().zip(&calls).zip(&mut per_call) {
+            samples.push((clock.time_calls)(calls) as f64 / calls as f64);
+        }
+    }
     let mut rows: Vec<Row> = clocks
         .iter()
-        .map(|clock| {
-            eprintln!("cost: {}", clock.name);
-            measure(clock, plan)
+        .zip(calls)
+        .zip(&mut per_call)
+        .map(|((clock, calls), samples)| {
+            samples.sort_by(f64::total_cmp);
+            Row {
+                clock: clock.name.to_string(),
+                calls_per_round: calls,
+                min_ns: samples[0],
+                median_ns: samples[samples.len() / 2],
+                ratio: None,
+            }
         })
         .collect();
     let unit = rows
@@ -52,21 +75,16 @@ pub fn run(clocks: &[Clock], plan: &Plan) -> Vec<Row> {
     rows
 }
 
-fn measure(clock: &Clock, plan: &Plan) -> Row {
+/// Sizes a clock's rounds from the quickest of three warm-up rounds (one
+/// disturbed warm-up would otherwise shrink every round).
+fn calls_per_round(clock: &Clock, plan: &Plan) -> u64 {
     const WARM_UP_CALLS: u64 = 10_000;
-    let warm_up_ns = (clock.time_calls)(WARM_UP_CALLS).max(1);
-    let calls = (plan.round_ns * WARM_UP_CALLS / warm_up_ns).clamp(WARM_UP_CALLS, 10_000_000);
-    let mut per_call: Vec<f64> = (0..plan.rounds)
-        .map(|_| (clock.time_calls)(calls) as f64 / calls as f64)
-        .collect();
-    per_call.sort_by(f64::total_cmp);
-    Row {
-        clock: clock.name.to_string(),
-        calls_per_round: calls,
-        min_ns: per_call[0],
-        median_ns: per_call[per_call.len() / 2],
-        ratio: None,
-    }
+    let warm_up_ns = (0..3)
+        .map(|_| (clock.time_calls)(WARM_UP_CALLS))
+        .min()
+        .unwrap_or(0)
+        .max(1);
+    (plan.round_ns * WARM_UP_CALLS / warm_up_ns).clamp(WARM_UP_CALLS, 10_000_000)
 }
 
 /// Prints the table.
