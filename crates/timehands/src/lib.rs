@@ -37,6 +37,8 @@ mod bintime;
 mod counter;
 mod discipline;
 mod hands;
+#[cfg(feature = "std")]
+pub mod hw;
 mod lock;
 mod sync;
 
