@@ -2,13 +2,13 @@
 //! in user space.
 //!
 //! - `Tsc` (x86_64): the time-stamp counter, a 64-bit register the CPU
-//!   increments at a fixed rate. Reading it costs a few nanoseconds and no
-//!   system call. It is a good clock only when it is *invariant* (it runs at the
-//!   same rate in every P-, C- and T-state) and the kernel keeps the CPUs' TSCs
-//!   in step, which `TscFacts` and [`kernel_clocksource`] tell: Linux picks
-//!   `tsc` as its clocksource only when both hold. The TSC does not say its own
-//!   frequency reliably; `TscFacts::stated_frequency` gives what CPUID states,
-//!   if anything.
+//!   increments at a fixed rate. A fenced read costs some nanoseconds (tens
+//!   under some hypervisors) and no system call. It is a good clock only when
+//!   it is *invariant* (it runs at the same rate in every P-, C- and T-state)
+//!   and the kernel keeps the CPUs' TSCs in step, which `TscFacts` and
+//!   [`kernel_clocksource`] tell: Linux picks `tsc` as its clocksource only
+//!   when both hold. The TSC does not say its own frequency reliably;
+//!   `TscFacts::stated_frequency` gives what CPUID states, if anything.
 //! - `Cntvct` (aarch64): CNTVCT_EL0, the virtual count of the generic timer.
 //!   Every aarch64 system has it, it runs at the fixed rate CNTFRQ_EL0 gives, and
 //!   Linux lets user space read it. It is the aarch64 counterpart of an
@@ -19,8 +19,8 @@
 //!   or a system call when the kernel's clocksource cannot be read from user
 //!   space. `CLOCK_MONOTONIC` is slewed by NTP; `CLOCK_MONOTONIC_RAW` is not.
 //!
-//! Each counter exists only on its architecture (or, for the kernel's clock, on
-//! Linux), so these docs link only what the platform they were built for has.
+//! Each is compiled only where it exists: `Tsc` and `TscFacts` on x86_64,
+//! `Cntvct` on aarch64, the kernel's clock on Linux.
 //!
 //! Which to use: the hardware counter when it is trustworthy (an invariant TSC
 //! with the kernel on `tsc`; CNTVCT_EL0 always), the kernel's clock otherwise,

@@ -7,11 +7,15 @@
 //! Which is cheaper depends on the CPU (and on the hypervisor), so [`Tsc::new`]
 //! measures both.
 //!
-//! The compiler does not move memory accesses across either: LLVM's `rdtsc`,
-//! `rdtscp` and `lfence` intrinsics are declared as touching memory.
+//! The fences order the CPU, not the compiler: LLVM takes the `rdtsc`,
+//! `rdtscp` and `lfence` intrinsics as touching no memory, and would move loads
+//! and stores across them (it drops a store followed by `rdtsc` and a second
+//! store to the same place). So the ordered read and `order_after_read` also
+//! carry a compiler fence, which costs no instruction.
 
 use core::arch::x86_64::{__cpuid_count, __rdtscp, _mm_lfence, _rdtsc, CpuidResult};
 use core::hint::black_box;
+use core::sync::atomic::{Ordering, compiler_fence};
 
 use crate::Counter;
 
@@ -36,9 +40,6 @@ fn cpuid(leaf: u32, sub_leaf: u32) -> CpuidResult {
 
 /// `lfence`: the instructions after it start only when those before it have
 /// completed (loads included).
-// `_mm_lfence` is safe in recent Rust where SSE2 is enabled, unsafe in 1.85:
-// hence the allowance.
-#[allow(unused_unsafe)]
 #[inline]
 fn lfence() {
     // SAFETY: `lfence` is SSE2, which every x86_64 CPU has.
@@ -346,6 +347,8 @@ impl Tsc {
 impl Counter for Tsc {
     #[inline]
     fn read(&self) -> u64 {
+        // The earlier memory accesses stay before the fenced read.
+        compiler_fence(Ordering::SeqCst);
         match self.read {
             // SAFETY: `read` is `Rdtscp` only when a constructor found rdtscp in
             // CPUID.
@@ -378,5 +381,7 @@ impl Counter for Tsc {
     #[inline]
     fn order_after_read(&self) {
         lfence();
+        // The later memory accesses stay after the `lfence`.
+        compiler_fence(Ordering::SeqCst);
     }
 }
