@@ -122,6 +122,8 @@ struct Choice {
     /// A pair of the counter and CLOCK_MONOTONIC from the start of startup,
     /// where one was taken: the steering's first baseline.
     anchor: Option<Pair>,
+    /// How sure the frequency is, where it was measured (or is exact).
+    uncertainty_ppb: Option<u64>,
 }
 
 /// Picks the counter: see the module docs.
@@ -150,6 +152,8 @@ fn choose() -> Choice {
         verdicts,
         fallback: Some(reason),
         anchor: None,
+        // CLOCK_MONOTONIC counts nanoseconds by definition.
+        uncertainty_ppb: Some(0),
     };
     if forced.as_deref() == Some("kernel") {
         return kernel("TIMEHANDS_COUNTER=kernel".to_string(), verdicts);
@@ -192,12 +196,18 @@ fn hardware(forced: bool, mut verdicts: Vec<Verdict>) -> Result<Choice, (String,
             verdicts,
         ));
     }
-    let (hz, frequency_source) = match facts.stated_frequency() {
-        Some(stated) if !stated.is_nominal() => (stated.hz, format!("CPUID {:?}", stated.source)),
-        _ => (
-            crate::steer::startup_frequency(&anchor, crate::steer::read_tsc),
-            "measured against CLOCK_MONOTONIC at startup".to_string(),
-        ),
+    let (hz, uncertainty_ppb, frequency_source) = match facts.stated_frequency() {
+        Some(stated) if !stated.is_nominal() => {
+            (stated.hz, None, format!("CPUID {:?}", stated.source))
+        }
+        _ => {
+            let measured = crate::steer::startup_frequency(&anchor, crate::steer::read_tsc);
+            (
+                measured.hz,
+                Some(measured.uncertainty_ppb),
+                "measured against CLOCK_MONOTONIC at startup".to_string(),
+            )
+        }
     };
     if forced {
         verdicts.push(Verdict {
@@ -212,6 +222,7 @@ fn hardware(forced: bool, mut verdicts: Vec<Verdict>) -> Result<Choice, (String,
         verdicts,
         fallback: None,
         anchor: Some(anchor),
+        uncertainty_ppb,
     })
 }
 
@@ -230,6 +241,8 @@ fn hardware(_forced: bool, mut verdicts: Vec<Verdict>) -> Result<Choice, (String
         verdicts,
         fallback: None,
         anchor: None,
+        // Firmware states CNTFRQ_EL0; the steering measures it.
+        uncertainty_ppb: None,
     })
 }
 
@@ -264,9 +277,8 @@ pub(crate) struct HostClock {
     pub(crate) boottime_offset: AtomicI64,
     /// The current bound on |ours − CLOCK_MONOTONIC|, in ns.
     pub(crate) accuracy: AtomicU64,
-    /// The current offset (kernel − ours) and rate trim, for `info`.
+    /// The last measured offset, kernel − ours, in ns, for `info`.
     pub(crate) last_offset: AtomicI64,
-    pub(crate) frequency_ppb: AtomicI64,
     upkeep_started: AtomicBool,
 }
 
@@ -280,13 +292,16 @@ impl HostClock {
             .build()
             .expect("the host counters have valid frequencies and 64-bit masks");
         let clock = HostClock {
-            steering: Mutex::new(Steering::new(engine.counter().frequency(), choice.anchor)),
+            steering: Mutex::new(Steering::new(
+                engine.counter().frequency(),
+                choice.uncertainty_ppb,
+                choice.anchor,
+            )),
             engine,
             choice_facts: (choice.frequency_source, choice.verdicts, choice.fallback),
             boottime_offset: AtomicI64::new(0),
             accuracy: AtomicU64::new(0),
             last_offset: AtomicI64::new(0),
-            frequency_ppb: AtomicI64::new(0),
             upkeep_started: AtomicBool::new(false),
         };
         clock
@@ -482,6 +497,13 @@ pub struct Info {
     pub frequency_hz: u64,
     /// Where the first frequency came from.
     pub frequency_source: String,
+    /// How sure the frequency is, in parts per billion: the brackets of its
+    /// last measurement over the counts between them. `None` for a frequency
+    /// only stated (by CPUID) and not yet measured.
+    pub frequency_uncertainty_ppb: Option<u64>,
+    /// How far the steering has moved the frequency from the first one, in
+    /// parts per billion.
+    pub frequency_correction_ppb: i64,
     /// The checks that chose the counter.
     pub verdicts: Vec<Verdict>,
     /// Why the kernel clock is used instead of a hardware counter, if it is.
@@ -490,8 +512,6 @@ pub struct Info {
     pub windups: u64,
     /// The last measured offset, CLOCK_MONOTONIC minus ours, in ns.
     pub offset_ns: i64,
-    /// The rate trim applied against the kernel, in parts per billion.
-    pub frequency_error_ppb: i64,
     /// The current error bound against CLOCK_MONOTONIC.
     pub accuracy: Duration,
 }
@@ -505,11 +525,12 @@ pub fn info() -> Info {
         counter: clock.engine.counter().name().to_string(),
         frequency_hz: steering.frequency_hz(),
         frequency_source,
+        frequency_uncertainty_ppb: steering.uncertainty_ppb(),
+        frequency_correction_ppb: steering.correction_ppb(),
         verdicts,
         fallback,
         windups: clock.engine.stats().windups,
         offset_ns: clock.last_offset.load(Ordering::Relaxed),
-        frequency_error_ppb: clock.frequency_ppb.load(Ordering::Relaxed),
         accuracy: Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed)),
     }
 }

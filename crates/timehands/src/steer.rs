@@ -60,16 +60,28 @@ pub(crate) fn pair(read: impl Fn() -> u64) -> Pair {
         .expect("three brackets")
 }
 
+/// A frequency measured between two pairs, and how sure it is: each pair's
+/// midpoint is within half its bracket of the truth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Measured {
+    pub(crate) hz: u64,
+    pub(crate) uncertainty_ppb: u64,
+}
+
 impl Pair {
-    /// Counts per second between `self` and a `later` pair, if they are at
-    /// least `baseline` apart.
-    fn frequency_to(&self, later: &Pair, baseline: Duration) -> Option<u64> {
+    /// The frequency between `self` and a `later` pair, if they are at least
+    /// `baseline` apart.
+    fn frequency_to(&self, later: &Pair, baseline: Duration) -> Option<Measured> {
         let nanos = later.kernel.checked_sub(self.kernel)?;
         if nanos < baseline.as_nanos() as u64 {
             return None;
         }
-        let counts = later.count.wrapping_sub(self.count);
-        Some((counts as f64 * 1e9 / nanos as f64).round() as u64)
+        let counts = later.count.wrapping_sub(self.count).max(1) as f64;
+        let slack = (self.width + later.width) as f64 / 2.0;
+        Some(Measured {
+            hz: (counts * 1e9 / nanos as f64).round() as u64,
+            uncertainty_ppb: (slack / counts * 1e9).ceil() as u64,
+        })
     }
 }
 
@@ -91,10 +103,10 @@ pub(crate) fn read_tsc() -> u64 {
 /// hundreds of ppm); the first steering, [`STEER_INTERVAL`] later and measured
 /// from the same `start`, makes it good.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn startup_frequency(start: &Pair, read: impl Fn() -> u64) -> u64 {
+pub(crate) fn startup_frequency(start: &Pair, read: impl Fn() -> u64) -> Measured {
     loop {
-        if let Some(hz) = start.frequency_to(&pair(&read), STARTUP_BASELINE) {
-            return hz;
+        if let Some(measured) = start.frequency_to(&pair(&read), STARTUP_BASELINE) {
+            return measured;
         }
     }
 }
@@ -103,6 +115,10 @@ pub(crate) fn startup_frequency(start: &Pair, read: impl Fn() -> u64) -> u64 {
 pub(crate) struct Steering {
     /// The counter frequency the engine uses now, in Hz.
     hz: u64,
+    /// The frequency the clock started with.
+    initial_hz: u64,
+    /// How sure the frequency in use is, once it has been measured.
+    uncertainty_ppb: Option<u64>,
     /// The baseline's reference, and the next one.
     anchor: Option<Pair>,
     next_anchor: Option<Pair>,
@@ -113,11 +129,14 @@ pub(crate) struct Steering {
 }
 
 impl Steering {
-    /// Steering of a counter at `hz`, measured from `anchor` on if the clock
-    /// took a pair of its counter at startup.
-    pub(crate) fn new(hz: u64, anchor: Option<Pair>) -> Steering {
+    /// Steering of a counter at `hz` (known to `uncertainty_ppb`, if it was
+    /// measured), measured from `anchor` on if the clock took a pair of its
+    /// counter at startup.
+    pub(crate) fn new(hz: u64, uncertainty_ppb: Option<u64>, anchor: Option<Pair>) -> Steering {
         Steering {
             hz,
+            initial_hz: hz,
+            uncertainty_ppb,
             anchor,
             next_anchor: anchor,
             last_steer: 0,
@@ -128,6 +147,17 @@ impl Steering {
     /// The counter frequency in use, in Hz.
     pub(crate) fn frequency_hz(&self) -> u64 {
         self.hz
+    }
+
+    /// How sure the frequency in use is, in ppb, once measured.
+    pub(crate) fn uncertainty_ppb(&self) -> Option<u64> {
+        self.uncertainty_ppb
+    }
+
+    /// How far the frequency in use is from the one the clock started with,
+    /// in ppb.
+    pub(crate) fn correction_ppb(&self) -> i64 {
+        ((self.hz as f64 / self.initial_hz as f64 - 1.0) * 1e9).round() as i64
     }
 
     /// Measures and corrects, unless the last steering is too recent.
@@ -152,13 +182,12 @@ impl Steering {
             self.anchor = Some(next);
             self.next_anchor = Some(current);
         }
-        let Some(hz) = anchor.frequency_to(&current, MIN_BASELINE) else {
+        let Some(measured) = anchor.frequency_to(&current, MIN_BASELINE) else {
             return;
         };
-        if hz != self.hz && engine.set_counter_frequency(hz).is_ok() {
-            let ppb = (hz as f64 / self.hz as f64 - 1.0) * 1e9;
-            clock.frequency_ppb.store(ppb as i64, Ordering::Relaxed);
-            self.hz = hz;
+        if measured.hz == self.hz || engine.set_counter_frequency(measured.hz).is_ok() {
+            self.hz = measured.hz;
+            self.uncertainty_ppb = Some(measured.uncertainty_ppb);
         }
     }
 

@@ -95,6 +95,21 @@ fn info_says_what_the_clock_runs_on() {
     }
 }
 
+/// Readers wind the clock up, and the windups steer it: after some tens of
+/// milliseconds of use the frequency has been measured against the kernel.
+#[test]
+fn use_measures_the_frequency() {
+    let start = now();
+    while start.elapsed() < Duration::from_millis(60) {
+        now();
+        thread::sleep(Duration::from_micros(200));
+    }
+    let info = info();
+    let uncertainty = info.frequency_uncertainty_ppb.expect("measured by now");
+    assert!(uncertainty < 1_000_000_000, "{info:?}");
+    assert!(info.windups > 10, "{info:?}");
+}
+
 #[test]
 fn instants_behave_like_std_instants() {
     let a = now();
