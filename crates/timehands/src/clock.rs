@@ -267,10 +267,18 @@ pub(crate) fn kernel_nanos(id: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// What `info` reports of the counter choice.
+#[derive(Clone)]
+struct Facts {
+    frequency_source: String,
+    verdicts: Vec<Verdict>,
+    fallback: Option<String>,
+}
+
 /// The process-wide clock.
 pub(crate) struct HostClock {
     pub(crate) engine: Timekeeper<HostCounter>,
-    choice_facts: (String, Vec<Verdict>, Option<String>),
+    facts: Facts,
     /// The steering state; one steering at a time, by whoever winds up.
     steering: Mutex<Steering>,
     /// CLOCK_BOOTTIME − CLOCK_MONOTONIC, in ns.
@@ -284,13 +292,23 @@ pub(crate) struct HostClock {
 
 impl HostClock {
     fn start() -> HostClock {
-        let choice = choose();
-        let before = kernel_nanos(libc::CLOCK_MONOTONIC);
-        let engine = Timekeeper::builder(choice.counter)
-            .windup_interval(WINDUP_INTERVAL)
-            .start_at(BinTime::from_nanos(before as i128))
-            .build()
-            .expect("the host counters have valid frequencies and 64-bit masks");
+        let mut choice = choose();
+        let before = BinTime::from_nanos(kernel_nanos(libc::CLOCK_MONOTONIC) as i128);
+        let build = |counter| {
+            Timekeeper::builder(counter)
+                .windup_interval(WINDUP_INTERVAL)
+                .start_at(before)
+                .build()
+        };
+        let engine = build(choice.counter).unwrap_or_else(|refused| {
+            // A hardware counter the engine refuses (firmware that left
+            // CNTFRQ_EL0 at 0, say): the kernel's clock always works.
+            choice.fallback = Some(format!("the hardware counter was refused: {refused}"));
+            choice.uncertainty_ppb = Some(0);
+            choice.anchor = None;
+            build(HostCounter::Kernel(KernelCounter::monotonic()))
+                .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid")
+        });
         let clock = HostClock {
             steering: Mutex::new(Steering::new(
                 engine.counter().frequency(),
@@ -298,7 +316,11 @@ impl HostClock {
                 choice.anchor,
             )),
             engine,
-            choice_facts: (choice.frequency_source, choice.verdicts, choice.fallback),
+            facts: Facts {
+                frequency_source: choice.frequency_source,
+                verdicts: choice.verdicts,
+                fallback: choice.fallback,
+            },
             boottime_offset: AtomicI64::new(0),
             accuracy: AtomicU64::new(0),
             last_offset: AtomicI64::new(0),
@@ -519,7 +541,11 @@ pub struct Info {
 /// What the clock runs on, why, and how far it is from the kernel.
 pub fn info() -> Info {
     let clock = clock();
-    let (frequency_source, verdicts, fallback) = clock.choice_facts.clone();
+    let Facts {
+        frequency_source,
+        verdicts,
+        fallback,
+    } = clock.facts.clone();
     let steering = clock.steering.lock().unwrap_or_else(|e| e.into_inner());
     Info {
         counter: clock.engine.counter().name().to_string(),
