@@ -51,6 +51,8 @@ mod steer;
 mod sync;
 #[cfg(feature = "std")]
 mod trace;
+#[cfg(all(feature = "std", target_arch = "x86_64", target_os = "linux"))]
+pub mod tsc_sync;
 
 pub use bintime::BinTime;
 pub use counter::Counter;
