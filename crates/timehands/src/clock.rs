@@ -415,6 +415,35 @@ pub fn now_coarse() -> Instant {
     Instant::from_nanos(nanos(clock.engine.uptime_coarse()))
 }
 
+/// The latest time [`now_coherent`] handed out, in ns: the floor of
+/// [`now_coarse_coherent`].
+static COHERENT_FLOOR: AtomicU64 = AtomicU64::new(0);
+
+/// [`now`], remembered so that a [`now_coarse_coherent`] that happens after
+/// it is never earlier (the multigrain timestamps of Linux 6.13: the coarse
+/// clock stays cheap until someone has seen a finer time). Costs a shared
+/// atomic maximum on top of `now()`: use it where that coherence matters, such
+/// as timestamps that coarse ones are compared with, not for every read.
+///
+/// ```
+/// let precise = timehands::now_coherent();
+/// assert!(timehands::now_coarse_coherent() >= precise);
+/// ```
+pub fn now_coherent() -> Instant {
+    let t = now();
+    COHERENT_FLOOR.fetch_max(t.as_nanos(), Ordering::Release);
+    t
+}
+
+/// [`now_coarse`], but never earlier than a [`now_coherent`] read that
+/// happened before it; like `now_coarse`, never ahead of a [`now`] that
+/// follows, and never decreasing.
+#[inline]
+pub fn now_coarse_coherent() -> Instant {
+    let coarse = now_coarse();
+    coarse.max(Instant::from_nanos(COHERENT_FLOOR.load(Ordering::Acquire)))
+}
+
 /// The clocks of `clock_gettime(2)` that timehands serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ClockId {

@@ -64,7 +64,8 @@ pub use hands::{
 #[cfg(feature = "std")]
 pub use {
     clock::{
-        ClockId, Info, Resolution, Verdict, getres, gettime, info, now, now_coarse, now_unordered,
+        ClockId, Info, Resolution, Verdict, getres, gettime, info, now, now_coarse,
+        now_coarse_coherent, now_coherent, now_unordered,
     },
     instant::{AtomicInstant, Instant},
     mock::{Clock, Mock},

@@ -318,3 +318,45 @@ fn the_trace_clock_description_maps_timestamps_to_unix_time() {
         "{ctf}"
     );
 }
+
+/// Coherent coarse reads: never earlier than a coherent precise read that
+/// happened before them (on this thread or, handed over, on another), never
+/// ahead of a precise read that follows.
+#[test]
+fn coherent_coarse_reads_never_precede_a_precise_one() {
+    use timehands::{now_coarse_coherent, now_coherent};
+
+    for _ in 0..100_000 {
+        let precise = now_coherent();
+        let coarse = now_coarse_coherent();
+        assert!(
+            coarse >= precise,
+            "coarse {coarse:?} before precise {precise:?}"
+        );
+        assert!(
+            coarse <= now(),
+            "coarse {coarse:?} ahead of a later precise read"
+        );
+    }
+    let handed = Arc::new(AtomicInstant::new(Instant::from_nanos(0)));
+    let writer = {
+        let handed = handed.clone();
+        thread::spawn(move || {
+            for _ in 0..100_000 {
+                handed.store(now_coherent(), Ordering::Release);
+            }
+        })
+    };
+    let mut last = now_coarse_coherent();
+    for _ in 0..100_000 {
+        let seen = handed.load(Ordering::Acquire);
+        let coarse = now_coarse_coherent();
+        assert!(
+            coarse >= seen,
+            "coarse {coarse:?} before {seen:?}, seen before it"
+        );
+        assert!(coarse >= last, "coherent coarse went backwards");
+        last = coarse;
+    }
+    writer.join().unwrap();
+}
