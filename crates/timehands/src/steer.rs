@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::clock::{HostClock, kernel_nanos};
-use crate::{BinTime, Counter};
+use crate::{BinTime, Counter, Timekeeper};
 
 /// The least time between two steerings.
 const STEER_INTERVAL: Duration = Duration::from_millis(10);
@@ -111,6 +111,24 @@ pub(crate) fn startup_frequency(start: &Pair, read: impl Fn() -> u64) -> Measure
     }
 }
 
+/// The kernel clock `id` minus our uptime, in ns, and the width of the bracket
+/// it was measured in: the tightest of `brackets` brackets `ours, kernel, ours`.
+pub(crate) fn offset_to_kernel(
+    engine: &Timekeeper<impl Counter>,
+    id: libc::clockid_t,
+    brackets: usize,
+) -> (i128, u64) {
+    (0..brackets.max(1))
+        .map(|_| {
+            let before = engine.uptime().as_nanos();
+            let kernel = kernel_nanos(id) as i128;
+            let after = engine.uptime().as_nanos();
+            (kernel - (before + after) / 2, (after - before) as u64)
+        })
+        .min_by_key(|&(_, width)| width)
+        .expect("at least one bracket")
+}
+
 /// The steering state, kept under the host clock's steering lock.
 pub(crate) struct Steering {
     /// The counter frequency the engine uses now, in Hz.
@@ -194,15 +212,7 @@ impl Steering {
     /// Phase: slew our time onto CLOCK_MONOTONIC.
     fn steer_phase(&mut self, clock: &HostClock) {
         let engine = &clock.engine;
-        let (offset, width) = (0..3)
-            .map(|_| {
-                let before = engine.uptime().as_nanos();
-                let kernel = kernel_nanos(libc::CLOCK_MONOTONIC) as i128;
-                let after = engine.uptime().as_nanos();
-                (kernel - (before + after) / 2, (after - before) as u64)
-            })
-            .min_by_key(|&(_, width)| width)
-            .expect("three brackets");
+        let (offset, width) = offset_to_kernel(engine, libc::CLOCK_MONOTONIC, 3);
         let offset = offset as i64;
         engine.adjtime(offset);
         clock.last_offset.store(offset, Ordering::Relaxed);

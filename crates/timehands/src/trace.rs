@@ -19,6 +19,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::clock::{clock, kernel_nanos};
+use crate::steer::offset_to_kernel;
 use crate::{ClockId, Counter, getres};
 
 /// A trace clock, as CTF 1.8 describes one.
@@ -90,15 +91,7 @@ fn uuid() -> String {
 /// The description of the clock that [`now`](crate::now) reads.
 pub fn clock_description() -> ClockDescription {
     let engine = &clock().engine;
-    let (offset, width) = (0..10)
-        .map(|_| {
-            let before = engine.uptime().as_nanos();
-            let realtime = kernel_nanos(libc::CLOCK_REALTIME) as i128;
-            let after = engine.uptime().as_nanos();
-            (realtime - (before + after) / 2, (after - before) as u64)
-        })
-        .min_by_key(|&(_, width)| width)
-        .expect("ten brackets");
+    let (offset, width) = offset_to_kernel(engine, libc::CLOCK_REALTIME, 10);
     let accuracy = getres(ClockId::Monotonic).accuracy;
     let precision = Duration::from_nanos(width / 2 + 1) + accuracy;
     ClockDescription {
