@@ -291,7 +291,7 @@ impl Add for BinTime {
     type Output = BinTime;
 
     /// # Panics
-    /// On overflow, as integer addition does in debug builds; use
+    /// On overflow, in every build (as `Duration`'s `+` does); use
     /// [`BinTime::checked_add`] or [`BinTime::saturating_add`] where that can happen.
     fn add(self, rhs: BinTime) -> BinTime {
         self.checked_add(rhs)

@@ -300,7 +300,11 @@ impl<C: Counter> Builder<C> {
         if !(1..=MAX_HANDS).contains(&self.hands) {
             return Err(Error::Hands { count: self.hands });
         }
-        let interval = self.windup_interval.as_nanos() * frequency as u128 / 1_000_000_000;
+        let interval = self
+            .windup_interval
+            .as_nanos()
+            .checked_mul(frequency as u128)
+            .map_or(u128::MAX, |n| n / 1_000_000_000);
         if interval < 4 || interval > (mask / 8) as u128 {
             return Err(Error::WindupInterval {
                 interval: self.windup_interval,
@@ -584,9 +588,10 @@ impl<C: Counter> Timekeeper<C> {
 
     /// Slews uptime and realtime by `ns` nanoseconds, at 500 ppm, from the next
     /// windup on, as BSD `adjtime(2)`: a new request replaces what remains of the
-    /// last one, and the remainder (rounded toward zero) is returned.
-    /// `adjtime(0)` stops a slew; the windup interval already scheduled still
-    /// counts against the new request.
+    /// last one, and the remainder (rounded toward zero) is returned. The slew
+    /// already scheduled up to the next switch point (at most about an interval
+    /// at 500 ppm) still runs and counts against the new request, so
+    /// `adjtime(0)` cancels the rest and then undoes that much.
     pub fn adjtime(&self, ns: i64) -> i64 {
         self.writer.lock().discipline.adjtime(ns)
     }
@@ -611,8 +616,10 @@ impl<C: Counter> Timekeeper<C> {
         let mut attempt = 0;
         loop {
             let (state, hands) = self.current(Slot::hands);
-            let count = self.counter.read() & self.mask;
-            let delta = self.delta(hands.base, count);
+            let delta = self.delta(hands.base, self.counter.read());
+            // A count behind the base (this CPU's counter a little behind) is
+            // taken as the base itself, so that the skew is not kept.
+            let count = hands.base.wrapping_add(delta) & self.mask;
             let now = hands.uptime_at(delta);
             let mut discipline = writer.discipline;
             let switch_passed = delta >= hands.switch;

@@ -153,16 +153,22 @@ fn timespec_nanos(debug: &str) -> Option<u64> {
 }
 
 impl From<std::time::Instant> for Instant {
+    /// Exact for every `std::time::Instant` from CLOCK_MONOTONIC's origin to
+    /// 584 years after it; one outside that range saturates to its end.
     fn from(t: std::time::Instant) -> Instant {
         let (std_anchor, nanos) = anchor();
-        match t.checked_duration_since(std_anchor) {
-            Some(after) => Instant::from_nanos(nanos + after.as_nanos() as u64),
-            None => Instant::from_nanos(nanos - (std_anchor - t).as_nanos() as u64),
-        }
+        let nanos = match t.checked_duration_since(std_anchor) {
+            Some(after) => nanos as i128 + after.as_nanos() as i128,
+            None => nanos as i128 - (std_anchor - t).as_nanos() as i128,
+        };
+        Instant::from_nanos(nanos.clamp(0, u64::MAX as i128) as u64)
     }
 }
 
 impl From<Instant> for std::time::Instant {
+    /// # Panics
+    /// Where `std::time::Instant` cannot hold the instant, as its own `+` and
+    /// `-` panic.
     fn from(t: Instant) -> std::time::Instant {
         let (std_anchor, nanos) = anchor();
         if t.nanos >= nanos {

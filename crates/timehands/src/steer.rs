@@ -144,6 +144,19 @@ pub(crate) struct Steering {
     last_steer: u64,
     /// REALTIME − MONOTONIC as last given to the engine, in ns.
     realtime_offset: Option<i64>,
+    /// BOOTTIME − MONOTONIC as last given to the host clock, in ns.
+    boottime_offset: Option<i64>,
+}
+
+/// Whether a kernel offset `measured` (to within `width`) differs from the
+/// `known` one by more than the measurement can tell, recording it if so: so
+/// that noise never moves a clock, backwards or forwards.
+fn moved(known: &mut Option<i64>, measured: i64, width: u64) -> bool {
+    let moved = known.is_none_or(|known| known.abs_diff(measured) > width);
+    if moved {
+        *known = Some(measured);
+    }
+    moved
 }
 
 impl Steering {
@@ -159,6 +172,7 @@ impl Steering {
             next_anchor: anchor,
             last_steer: 0,
             realtime_offset: None,
+            boottime_offset: None,
         }
     }
 
@@ -235,16 +249,14 @@ impl Steering {
             )
         };
         let (realtime, width) = offset_of(libc::CLOCK_REALTIME);
-        let moved = self
-            .realtime_offset
-            .is_none_or(|known| known.abs_diff(realtime) > width);
-        if moved {
+        if moved(&mut self.realtime_offset, realtime, width) {
             clock
                 .engine
                 .set_boottime(BinTime::from_nanos(realtime as i128));
-            self.realtime_offset = Some(realtime);
         }
-        let (boottime, _) = offset_of(libc::CLOCK_BOOTTIME);
-        clock.boottime_offset.store(boottime, Ordering::Relaxed);
+        let (boottime, width) = offset_of(libc::CLOCK_BOOTTIME);
+        if moved(&mut self.boottime_offset, boottime, width) {
+            clock.boottime_offset.store(boottime, Ordering::Relaxed);
+        }
     }
 }

@@ -45,7 +45,7 @@ impl Lcg {
 
 #[test]
 fn bad_counters_and_settings_are_refused_with_a_clear_error() {
-    let cases: [(Result<Timekeeper<SimCounter>, Error>, &str); 8] = [
+    let cases: [(Result<Timekeeper<SimCounter>, Error>, &str); 9] = [
         (Timekeeper::new(SimCounter::new(0)), "frequency 0 Hz"),
         (Timekeeper::new(SimCounter::new(1)), "frequency 1 Hz"),
         (Timekeeper::new(SimCounter::with_mask(1000, 0)), "mask 0x0"),
@@ -72,6 +72,12 @@ fn bad_counters_and_settings_are_refused_with_a_clear_error() {
                 .windup_interval(Duration::from_millis(10))
                 .build(),
             "is 10000 counts",
+        ),
+        (
+            Timekeeper::builder(SimCounter::new(u64::MAX))
+                .windup_interval(Duration::MAX)
+                .build(),
+            "at most an eighth",
         ),
     ];
     for (result, words) in cases {
@@ -199,10 +205,16 @@ fn reads_behind_the_base_are_clamped_to_the_base() {
         tk.windup();
         let at_windup = tk.uptime();
         assert_eq!(at_windup.as_nanos(), 5_000_000);
-        counter.set(counter.value() - 40); // 40 counts behind the base
+        let base = counter.value();
+        counter.set(base - 40); // 40 counts behind the base
         assert_eq!(tk.uptime(), at_windup);
         tk.windup();
         assert_eq!(tk.uptime(), at_windup);
+        // The windup behind the base kept the base: back at it, no time has
+        // been gained from the skew.
+        counter.set(base);
+        assert_eq!(tk.uptime(), at_windup);
+        counter.set(base - 40);
         counter.set(counter.value() + 40 + (mask - (mask >> 3)) + 1); // a top-eighth delta
         assert_eq!(tk.uptime(), at_windup);
     }

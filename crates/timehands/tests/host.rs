@@ -150,6 +150,13 @@ fn instants_behave_like_std_instants() {
         kernel(libc::CLOCK_MONOTONIC),
         "std::time::Instant converted",
     );
+    // Beyond an Instant's range, a std instant saturates instead of wrapping.
+    let far = std::time::Instant::now() + Duration::from_secs(1 << 62);
+    assert_eq!(Instant::from(far), Instant::from_nanos(u64::MAX));
+    if let Some(before_origin) = std::time::Instant::now().checked_sub(Duration::from_secs(1 << 40))
+    {
+        assert_eq!(Instant::from(before_origin), Instant::from_nanos(0));
+    }
 }
 
 #[test]
