@@ -35,7 +35,7 @@ struct Args {
     quick: bool,
     /// Hand-offs per clock in the ordering section [default: 2000000, 20000
     /// with --quick].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=1 << 40))]
     handoffs: Option<u64>,
     /// Seconds of tracking [default: 30, 3 with --quick].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3600))]

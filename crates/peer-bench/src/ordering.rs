@@ -10,7 +10,7 @@
 //! The baton is `reading << 1 | sender`, so that equal readings (a coarse
 //! clock) still change hands; readings fit in 63 bits for centuries.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 
 use serde::Serialize;
@@ -80,16 +80,23 @@ struct Side {
 fn ping_pong(clock: &Clock, cpus: [usize; 2], handoffs: u64) -> Result<Row, String> {
     // Side 1 "sent" the empty baton, so side 0 starts.
     let baton = AtomicU64::new(1);
+    // Set by a side that cannot play, so that the other stops waiting for it.
+    let halt = AtomicBool::new(false);
     let start = monotonic_ns();
     let sides: Vec<Result<Side, String>> = thread::scope(|scope| {
-        let baton = &baton;
+        let (baton, halt) = (&baton, &halt);
+        // One turn more than the hand-offs: the first baton carries no reading.
+        let all_turns = handoffs + 1;
         let players: Vec<_> = (0..2u64)
             .map(|me| {
-                // Side 0 makes the odd-numbered hand-offs (the first is 1).
-                let turns = (handoffs + 1 - me) / 2;
+                // Side 0 takes the odd-numbered turns (the first is 1).
+                let turns = (all_turns + 1 - me) / 2;
                 scope.spawn(move || {
-                    pin_to(cpus[me as usize])?;
-                    Ok(play(clock.read, baton, me, turns))
+                    if let Err(error) = pin_to(cpus[me as usize]) {
+                        halt.store(true, Ordering::Relaxed);
+                        return Err(error);
+                    }
+                    Ok(play(clock.read, baton, halt, me, turns))
                 })
             })
             .collect();
@@ -114,13 +121,16 @@ fn ping_pong(clock: &Clock, cpus: [usize; 2], handoffs: u64) -> Result<Row, Stri
     })
 }
 
-fn play(read: fn() -> u64, baton: &AtomicU64, me: u64, turns: u64) -> Side {
+fn play(read: fn() -> u64, baton: &AtomicU64, halt: &AtomicBool, me: u64, turns: u64) -> Side {
     let mut side = Side::default();
     for turn in 0..turns {
         let handed = loop {
             let value = baton.load(Ordering::Acquire);
             if value & 1 != me {
                 break value >> 1;
+            }
+            if halt.load(Ordering::Relaxed) {
+                return side;
             }
             std::hint::spin_loop();
         };

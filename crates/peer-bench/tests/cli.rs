@@ -112,7 +112,11 @@ fn json_parses() {
 
 #[test]
 fn bad_flags_fail_with_one_line() {
-    for args in [["--handoffs", "x"], ["--only", "nonsense"]] {
+    for args in [
+        ["--handoffs", "x"],
+        ["--handoffs", "18446744073709551615"],
+        ["--only", "nonsense"],
+    ] {
         let output = Command::new(BIN).args(args).output().expect("runs");
         assert!(!output.status.success(), "{args:?} succeeded");
         let stderr = String::from_utf8(output.stderr).expect("utf-8");

@@ -33,8 +33,10 @@
 //! a backward observation is the TSCs', not the CPU's reordering.
 //!
 //! Only spawned threads are pinned; the caller's thread keeps its affinity. A
-//! pair that cannot finish its hand-offs within [`PAIR_TIME_LIMIT`] (a CPU gone
-//! offline, or one too busy to run the pinned thread) gives up with an error.
+//! pair whose threads run but cannot finish their hand-offs within
+//! [`PAIR_TIME_LIMIT`] (a CPU gone offline, its peer starved) gives up with an
+//! error; a pinned thread that is never scheduled at all (its CPU held by a
+//! real-time task) cannot notice the limit, and the call waits for it.
 
 use std::fmt;
 use std::io;
@@ -370,6 +372,10 @@ fn allowed_cpus() -> io::Result<Vec<usize>> {
 
 /// Pins the calling thread to `cpu`.
 fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    // No kernel has more CPUs than the largest mask we would read back.
+    if cpu >= MAX_MASK_WORDS * 64 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
     // A mask just large enough for `cpu`: the kernel ignores CPUs that do not
     // exist, and refuses a mask left empty (EINVAL).
     let mut mask = vec![0u64; cpu / 64 + 1];
@@ -508,6 +514,8 @@ fn exchange(
         if message % 2 == parity {
             // The previous message was this thread's to receive, so the turn
             // is ours already.
+            // No `order_after_read` needed here: x86 keeps this store after
+            // the fenced read that produced it.
             let sent = tsc.read();
             baton.stamp.store(sent, Ordering::Relaxed);
             baton.turn.store(message + 1, Ordering::Release);

@@ -12,7 +12,9 @@ use timehands::hw::{KernelCounter, available_clocksources, kernel_clocksource};
 
 /// How far a clock may stray from `Instant` over a short sleep: loose, because
 /// the two are read a few instructions (or a preemption) apart.
-const AGREEMENT: Duration = Duration::from_millis(1);
+/// How far two clocks may disagree over a short sleep: loose, so that a
+/// preemption between paired reads on a loaded machine does not fail a test.
+const AGREEMENT: Duration = Duration::from_millis(50);
 
 #[test]
 fn kernel_monotonic_tracks_instant() {
@@ -102,9 +104,13 @@ mod tsc {
 
     fn cpuinfo_has_flag(flag: &str) -> bool {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo is readable");
-        cpuinfo
+        let flags: Vec<&str> = cpuinfo
             .lines()
             .filter(|line| line.starts_with("flags"))
+            .collect();
+        assert!(!flags.is_empty(), "/proc/cpuinfo lists no flags");
+        flags
+            .iter()
             .all(|line| line.split_whitespace().any(|word| word == flag))
     }
 
@@ -264,8 +270,10 @@ mod tsc {
         std::thread::sleep(Duration::from_millis(20));
         let (end, elapsed) = (tk.uptime(), instant.elapsed());
         let counted = Duration::try_from(end - start).expect("uptime does not go backwards");
+        // The frequency may be CPUID's nominal one, a fraction of a percent
+        // off: allow 2% of the interval on top.
         assert!(
-            counted.abs_diff(elapsed) < AGREEMENT,
+            counted.abs_diff(elapsed) < AGREEMENT + elapsed / 50,
             "the timekeeper counted {counted:?}, Instant {elapsed:?}"
         );
     }

@@ -77,7 +77,6 @@ fn every_pair_gets_consistent_bounds() {
         assert!(pair.lo <= pair.hi, "{pair:?}");
         assert!(pair.min_round_trip > 0, "{pair:?}");
         assert_eq!(pair.handoffs, HANDOFFS);
-        assert!(pair.backward <= pair.handoffs, "{pair:?}");
         assert!(pair.lo_ns <= pair.hi_ns && pair.min_round_trip_ns > 0.0);
     }
     assert_eq!(
@@ -88,7 +87,8 @@ fn every_pair_gets_consistent_bounds() {
 
 #[test]
 fn a_cpu_that_does_not_exist_is_named_in_the_error() {
-    let error = measure_pair(0, 4096, HANDOFFS, frequency()).unwrap_err();
+    // A CPU this process may run on, paired with one no machine has.
+    let error = measure_pair(allowed_cpus()[0], 4096, HANDOFFS, frequency()).unwrap_err();
     assert!(
         matches!(error, SyncError::Pin { cpu: 4096, .. }),
         "{error:?}"

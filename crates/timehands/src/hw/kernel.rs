@@ -14,8 +14,10 @@ const CLOCKSOURCE_DIR: &str = "/sys/devices/system/clocksource/clocksource0";
 /// reference to measure one against. Each read is a vDSO call, or a system call
 /// when the kernel's clocksource cannot be read from user space.
 ///
-/// The kernel orders the read itself (the vDSO fences its counter read), so
-/// [`order_after_read`](Counter::order_after_read) has nothing to add.
+/// The vDSO fences its counter read against what comes before it. On aarch64
+/// it also keeps later reads after it; on x86_64 it does not (an `lfence`
+/// precedes its `rdtsc`, none follows), so there
+/// [`order_after_read`](Counter::order_after_read) adds the `lfence`.
 ///
 /// ```no_run
 /// use timehands::Timekeeper;
@@ -75,6 +77,18 @@ impl Counter for KernelCounter {
 
     fn frequency(&self) -> u64 {
         1_000_000_000
+    }
+
+    /// An `lfence` on x86_64, where the vDSO leaves later loads free to run
+    /// before its `rdtsc`; nothing elsewhere.
+    #[inline]
+    fn order_after_read(&self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: `lfence` is SSE2, which every x86_64 CPU has.
+            unsafe { core::arch::x86_64::_mm_lfence() };
+            core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     fn name(&self) -> &str {

@@ -7,11 +7,10 @@
 //! Which is cheaper depends on the CPU (and on the hypervisor), so [`Tsc::new`]
 //! measures both.
 //!
-//! The fences order the CPU, not the compiler: LLVM takes the `rdtsc`,
-//! `rdtscp` and `lfence` intrinsics as touching no memory, and would move loads
-//! and stores across them (it drops a store followed by `rdtsc` and a second
-//! store to the same place). So the ordered read and `order_after_read` also
-//! carry a compiler fence, which costs no instruction.
+//! The fences order the CPU. The ordered read and `order_after_read` also
+//! carry a compiler fence, which costs no instruction, so that the compiler's
+//! ordering of memory accesses around the read is stated rather than left to
+//! how it models the intrinsics.
 
 use core::arch::x86_64::{__cpuid_count, __rdtscp, _mm_lfence, _rdtsc, CpuidResult};
 use core::hint::black_box;
@@ -308,7 +307,7 @@ pub struct Tsc {
 
 impl Tsc {
     /// The TSC at `frequency_hz`, read with whichever fenced read costs less on
-    /// this CPU. Measuring takes some tens of microseconds (1536 reads).
+    /// this CPU. Measuring takes some tens of microseconds (about 1 500 reads).
     pub fn new(frequency_hz: u64) -> Tsc {
         let cost = measure_read_cost();
         let read = match cost.rdtscp {
