@@ -1,0 +1,104 @@
+//! `timehands info`: what the clock runs on and how well it is doing, from
+//! [`timehands::info`], without benchmarking.
+
+use serde::Serialize;
+
+/// Flags of `timehands info`.
+#[derive(clap::Args, Default)]
+#[command(after_help = "Examples:\n  timehands info\n  timehands info --json | jq .counter")]
+pub struct Args {
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The facts `info` prints, as JSON names them.
+#[derive(Serialize)]
+pub struct Facts {
+    pub counter: String,
+    pub frequency_hz: u64,
+    pub frequency_source: String,
+    pub frequency_uncertainty_ppb: Option<u64>,
+    pub frequency_correction_ppb: i64,
+    pub verdicts: Vec<Verdict>,
+    pub fallback: Option<String>,
+    pub windups: u64,
+    pub offset_ns: i64,
+    pub accuracy_ns: u128,
+}
+
+/// One trust check, as JSON names it.
+#[derive(Serialize)]
+pub struct Verdict {
+    pub check: String,
+    pub passed: bool,
+    pub detail: String,
+}
+
+impl Facts {
+    /// The host clock's facts now. The first call starts the clock.
+    pub fn gather() -> Facts {
+        // A read first, so that the steering has a bracket to report.
+        timehands::now();
+        let info = timehands::info();
+        Facts {
+            counter: info.counter,
+            frequency_hz: info.frequency_hz,
+            frequency_source: info.frequency_source,
+            frequency_uncertainty_ppb: info.frequency_uncertainty_ppb,
+            frequency_correction_ppb: info.frequency_correction_ppb,
+            verdicts: info
+                .verdicts
+                .into_iter()
+                .map(|v| Verdict {
+                    check: v.check.to_string(),
+                    passed: v.passed,
+                    detail: v.detail,
+                })
+                .collect(),
+            fallback: info.fallback,
+            windups: info.windups,
+            offset_ns: info.offset_ns,
+            accuracy_ns: info.accuracy.as_nanos(),
+        }
+    }
+
+    /// The facts as lines of text.
+    pub fn print(&self) {
+        println!("counter      {}", self.counter);
+        println!(
+            "frequency    {} Hz ({})",
+            self.frequency_hz, self.frequency_source
+        );
+        match self.frequency_uncertainty_ppb {
+            Some(ppb) => println!("uncertainty  {ppb} ppb"),
+            None => println!("uncertainty  not measured yet"),
+        }
+        println!("correction   {} ppb", self.frequency_correction_ppb);
+        if let Some(why) = &self.fallback {
+            println!("fallback     {why}");
+        }
+        println!("windups      {}", self.windups);
+        println!(
+            "offset       {} ns (CLOCK_MONOTONIC minus ours)",
+            self.offset_ns
+        );
+        println!("accuracy     {} ns", self.accuracy_ns);
+        println!("verdicts");
+        for v in &self.verdicts {
+            let mark = if v.passed { "pass" } else { "FAIL" };
+            println!("  {mark}  {:<24} {}", v.check, v.detail);
+        }
+    }
+}
+
+/// Runs `timehands info`.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let facts = Facts::gather();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&facts)?);
+    } else {
+        facts.print();
+    }
+    Ok(())
+}
