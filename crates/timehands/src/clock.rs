@@ -20,6 +20,14 @@
 //! (REALTIME − MONOTONIC, BOOTTIME − MONOTONIC), re-read at each steering, so
 //! they follow `settimeofday` and suspend within one steering interval.
 //!
+//! # When the counter goes wrong
+//!
+//! Each steering also asks the watchdog (`watchdog.rs`) whether the counter
+//! still advances as the kernel's clock says. One that went backwards, stopped
+//! or strayed in rate is retired ([`Timekeeper::retire`]) for a timekeeper on
+//! the kernel's CLOCK_MONOTONIC that starts where the retired one stopped, so
+//! time never steps back; [`info`] reports the fallback and its reason.
+//!
 //! # Who winds up
 //!
 //! Nobody needs to: a reader that finds the timehands a windup interval old
@@ -49,6 +57,9 @@ pub(crate) enum HostCounter {
     Cntvct(hw::Cntvct),
     /// The kernel's CLOCK_MONOTONIC, read through the vDSO.
     Kernel(KernelCounter),
+    /// A counter that the watchdog's tests make misbehave.
+    #[cfg(test)]
+    Test(tests::Faulty),
 }
 
 impl Counter for HostCounter {
@@ -60,6 +71,8 @@ impl Counter for HostCounter {
             #[cfg(target_arch = "aarch64")]
             HostCounter::Cntvct(c) => c.read(),
             HostCounter::Kernel(c) => c.read(),
+            #[cfg(test)]
+            HostCounter::Test(c) => c.read(),
         }
     }
     #[inline]
@@ -70,6 +83,8 @@ impl Counter for HostCounter {
             #[cfg(target_arch = "aarch64")]
             HostCounter::Cntvct(c) => c.read_unordered(),
             HostCounter::Kernel(c) => c.read(),
+            #[cfg(test)]
+            HostCounter::Test(c) => c.read(),
         }
     }
     #[inline]
@@ -80,6 +95,8 @@ impl Counter for HostCounter {
             #[cfg(target_arch = "aarch64")]
             HostCounter::Cntvct(c) => c.order_after_read(),
             HostCounter::Kernel(c) => c.order_after_read(),
+            #[cfg(test)]
+            HostCounter::Test(c) => c.order_after_read(),
         }
     }
     fn frequency(&self) -> u64 {
@@ -89,6 +106,8 @@ impl Counter for HostCounter {
             #[cfg(target_arch = "aarch64")]
             HostCounter::Cntvct(c) => c.frequency(),
             HostCounter::Kernel(c) => c.frequency(),
+            #[cfg(test)]
+            HostCounter::Test(c) => c.frequency(),
         }
     }
     fn name(&self) -> &str {
@@ -98,6 +117,8 @@ impl Counter for HostCounter {
             #[cfg(target_arch = "aarch64")]
             HostCounter::Cntvct(c) => c.name(),
             HostCounter::Kernel(c) => c.name(),
+            #[cfg(test)]
+            HostCounter::Test(c) => c.name(),
         }
     }
 }
@@ -277,7 +298,13 @@ struct Facts {
 
 /// The process-wide clock.
 pub(crate) struct HostClock {
-    pub(crate) engine: Timekeeper<HostCounter>,
+    /// The timekeeper on the counter chosen at startup.
+    primary: Timekeeper<HostCounter>,
+    /// The timekeeper on the kernel's clock that took over, if the watchdog
+    /// retired the primary one.
+    successor: OnceLock<Timekeeper<HostCounter>>,
+    /// Why the successor took over.
+    failover: OnceLock<String>,
     facts: Facts,
     /// The steering state; one steering at a time, by whoever winds up.
     steering: Mutex<Steering>,
@@ -292,22 +319,19 @@ pub(crate) struct HostClock {
 
 impl HostClock {
     fn start() -> HostClock {
-        let mut choice = choose();
+        HostClock::new(choose())
+    }
+
+    /// The clock on the counter `choice` made.
+    fn new(mut choice: Choice) -> HostClock {
         let before = BinTime::from_nanos(kernel_nanos(libc::CLOCK_MONOTONIC) as i128);
-        let build = |counter| {
-            Timekeeper::builder(counter)
-                .windup_interval(WINDUP_INTERVAL)
-                .start_at(before)
-                .build()
-        };
-        let engine = build(choice.counter).unwrap_or_else(|refused| {
+        let engine = build(choice.counter, before).unwrap_or_else(|refused| {
             // A hardware counter the engine refuses (firmware that left
             // CNTFRQ_EL0 at 0, say): the kernel's clock always works.
             choice.fallback = Some(format!("the hardware counter was refused: {refused}"));
             choice.uncertainty_ppb = Some(0);
             choice.anchor = None;
-            build(HostCounter::Kernel(KernelCounter::monotonic()))
-                .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid")
+            kernel_timekeeper(before)
         });
         let clock = HostClock {
             steering: Mutex::new(Steering::new(
@@ -315,7 +339,9 @@ impl HostClock {
                 choice.uncertainty_ppb,
                 choice.anchor,
             )),
-            engine,
+            primary: engine,
+            successor: OnceLock::new(),
+            failover: OnceLock::new(),
             facts: Facts {
                 frequency_source: choice.frequency_source,
                 verdicts: choice.verdicts,
@@ -334,13 +360,39 @@ impl HostClock {
         clock
     }
 
+    /// The timekeeper in use: the primary one until the watchdog retires it.
+    #[inline]
+    pub(crate) fn engine(&self) -> &Timekeeper<HostCounter> {
+        self.successor.get().unwrap_or(&self.primary)
+    }
+
+    /// Retires the primary timekeeper for one on CLOCK_MONOTONIC that starts
+    /// where it stopped, because of `why`. Called by the steering, under its
+    /// lock, at most once.
+    pub(crate) fn fail_over(&self, why: String) {
+        let retired_at = self.primary.retire();
+        let successor = kernel_timekeeper(retired_at);
+        // Realtime carries on: the retired timekeeper's offset, until the
+        // steering re-reads the kernel's.
+        successor.set_boottime(
+            self.primary
+                .realtime_coarse()
+                .saturating_sub(self.primary.uptime_coarse()),
+        );
+        if self.successor.set(successor).is_ok() {
+            let _ = self.failover.set(format!(
+                "watchdog at {retired_at} s of CLOCK_MONOTONIC: {why}"
+            ));
+        }
+    }
+
     /// Winds up, steering first when a steering is due; returns at once if
     /// another thread is at it.
     pub(crate) fn maintain(&self) {
         if let Ok(mut steering) = self.steering.try_lock() {
             steering.steer(self);
         }
-        self.engine.windup();
+        self.engine().windup();
     }
 
     fn start_upkeep(&'static self) {
@@ -361,6 +413,20 @@ impl HostClock {
             self.upkeep_started.store(false, Ordering::Relaxed);
         }
     }
+}
+
+/// A timekeeper for the host clock on `counter`, starting at `uptime`.
+fn build(counter: HostCounter, uptime: BinTime) -> Result<Timekeeper<HostCounter>, crate::Error> {
+    Timekeeper::builder(counter)
+        .windup_interval(WINDUP_INTERVAL)
+        .start_at(uptime)
+        .build()
+}
+
+/// A timekeeper on the kernel's CLOCK_MONOTONIC, starting at `uptime`.
+fn kernel_timekeeper(uptime: BinTime) -> Timekeeper<HostCounter> {
+    build(HostCounter::Kernel(KernelCounter::monotonic()), uptime)
+        .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid")
 }
 
 /// The clock, started at its first use.
@@ -388,7 +454,7 @@ fn nanos(t: BinTime) -> u64 {
 #[inline]
 pub fn now() -> Instant {
     let clock = clock();
-    let (uptime, due) = clock.engine.uptime_and_due();
+    let (uptime, due) = clock.engine().uptime_and_due();
     if due {
         clock.maintain();
     }
@@ -400,7 +466,7 @@ pub fn now() -> Instant {
 /// earlier one. For timing intervals on one thread only.
 #[inline]
 pub fn now_unordered() -> Instant {
-    Instant::from_nanos(nanos(clock().engine.uptime_unordered()))
+    Instant::from_nanos(nanos(clock().engine().uptime_unordered()))
 }
 
 /// The time of the last windup: no counter read at all, at most a windup
@@ -412,7 +478,7 @@ pub fn now_coarse() -> Instant {
     if !clock.upkeep_started.load(Ordering::Relaxed) {
         clock.start_upkeep();
     }
-    Instant::from_nanos(nanos(clock.engine.uptime_coarse()))
+    Instant::from_nanos(nanos(clock.engine().uptime_coarse()))
 }
 
 /// The latest time [`now_coherent`] handed out, in ns: the floor of
@@ -487,20 +553,20 @@ pub fn gettime(id: ClockId) -> Duration {
     }
     let since_origin = |t: BinTime| Duration::try_from(t).unwrap_or(Duration::ZERO);
     match id {
-        ClockId::Monotonic => since_origin(clock.engine.uptime()),
-        ClockId::Realtime => since_origin(clock.engine.realtime()),
-        ClockId::Second => Duration::from_secs(since_origin(clock.engine.realtime()).as_secs()),
+        ClockId::Monotonic => since_origin(clock.engine().uptime()),
+        ClockId::Realtime => since_origin(clock.engine().realtime()),
+        ClockId::Second => Duration::from_secs(since_origin(clock.engine().realtime()).as_secs()),
         ClockId::Boottime => {
             let offset = clock.boottime_offset.load(Ordering::Relaxed);
             let boottime = clock
-                .engine
+                .engine()
                 .uptime()
                 .saturating_add(BinTime::from_nanos(offset as i128));
             since_origin(boottime)
         }
         ClockId::MonotonicRaw => Duration::from_nanos(kernel_nanos(libc::CLOCK_MONOTONIC_RAW)),
-        ClockId::MonotonicCoarse => since_origin(clock.engine.uptime_coarse()),
-        ClockId::RealtimeCoarse => since_origin(clock.engine.realtime_coarse()),
+        ClockId::MonotonicCoarse => since_origin(clock.engine().uptime_coarse()),
+        ClockId::RealtimeCoarse => since_origin(clock.engine().realtime_coarse()),
     }
 }
 
@@ -516,7 +582,7 @@ pub struct Resolution {
 /// The resolution and the current accuracy bound of clock `id`.
 pub fn getres(id: ClockId) -> Resolution {
     let clock = clock();
-    let hz = clock.engine.counter().frequency().max(1);
+    let hz = clock.engine().counter().frequency().max(1);
     let tick = Duration::from_nanos(1_000_000_000u64.div_ceil(hz));
     let accuracy = Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed));
     match id {
@@ -577,15 +643,163 @@ pub fn info() -> Info {
     } = clock.facts.clone();
     let steering = clock.steering.lock().unwrap_or_else(|e| e.into_inner());
     Info {
-        counter: clock.engine.counter().name().to_string(),
+        counter: clock.engine().counter().name().to_string(),
         frequency_hz: steering.frequency_hz(),
-        frequency_source,
+        frequency_source: match clock.failover.get() {
+            Some(_) => "CLOCK_MONOTONIC counts nanoseconds".to_string(),
+            None => frequency_source,
+        },
         frequency_uncertainty_ppb: steering.uncertainty_ppb(),
         frequency_correction_ppb: steering.correction_ppb(),
         verdicts,
-        fallback,
-        windups: clock.engine.stats().windups,
+        fallback: clock.failover.get().cloned().or(fallback),
+        windups: clock.engine().stats().windups,
         offset_ns: clock.last_offset.load(Ordering::Relaxed),
         accuracy: Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    use super::*;
+
+    /// CLOCK_MONOTONIC's nanoseconds as a 1 GHz counter, which the test can
+    /// make jump or stop.
+    #[derive(Clone, Default)]
+    pub(crate) struct Faulty {
+        jump: Arc<AtomicU64>,
+        stopped_at: Arc<AtomicU64>,
+    }
+
+    impl Counter for Faulty {
+        fn read(&self) -> u64 {
+            match self.stopped_at.load(Ordering::Relaxed) {
+                0 => kernel_nanos(libc::CLOCK_MONOTONIC) + self.jump.load(Ordering::Relaxed),
+                stopped => stopped,
+            }
+        }
+        fn frequency(&self) -> u64 {
+            1_000_000_000
+        }
+        fn name(&self) -> &str {
+            "faulty"
+        }
+    }
+
+    /// What a reader saw: its last time, and every step back (from, to).
+    struct Seen {
+        last: BinTime,
+        steps_back: Vec<(BinTime, BinTime)>,
+    }
+
+    /// A host clock on `counter`, read by a thread (that winds it up as
+    /// `now()` does) until the watchdog fails it over after `fault`. Returns
+    /// the clock and what the reader saw.
+    fn fail_over_after(counter: Faulty, fault: impl FnOnce(&Faulty)) -> (HostClock, Seen) {
+        let clock = Arc::new(HostClock::new(Choice {
+            counter: HostCounter::Test(counter.clone()),
+            frequency_source: "the test".to_string(),
+            verdicts: Vec::new(),
+            fallback: None,
+            anchor: None,
+            uncertainty_ppb: Some(0),
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (clock, stop) = (clock.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut seen = Seen {
+                    last: BinTime::ZERO,
+                    steps_back: Vec::new(),
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    let (now, due) = clock.engine().uptime_and_due();
+                    if now < seen.last {
+                        seen.steps_back.push((seen.last, now));
+                    }
+                    seen.last = now;
+                    if due {
+                        clock.maintain();
+                    }
+                }
+                seen
+            })
+        };
+        // A few steerings of a counter that keeps time: no failover.
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(11));
+            clock.maintain();
+        }
+        assert!(clock.failover.get().is_none(), "{:?}", clock.failover);
+        fault(&counter);
+        // The next steering (10 ms on) finds the fault; the loop bound only
+        // keeps a broken watchdog from hanging the test.
+        for _ in 0..1000 {
+            if clock.failover.get().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            clock.maintain();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        stop.store(true, Ordering::Relaxed);
+        let seen = reader.join().expect("the reader ran");
+        let clock = Arc::into_inner(clock).expect("the reader is done");
+        (clock, seen)
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the kernel's clocks and sleeps")]
+    fn a_counter_that_jumps_is_replaced_by_the_kernel_clock_without_a_step_back() {
+        let (clock, seen) = fail_over_after(Faulty::default(), |c| {
+            c.jump.store(1_000_000_000, Ordering::Relaxed)
+        });
+        let why = clock.failover.get().expect("the watchdog failed over");
+        assert!(why.contains("ppm"), "{why}");
+        assert_eq!(clock.engine().counter().name(), "CLOCK_MONOTONIC");
+        assert_eq!(seen.steps_back, []);
+        assert!(clock.engine().uptime() >= seen.last);
+        assert_eq!(clock.primary.windup(), crate::Windup::Retired);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the kernel's clocks and sleeps")]
+    fn a_counter_that_stops_is_replaced_by_the_kernel_clock_without_a_step_back() {
+        let (clock, seen) = fail_over_after(Faulty::default(), |c| {
+            c.stopped_at
+                .store(kernel_nanos(libc::CLOCK_MONOTONIC), Ordering::Relaxed)
+        });
+        assert_eq!(seen.steps_back, []);
+        let why = clock.failover.get().expect("the watchdog failed over");
+        // The steering interval in which it stopped shows a counter far too
+        // slow; the next ones a stopped one: either is caught.
+        assert!(why.contains("stopped") || why.contains("ppm"), "{why}");
+        // The kernel's clock moves on where the stopped counter could not.
+        let before = clock.engine().uptime();
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(clock.engine().uptime() > before.max(seen.last));
+    }
+
+    /// Reads behind the base clamp to the base (the engine's defence against a
+    /// few cycles of skew), which here is one step back: to the time of the
+    /// last windup. There time stands until the watchdog fails over, and the
+    /// kernel's clock carries on from it.
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the kernel's clocks and sleeps")]
+    fn a_counter_that_goes_backwards_is_replaced_by_the_kernel_clock() {
+        let (clock, seen) = fail_over_after(Faulty::default(), |c| {
+            // Stopped a second in the past: behind every earlier read.
+            c.stopped_at.store(
+                kernel_nanos(libc::CLOCK_MONOTONIC) - 1_000_000_000,
+                Ordering::Relaxed,
+            )
+        });
+        let why = clock.failover.get().expect("the watchdog failed over");
+        assert!(why.contains("backwards"), "{why}");
+        assert!(seen.steps_back.len() <= 1, "{:?}", seen.steps_back);
+        assert!(clock.engine().uptime() >= seen.last);
     }
 }

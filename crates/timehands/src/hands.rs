@@ -41,6 +41,16 @@
 //! miss each other is the pair of `SeqCst` fences, see `past_promise` and
 //! `publish`.
 //!
+//! # Retiring
+//!
+//! A timekeeper whose counter has gone wrong is [retired](Timekeeper::retire)
+//! for a successor on another counter, without a backward step. The retirement
+//! is a candidate like a rate change: its switch point, the *retire point*, is
+//! at the promise or a lead ahead, whichever is later, and readers past it
+//! cancel it while it is pending. Once it is published no hands follows, and
+//! every read is clamped to the retire point: time on the retired timekeeper
+//! freezes there, and the successor starts from that time.
+//!
 //! # The ring
 //!
 //! Candidates are written into the slot after the current one, so that a reader
@@ -71,14 +81,15 @@ pub const DEFAULT_WINDUP_INTERVAL: Duration = Duration::from_millis(1);
 /// windup.
 const RATE_CHANGE_ATTEMPTS: u32 = 3;
 
-// The state word: which slot holds the current hands, its ticket, and whether a
-// candidate is pending. Tickets grow by one per published hands and wrap from
-// MAX_TICKET to 1 (2^55 windups on 64-bit targets, 2^23 on 32-bit ones, where a
+// The state word: which slot holds the current hands, its ticket, whether a
+// candidate is pending, and whether the timekeeper is retired. Tickets grow by one per published hands and wrap from
+// MAX_TICKET to 1 (2^54 windups on 64-bit targets, 2^22 on 32-bit ones, where a
 // reader would have to stall across a multiple of that many windups to be
 // fooled); a slot holds ticket 0 while it is being written.
 const SLOT_MASK: usize = 0xff;
 const PENDING: usize = 1 << 8;
-const TICKET_SHIFT: u32 = 9;
+const RETIRED: usize = 1 << 9;
+const TICKET_SHIFT: u32 = 10;
 const MAX_TICKET: usize = usize::MAX >> TICKET_SHIFT;
 
 fn ticket(state: usize) -> usize {
@@ -215,6 +226,9 @@ pub enum Windup {
     /// Another thread was winding up (or changing the clock); this call did
     /// nothing, as the other writer does the work.
     Busy,
+    /// The timekeeper is [retired](Timekeeper::retire): nothing is published
+    /// any more.
+    Retired,
 }
 
 /// Counts of what the writer has done, for reports and tests.
@@ -373,7 +387,7 @@ pub struct Timekeeper<C> {
     state: AtomicUsize,
     /// The pending candidate's switch point, in counts from the current hands'
     /// base, rounded down to `usize::MAX` on 32-bit targets (which only makes
-    /// readers cancel sooner).
+    /// readers cancel sooner). Once retired, the retire point.
     pending_switch: AtomicUsize,
     writer: WriterLock<WriterState>,
     hands: usize,
@@ -446,8 +460,10 @@ impl<C: Counter> Timekeeper<C> {
             let count = sample(&self.counter);
             let (state, hands) = self.current(Slot::hands);
             let delta = self.delta(hands.base, count);
-            if delta < hands.switch.saturating_add(self.interval) || self.past_promise(state, delta)
-            {
+            if delta < hands.switch.saturating_add(self.interval) {
+                return (hands, delta);
+            }
+            if let Some(delta) = self.past_promise(state, delta) {
                 return (hands, delta);
             }
         }
@@ -460,11 +476,13 @@ impl<C: Counter> Timekeeper<C> {
     }
 
     /// The slow path of a read whose counter is past its hands' promise: may it
-    /// use these hands? It may if they are still current and no pending candidate
-    /// switches rate at or before its counter reading; a candidate that does is
-    /// cancelled here, so it can never be published. `false`: read again.
+    /// use these hands, and at what delta? It may if they are still current and
+    /// no pending candidate switches rate at or before its counter reading; a
+    /// candidate that does is cancelled here, so it can never be published. On
+    /// a retired timekeeper the delta is clamped to the retire point. `None`:
+    /// read again.
     #[cold]
-    fn past_promise(&self, seen: usize, delta: u64) -> bool {
+    fn past_promise(&self, seen: usize, delta: u64) -> Option<u64> {
         // Pairs with the fence in `publish`: either the writer's check of the
         // counter comes after our counter read (and so sees a count at least as
         // late), or our load below sees its candidate pending.
@@ -472,22 +490,26 @@ impl<C: Counter> Timekeeper<C> {
         fence(Ordering::SeqCst);
         let state = self.state.load(Ordering::Acquire);
         if state & !PENDING != seen & !PENDING {
-            return false;
+            return None;
         }
-        if state & PENDING == 0 {
-            return true;
+        if state & (PENDING | RETIRED) == 0 {
+            return Some(delta);
         }
-        let switch = self.pending_switch.load(Ordering::Acquire);
+        let switch = self.pending_switch.load(Ordering::Acquire) as u64;
         if self.state.load(Ordering::Acquire) != state {
-            return false;
+            return None;
         }
-        if delta < switch as u64 {
+        if state & RETIRED != 0 {
+            return Some(delta.min(switch));
+        }
+        if delta < switch {
             // The candidate keeps our rate up to its switch point; it agrees.
-            return true;
+            return Some(delta);
         }
         self.state
             .compare_exchange(state, state & !PENDING, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
+            .then_some(delta)
     }
 
     /// Uptime: the time since the timekeeper was built, as precise as the counter.
@@ -550,11 +572,55 @@ impl<C: Counter> Timekeeper<C> {
     /// [`Windup::Busy`] at once.
     pub fn windup(&self) -> Windup {
         match self.writer.try_lock() {
-            Some(mut writer) => {
-                self.windup_locked(&mut writer, None);
-                Windup::Published
-            }
+            Some(mut writer) => self.windup_locked(&mut writer, None),
             None => Windup::Busy,
+        }
+    }
+
+    /// Retires the timekeeper for a successor (on another counter, when this
+    /// one has gone wrong) and returns the uptime the successor starts at:
+    /// [`Builder::start_at`] with it continues the timeline without a backward
+    /// step. From the retire point on (at most a windup interval and a quarter
+    /// ahead of now) the retired timekeeper's time stands still at that
+    /// uptime, so no read of it is ever later than a read of the successor
+    /// that follows; windups and steps do nothing any more. Waits for a windup
+    /// in progress; retiring twice returns the same uptime.
+    ///
+    /// ```
+    /// use timehands::{SimCounter, Timekeeper, Windup};
+    ///
+    /// let failing = SimCounter::new(1_000_000);
+    /// let old = Timekeeper::new(failing.clone())?;
+    /// failing.advance(500);
+    /// let retired_at = old.retire();
+    /// failing.advance(1_000_000); // the retired timekeeper stands still
+    /// assert_eq!(old.uptime(), retired_at);
+    /// assert_eq!(old.windup(), Windup::Retired);
+    ///
+    /// let good = SimCounter::new(1_000_000_000);
+    /// let successor = Timekeeper::builder(good.clone()).start_at(retired_at).build()?;
+    /// good.advance(1);
+    /// assert!(successor.uptime() > retired_at);
+    /// # Ok::<(), timehands::Error>(())
+    /// ```
+    pub fn retire(&self) -> BinTime {
+        let _writer = self.writer.lock();
+        loop {
+            let (state, hands) = self.current(Slot::hands);
+            if state & RETIRED != 0 {
+                let point = self.pending_switch.load(Ordering::Acquire) as u64;
+                return hands.uptime_at(point);
+            }
+            let delta = self.delta(hands.base, self.counter.read());
+            // As late as any reader may go without looking at the state (the
+            // promise), and a lead ahead of now, so that readers rarely cancel;
+            // within what the pending switch point can hold on 32-bit targets.
+            let point = (hands.switch.saturating_add(self.interval))
+                .max(delta.saturating_add(self.lead))
+                .min(usize::MAX as u64);
+            if self.commit(state, hands.base, point, state | RETIRED) {
+                return hands.uptime_at(point);
+            }
         }
     }
 
@@ -612,10 +678,13 @@ impl<C: Counter> Timekeeper<C> {
 
     /// The windup proper, holding the writer lock. `step` is a realtime step,
     /// published without any rate change.
-    fn windup_locked(&self, writer: &mut WriterState, step: Option<Step>) {
+    fn windup_locked(&self, writer: &mut WriterState, step: Option<Step>) -> Windup {
         let mut attempt = 0;
         loop {
             let (state, hands) = self.current(Slot::hands);
+            if state & RETIRED != 0 {
+                return Windup::Retired;
+            }
             let delta = self.delta(hands.base, self.counter.read());
             // A count behind the base (this CPU's counter a little behind) is
             // taken as the base itself, so that the skew is not kept.
@@ -670,11 +739,16 @@ impl<C: Counter> Timekeeper<C> {
             let changes_rate = reschedule && next.scale_after != next.scale_before;
             // The candidate's switch point, seen from the current hands.
             let switch_from_current = delta.saturating_add(next.switch);
-            if self.publish(state, &next, changes_rate.then_some(switch_from_current)) {
+            if self.publish(
+                state,
+                hands.base,
+                &next,
+                changes_rate.then_some(switch_from_current),
+            ) {
                 writer.discipline = discipline;
                 writer.stats.windups += 1;
                 writer.stats.rate_changes += changes_rate as u64;
-                return;
+                return Windup::Published;
             }
             writer.stats.cancelled += 1;
             attempt += 1;
@@ -682,10 +756,10 @@ impl<C: Counter> Timekeeper<C> {
     }
 
     /// Makes `next` the current hands. A hands that changes the rate at
-    /// `rate_switch` (counts from the current hands' base) is published only if
+    /// `rate_switch` (counts from `base`, the current hands' base) is published only if
     /// no reader has (or may have) evaluated the current hands at or past that
     /// point; otherwise the call returns `false` and nothing changes.
-    fn publish(&self, state: usize, next: &Hands, rate_switch: Option<u64>) -> bool {
+    fn publish(&self, state: usize, base: u64, next: &Hands, rate_switch: Option<u64>) -> bool {
         let slot = if self.hands == 1 {
             slot_index(state)
         } else {
@@ -702,34 +776,7 @@ impl<C: Counter> Timekeeper<C> {
             // reader computed can disagree with it.
             None => self.state.store(next_state, Ordering::Release),
             Some(switch) => {
-                let switch = usize::try_from(switch).unwrap_or(usize::MAX);
-                self.pending_switch.store(switch, Ordering::Relaxed);
-                self.state.store(state | PENDING, Ordering::Release);
-                // Pairs with the fence in `past_promise`: our check below reads
-                // the counter no earlier than any reader that did not see the
-                // pending flag, so if none of them has passed the switch point,
-                // none can have computed with the old rate past it.
-                fence(Ordering::SeqCst);
-                let check = self.delta(next.base, self.counter.read());
-                let published = check < next.switch
-                    && self
-                        .state
-                        .compare_exchange(
-                            state | PENDING,
-                            next_state,
-                            Ordering::AcqRel,
-                            Ordering::Relaxed,
-                        )
-                        .is_ok();
-                if !published {
-                    // Too late (readers may have gone past the switch point), or
-                    // a reader did and cancelled us: withdraw, unless it did.
-                    let _ = self.state.compare_exchange(
-                        state | PENDING,
-                        state,
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                    );
+                if !self.commit(state, base, switch, next_state) {
                     return false;
                 }
             }
@@ -738,6 +785,43 @@ impl<C: Counter> Timekeeper<C> {
             self.slots[slot].store(next, next_ticket);
         }
         true
+    }
+
+    /// Moves the state from `state` to `next_state` for a candidate that
+    /// departs from the current hands (whose base is `base`) at `switch`
+    /// counts from that base, unless a reader has (or may have) evaluated the
+    /// current hands at or past that point: then nothing changes, and `false`.
+    fn commit(&self, state: usize, base: u64, switch: u64, next_state: usize) -> bool {
+        let pending_switch = usize::try_from(switch).unwrap_or(usize::MAX);
+        self.pending_switch.store(pending_switch, Ordering::Relaxed);
+        self.state.store(state | PENDING, Ordering::Release);
+        // Pairs with the fence in `past_promise`: our check below reads the
+        // counter no earlier than any reader that did not see the pending flag,
+        // so if none of them has passed the switch point, none can have
+        // computed with the current hands past it.
+        fence(Ordering::SeqCst);
+        let check = self.delta(base, self.counter.read());
+        let committed = check < switch
+            && self
+                .state
+                .compare_exchange(
+                    state | PENDING,
+                    next_state,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok();
+        if !committed {
+            // Too late (readers may have gone past the switch point), or a
+            // reader did and cancelled us: withdraw, unless it did.
+            let _ = self.state.compare_exchange(
+                state | PENDING,
+                state,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+        }
+        committed
     }
 }
 

@@ -53,6 +53,8 @@ mod sync;
 mod trace;
 #[cfg(all(feature = "std", target_arch = "x86_64", target_os = "linux"))]
 pub mod tsc_sync;
+#[cfg(feature = "std")]
+mod watchdog;
 
 pub use bintime::BinTime;
 pub use counter::Counter;

@@ -21,7 +21,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::clock::{HostClock, kernel_nanos};
+use crate::clock::{HostClock, HostCounter, kernel_nanos};
+use crate::watchdog;
 use crate::{BinTime, Counter, Timekeeper};
 
 /// The least time between two steerings.
@@ -38,9 +39,21 @@ const STARTUP_BASELINE: Duration = Duration::from_micros(20);
 /// within `width` counts.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Pair {
-    count: u64,
-    kernel: u64,
-    width: u64,
+    pub(crate) count: u64,
+    pub(crate) kernel: u64,
+    pub(crate) width: u64,
+}
+
+impl Pair {
+    /// A pair of `count` and the kernel's `kernel` ns, to within `width` counts.
+    #[cfg(test)]
+    pub(crate) fn new(count: u64, kernel: u64, width: u64) -> Pair {
+        Pair {
+            count,
+            kernel,
+            width,
+        }
+    }
 }
 
 /// The tightest of three `read, CLOCK_MONOTONIC, read` brackets.
@@ -146,6 +159,8 @@ pub(crate) struct Steering {
     realtime_offset: Option<i64>,
     /// BOOTTIME − MONOTONIC as last given to the host clock, in ns.
     boottime_offset: Option<i64>,
+    /// The pair of the last steering, for the watchdog.
+    last: Option<Pair>,
 }
 
 /// Whether a kernel offset `measured` (to within `width`) differs from the
@@ -173,6 +188,7 @@ impl Steering {
             last_steer: 0,
             realtime_offset: None,
             boottime_offset: None,
+            last: None,
         }
     }
 
@@ -200,14 +216,42 @@ impl Steering {
         }
         self.last_steer = now;
         self.follow_offsets(clock);
-        self.steer_rate(clock);
-        self.steer_phase(clock);
+        let engine = clock.engine();
+        let current = pair(|| engine.counter().read());
+        if let Some(why) = self.watch(engine, current) {
+            clock.fail_over(why.to_string());
+            // The kernel's counter counts nanoseconds exactly; Realtime and
+            // Boottime are given to the new timekeeper afresh.
+            *self = Steering::new(1_000_000_000, Some(0), None);
+            self.follow_offsets(clock);
+            return;
+        }
+        self.steer_rate(engine, current);
+        self.steer_phase(engine, clock);
     }
 
-    /// Rate: the counter's frequency over the sliding baseline.
-    fn steer_rate(&mut self, clock: &HostClock) {
-        let engine = &clock.engine;
-        let current = pair(|| engine.counter().read());
+    /// The watchdog's verdict on the counter from the last steering's pair to
+    /// `current` (none on the kernel's own clock, which is the reference).
+    fn watch(
+        &mut self,
+        engine: &Timekeeper<HostCounter>,
+        current: Pair,
+    ) -> Option<watchdog::Misbehaviour> {
+        let earlier = self.last.replace(current)?;
+        if matches!(engine.counter(), HostCounter::Kernel(_)) {
+            return None;
+        }
+        watchdog::check(
+            &earlier,
+            &current,
+            self.hz,
+            self.uncertainty_ppb.unwrap_or(0),
+            engine.counter().mask(),
+        )
+    }
+
+    /// Rate: the counter's frequency over the sliding baseline, to `current`.
+    fn steer_rate(&mut self, engine: &Timekeeper<HostCounter>, current: Pair) {
         let anchor = *self.anchor.get_or_insert(current);
         let next = *self.next_anchor.get_or_insert(current);
         if current.kernel - next.kernel >= SLIDE_AFTER.as_nanos() as u64 {
@@ -224,8 +268,7 @@ impl Steering {
     }
 
     /// Phase: slew our time onto CLOCK_MONOTONIC.
-    fn steer_phase(&mut self, clock: &HostClock) {
-        let engine = &clock.engine;
+    fn steer_phase(&mut self, engine: &Timekeeper<HostCounter>, clock: &HostClock) {
         let (offset, width) = offset_to_kernel(engine, libc::CLOCK_MONOTONIC, 3);
         let offset = offset as i64;
         engine.adjtime(offset);
@@ -251,7 +294,7 @@ impl Steering {
         let (realtime, width) = offset_of(libc::CLOCK_REALTIME);
         if moved(&mut self.realtime_offset, realtime, width) {
             clock
-                .engine
+                .engine()
                 .set_boottime(BinTime::from_nanos(realtime as i128));
         }
         let (boottime, width) = offset_of(libc::CLOCK_BOOTTIME);

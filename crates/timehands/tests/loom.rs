@@ -125,3 +125,44 @@ fn concurrent_writers_and_a_realtime_step() {
         assert!(tk.uptime() > before);
     });
 }
+
+/// A retirement against a reader that moves time past every retire point the
+/// writer could choose and hands its time to a second reader: no read of the
+/// retired timekeeper is ever later than the time it was retired at (where a
+/// successor starts), and no reader sees time go backwards.
+#[test]
+fn retire_against_readers() {
+    loom::model(|| {
+        let (counter, tk) = setup(2);
+        let handed = Arc::new(AtomicU64::new(0));
+
+        let writer = {
+            let tk = tk.clone();
+            thread::spawn(move || tk.retire())
+        };
+        let first = {
+            let (tk, counter, handed) = (tk.clone(), counter.clone(), handed.clone());
+            thread::spawn(move || {
+                counter.advance(6);
+                let a = tk.uptime();
+                handed.store(pack(a), Ordering::Release);
+                a
+            })
+        };
+        let seen = handed.load(Ordering::Acquire);
+        let mine = tk.uptime();
+        assert!(
+            pack(mine) >= seen,
+            "read {mine} after another reader handed over a later time"
+        );
+
+        let retired_at = writer.join().unwrap();
+        let a = first.join().unwrap();
+        assert!(
+            a <= retired_at && mine <= retired_at,
+            "read {a} and {mine} of a timekeeper retired at {retired_at}"
+        );
+        counter.advance(100);
+        assert_eq!(tk.uptime(), retired_at);
+    });
+}

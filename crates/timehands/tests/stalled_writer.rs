@@ -12,6 +12,7 @@
 //! A writer makes these reads: its sample (1), then its check after marking the
 //! candidate pending (2); a candidate that loses makes the next attempt read 3 and
 //! 4, and so on. After three lost attempts the writer publishes the old rate.
+//! A retirement (`Timekeeper::retire`) is a candidate too, and never gives up.
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -26,7 +27,7 @@ const WATCHDOG: Duration = Duration::from_secs(120);
 
 enum Event {
     Stalled(usize),
-    Done(Windup),
+    Done,
 }
 
 struct StallingCounter {
@@ -76,9 +77,17 @@ fn read_ahead(tk: &Timekeeper<StallingCounter>, mut last: BinTime, steps: usize)
     last
 }
 
-/// Runs one windup that lowers the rate by 500 ppm with the writer stalled after
-/// each read in `stall_after`; returns the timekeeper's stats.
-fn stalled_windup(hands: usize, stall_after: &[usize]) -> timehands::Stats {
+/// A timekeeper on a `StallingCounter` wound up once, with a 500 ppm slower
+/// rate waiting; `op` runs on a writer thread that stalls after each of its
+/// reads in `stall_after`, and while it is stalled a reader thread runs two
+/// intervals ahead. Returns the timekeeper, what `op` returned, and the
+/// reader's last time; panics if time went backwards, if the reader waited for
+/// the writer, or if the writer did not make the reads expected of it.
+fn stalled<R: Send + 'static>(
+    hands: usize,
+    stall_after: &[usize],
+    op: fn(&Timekeeper<StallingCounter>) -> R,
+) -> (Arc<Timekeeper<StallingCounter>>, R, BinTime, Reader) {
     let (events_tx, events) = channel();
     let (resume, resume_rx) = channel();
     let tk = Arc::new(
@@ -104,68 +113,99 @@ fn stalled_windup(hands: usize, stall_after: &[usize]) -> timehands::Stats {
         let tk = tk.clone();
         thread::spawn(move || {
             tk.counter().writer.set(thread::current().id()).unwrap();
-            events_tx.send(Event::Done(tk.windup())).unwrap();
+            let outcome = op(&tk);
+            events_tx.send(Event::Done).unwrap();
+            outcome
         })
     };
-    // The reader runs on its own thread so that a reader that waited for the
-    // writer shows as a watchdog failure rather than a hung test.
-    let (work, work_rx) = channel::<usize>();
-    let (done_tx, done) = channel();
-    let reader = {
-        let tk = tk.clone();
+    let reader = Reader::spawn(tk.clone());
+    let mut stalls = Vec::new();
+    while let Event::Stalled(n) = events
+        .recv_timeout(WATCHDOG)
+        .expect("the writer neither stalled nor finished")
+    {
+        stalls.push(n);
+        // 100 steps of 20 µs: two intervals, far past any switch point the
+        // stalled writer has chosen or will choose from its count.
+        reader.run(100);
+        resume.send(()).unwrap();
+    }
+    assert_eq!(
+        stalls, stall_after,
+        "the writer made the reads expected of it"
+    );
+    let outcome = writer.join().unwrap();
+    let last = reader.run(100);
+    (tk, outcome, last, reader)
+}
+
+/// A thread that reads ahead (see `read_ahead`) when asked, so that a reader
+/// that waited for the writer shows as a watchdog failure rather than a hung
+/// test.
+struct Reader {
+    work: Sender<usize>,
+    done: Receiver<BinTime>,
+}
+
+impl Reader {
+    fn spawn(tk: Arc<Timekeeper<StallingCounter>>) -> Reader {
+        let (work, work_rx) = channel::<usize>();
+        let (done_tx, done) = channel();
         thread::spawn(move || {
             let mut last = tk.uptime();
             while let Ok(steps) = work_rx.recv() {
                 last = read_ahead(&tk, last, steps);
                 done_tx.send(last).unwrap();
             }
-        })
-    };
-    let run_reader = |steps| {
-        work.send(steps).unwrap();
-        done.recv_timeout(WATCHDOG)
-            .expect("the reader waited for the stalled writer (or panicked)")
-    };
-    let mut stalls = Vec::new();
-    loop {
-        match events
-            .recv_timeout(WATCHDOG)
-            .expect("the writer neither stalled nor finished")
-        {
-            Event::Stalled(n) => {
-                stalls.push(n);
-                // 100 steps of 20 µs: two intervals, far past any switch point
-                // the stalled writer has chosen or will choose from its count.
-                run_reader(100);
-                resume.send(()).unwrap();
-            }
-            Event::Done(outcome) => {
-                assert_eq!(outcome, Windup::Published);
-                break;
-            }
-        }
+        });
+        Reader { work, done }
     }
-    assert_eq!(
-        stalls, stall_after,
-        "the writer made the reads expected of it"
-    );
-    run_reader(100);
-    writer.join().unwrap();
 
+    /// Reads `steps` steps ahead; the last time read.
+    fn run(&self, steps: usize) -> BinTime {
+        self.work.send(steps).unwrap();
+        self.done
+            .recv_timeout(WATCHDOG)
+            .expect("the reader waited for the stalled writer (or panicked)")
+    }
+}
+
+/// Runs one windup that lowers the rate by 500 ppm with the writer stalled after
+/// each read in `stall_after`; returns the timekeeper's stats.
+fn stalled_windup(hands: usize, stall_after: &[usize]) -> timehands::Stats {
+    let (tk, outcome, _, reader) = stalled(hands, stall_after, Timekeeper::windup);
+    assert_eq!(outcome, Windup::Published);
     // Later windups (from this thread: no stalls) bring the lower rate in, and
     // time still never goes backwards.
     for _ in 0..3 {
         tk.windup();
-        run_reader(100);
+        reader.run(100);
     }
-    drop(work);
-    reader.join().unwrap();
     let nominal = ((1u128 << 64) + HZ as u128 / 2) / HZ as u128;
     let slow = (nominal - nominal * 500_000 / 1_000_000_000) as u64;
     let before = tk.uptime();
     tk.counter().time.advance(INTERVAL);
     assert_eq!(tk.uptime() - before, BinTime::from_counts(INTERVAL, slow));
     tk.stats()
+}
+
+/// Retires the timekeeper with the writer stalled after each read in
+/// `stall_after`: the time it returns is never earlier than any read, before
+/// or after, and a successor started there continues without a backward step.
+fn stalled_retire(hands: usize, stall_after: &[usize]) {
+    let (tk, retired_at, last, reader) = stalled(hands, stall_after, Timekeeper::retire);
+    assert!(last <= retired_at, "read {last}, retired at {retired_at}");
+    // Time on the retired timekeeper stands still at the retire point.
+    assert_eq!(reader.run(100), retired_at);
+    assert_eq!(tk.windup(), Windup::Retired);
+    assert_eq!(tk.retire(), retired_at);
+    let successor = Timekeeper::builder(SimCounter::new(1_000_000))
+        .start_at(retired_at)
+        .build()
+        .unwrap();
+    assert_eq!(successor.uptime(), retired_at);
+    successor.counter().advance(1);
+    assert!(successor.uptime() > retired_at);
 }
 
 #[test]
@@ -202,5 +242,28 @@ fn writer_stalled_until_it_gives_up_the_rate_change() {
         // windup that keeps the old rate, and the stall after it is harmless.
         let stats = stalled_windup(hands, &[1, 2, 3, 4, 5, 6, 7]);
         assert_eq!(stats.cancelled, 3, "{stats:?}");
+    }
+}
+
+#[test]
+fn retire_stalled_after_its_sample() {
+    for hands in [1, 2, 8] {
+        // The check finds the retire point passed; the second attempt commits.
+        stalled_retire(hands, &[1]);
+    }
+}
+
+#[test]
+fn retire_stalled_after_its_check() {
+    for hands in [1, 2, 8] {
+        // A reader passed the retire point, found it pending and cancelled it.
+        stalled_retire(hands, &[2]);
+    }
+}
+
+#[test]
+fn retire_stalled_after_every_read_of_three_attempts() {
+    for hands in [1, 2, 8] {
+        stalled_retire(hands, &[1, 2, 3, 4, 5, 6]);
     }
 }
