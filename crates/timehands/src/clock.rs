@@ -11,6 +11,12 @@
 //! is correct everywhere and fast where it can be. `TIMEHANDS_COUNTER=tsc`
 //! takes the TSC whatever the checks say. [`info`] tells what was chosen and why.
 //!
+//! A check of our own follows on the TSC: at the first windup a reader makes
+//! (not at startup, which must stay cheap) a thread measures each CPU's TSC
+//! against the first CPU's (`tsc_sync`, as Linux does at boot); TSCs found
+//! apart are dropped for the kernel's clock, as the watchdog drops a counter
+//! (below), and the verdict joins the others in [`info`].
+//!
 //! # Staying with the kernel
 //!
 //! The clock has CLOCK_MONOTONIC's origin from its first read, and the steering
@@ -305,6 +311,9 @@ pub(crate) struct HostClock {
     successor: OnceLock<Timekeeper<HostCounter>>,
     /// Why the successor took over.
     failover: OnceLock<String>,
+    /// The cross-CPU check of the TSC: started, and its verdict once done.
+    cross_cpu_started: AtomicBool,
+    cross_cpu: OnceLock<Verdict>,
     facts: Facts,
     /// The steering state; one steering at a time, by whoever winds up.
     steering: Mutex<Steering>,
@@ -342,6 +351,8 @@ impl HostClock {
             primary: engine,
             successor: OnceLock::new(),
             failover: OnceLock::new(),
+            cross_cpu_started: AtomicBool::new(false),
+            cross_cpu: OnceLock::new(),
             facts: Facts {
                 frequency_source: choice.frequency_source,
                 verdicts: choice.verdicts,
@@ -386,6 +397,41 @@ impl HostClock {
         }
     }
 
+    /// Starts, once, the cross-CPU check of the TSC on a thread of its own
+    /// (see [`CROSS_CPU_HANDOFFS`]): not at startup, which must stay cheap,
+    /// but at the first windup a reader makes. A TSC that two CPUs read apart
+    /// is retired for the kernel's counter, as the watchdog retires one.
+    fn check_cross_cpu(&'static self) {
+        if self.cross_cpu_started.load(Ordering::Relaxed)
+            || self.cross_cpu_started.swap(true, Ordering::Relaxed)
+        {
+            return;
+        }
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        if matches!(self.primary.counter(), HostCounter::Tsc(_)) {
+            let hz = self.primary.counter().frequency();
+            let spawned = std::thread::Builder::new()
+                .name("timehands-tsc-check".to_string())
+                .spawn(move || {
+                    let verdict = cross_cpu_verdict(hz);
+                    if let Some(why) = &verdict.1 {
+                        self.steering
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .fail_over(self, why.clone());
+                    }
+                    let _ = self.cross_cpu.set(verdict.0);
+                });
+            if let Err(e) = spawned {
+                let _ = self.cross_cpu.set(Verdict {
+                    check: CROSS_CPU_CHECK,
+                    passed: false,
+                    detail: format!("not run: no thread for it ({e})"),
+                });
+            }
+        }
+    }
+
     /// Winds up, steering first when a steering is due; returns at once if
     /// another thread is at it.
     pub(crate) fn maintain(&self) {
@@ -405,6 +451,7 @@ impl HostClock {
                 loop {
                     std::thread::sleep(WINDUP_INTERVAL);
                     self.maintain();
+                    self.check_cross_cpu();
                 }
             });
         if spawned.is_err() {
@@ -413,6 +460,66 @@ impl HostClock {
             self.upkeep_started.store(false, Ordering::Relaxed);
         }
     }
+}
+
+/// What the cross-CPU check is called in the verdicts.
+const CROSS_CPU_CHECK: &str = "cross-CPU TSC check";
+
+/// Hand-offs per CPU pair in the cross-CPU check: some milliseconds a pair,
+/// on a thread of its own, with bounds about a round trip wide.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+const CROSS_CPU_HANDOFFS: u64 = 2_000;
+
+/// Each CPU's TSC against the first CPU's, as Linux checks at boot: the
+/// verdict, and why to fail over if the TSCs disagree.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn cross_cpu_verdict(hz: u64) -> (Verdict, Option<String>) {
+    verdict_of(crate::tsc_sync::measure_against_first(
+        CROSS_CPU_HANDOFFS,
+        hz,
+    ))
+}
+
+/// The verdict of a cross-CPU measurement, and why to fail over if it found
+/// two CPUs apart.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn verdict_of(
+    measured: Result<crate::tsc_sync::Report, crate::tsc_sync::SyncError>,
+) -> (Verdict, Option<String>) {
+    let report = match measured {
+        Ok(report) => report,
+        Err(e) => {
+            let verdict = Verdict {
+                check: CROSS_CPU_CHECK,
+                passed: false,
+                detail: format!("not run: {e}"),
+            };
+            return (verdict, None);
+        }
+    };
+    let apart = report.pairs.iter().find(|pair| !pair.synchronized());
+    let widest = report
+        .pairs
+        .iter()
+        .map(|pair| pair.hi_ns - pair.lo_ns)
+        .fold(0.0, f64::max);
+    let detail = match apart {
+        None => format!(
+            "{} CPU pairs agree, bounds at most {widest:.0} ns wide",
+            report.pairs.len()
+        ),
+        Some(pair) => format!(
+            "CPUs {:?} are [{:.0}, {:.0}] ns apart",
+            pair.cpus, pair.lo_ns, pair.hi_ns
+        ),
+    };
+    let why = apart.map(|_| format!("the {CROSS_CPU_CHECK} found {detail}"));
+    let verdict = Verdict {
+        check: CROSS_CPU_CHECK,
+        passed: apart.is_none(),
+        detail,
+    };
+    (verdict, why)
 }
 
 /// A timekeeper for the host clock on `counter`, starting at `uptime`.
@@ -457,6 +564,7 @@ pub fn now() -> Instant {
     let (uptime, due) = clock.engine().uptime_and_due();
     if due {
         clock.maintain();
+        clock.check_cross_cpu();
     }
     Instant::from_nanos(nanos(uptime))
 }
@@ -651,7 +759,10 @@ pub fn info() -> Info {
         },
         frequency_uncertainty_ppb: steering.uncertainty_ppb(),
         frequency_correction_ppb: steering.correction_ppb(),
-        verdicts,
+        verdicts: verdicts
+            .into_iter()
+            .chain(clock.cross_cpu.get().cloned())
+            .collect(),
         fallback: clock.failover.get().cloned().or(fallback),
         windups: clock.engine().stats().windups,
         offset_ns: clock.last_offset.load(Ordering::Relaxed),
@@ -751,6 +862,46 @@ mod tests {
         (clock, seen)
     }
 
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[test]
+    fn cross_cpu_verdicts() {
+        use crate::tsc_sync::{PairBounds, Report, SyncError};
+        let pair = |lo: i64, hi: i64| PairBounds {
+            cpus: (0, 3),
+            lo,
+            hi,
+            lo_ns: lo as f64 / 2.0,
+            hi_ns: hi as f64 / 2.0,
+            min_round_trip: (hi - lo) as u64,
+            min_round_trip_ns: (hi - lo) as f64 / 2.0,
+            handoffs: 2_000,
+            backward: 0,
+        };
+        let (verdict, why) = verdict_of(Ok(Report {
+            pairs: vec![pair(-300, 500)],
+        }));
+        assert!(verdict.passed && why.is_none(), "{verdict:?}");
+        assert_eq!(
+            verdict.detail,
+            "1 CPU pairs agree, bounds at most 400 ns wide"
+        );
+
+        let (verdict, why) = verdict_of(Ok(Report {
+            pairs: vec![pair(-300, 500), pair(2_000, 2_800)],
+        }));
+        assert!(!verdict.passed);
+        assert_eq!(verdict.detail, "CPUs (0, 3) are [1000, 1400] ns apart");
+        assert_eq!(
+            why.as_deref(),
+            Some("the cross-CPU TSC check found CPUs (0, 3) are [1000, 1400] ns apart")
+        );
+
+        // Not measured: no verdict against the TSC, and no failover.
+        let (verdict, why) = verdict_of(Err(SyncError::Frequency));
+        assert!(!verdict.passed && verdict.detail.starts_with("not run: "));
+        assert!(why.is_none());
+    }
+
     #[test]
     #[cfg_attr(miri, ignore = "reads the kernel's clocks and sleeps")]
     fn a_counter_that_jumps_is_replaced_by_the_kernel_clock_without_a_step_back() {
@@ -769,8 +920,12 @@ mod tests {
     #[cfg_attr(miri, ignore = "reads the kernel's clocks and sleeps")]
     fn a_counter_that_stops_is_replaced_by_the_kernel_clock_without_a_step_back() {
         let (clock, seen) = fail_over_after(Faulty::default(), |c| {
-            c.stopped_at
-                .store(kernel_nanos(libc::CLOCK_MONOTONIC), Ordering::Relaxed)
+            // Stopped a little ahead of now, so that no read the reader is
+            // making meanwhile is past it (which would be a step back).
+            c.stopped_at.store(
+                kernel_nanos(libc::CLOCK_MONOTONIC) + 1_000_000,
+                Ordering::Relaxed,
+            )
         });
         assert_eq!(seen.steps_back, []);
         let why = clock.failover.get().expect("the watchdog failed over");

@@ -219,15 +219,21 @@ impl Steering {
         let engine = clock.engine();
         let current = pair(|| engine.counter().read());
         if let Some(why) = self.watch(engine, current) {
-            clock.fail_over(why.to_string());
-            // The kernel's counter counts nanoseconds exactly; Realtime and
-            // Boottime are given to the new timekeeper afresh.
-            *self = Steering::new(1_000_000_000, Some(0), None);
-            self.follow_offsets(clock);
+            self.fail_over(clock, why.to_string());
             return;
         }
         self.steer_rate(engine, current);
         self.steer_phase(engine, clock);
+    }
+
+    /// Fails the clock over to the kernel's counter because of `why`, and
+    /// steers that from now on.
+    pub(crate) fn fail_over(&mut self, clock: &HostClock, why: String) {
+        clock.fail_over(why);
+        // The kernel's counter counts nanoseconds exactly; Realtime and
+        // Boottime are given to the new timekeeper afresh.
+        *self = Steering::new(1_000_000_000, Some(0), None);
+        self.follow_offsets(clock);
     }
 
     /// The watchdog's verdict on the counter from the last steering's pair to

@@ -95,6 +95,41 @@ fn info_says_what_the_clock_runs_on() {
     }
 }
 
+/// On the TSC, the first windup a reader makes starts the cross-CPU check on
+/// a thread of its own; its verdict joins the others, and a TSC that two CPUs
+/// read apart is dropped for the kernel's clock.
+#[test]
+fn the_cross_cpu_check_gives_a_verdict_on_the_tsc() {
+    now();
+    if info().counter != "TSC" {
+        println!("skipped: the clock does not run on the TSC here");
+        return;
+    }
+    let verdict = (0..60_000)
+        .find_map(|_| {
+            now();
+            thread::sleep(Duration::from_millis(1));
+            info()
+                .verdicts
+                .into_iter()
+                .find(|v| v.check == "cross-CPU TSC check")
+        })
+        .expect("the check gives a verdict within a minute");
+    println!("{verdict:?}");
+    let info = info();
+    if verdict.detail.contains("apart") {
+        assert!(!verdict.passed);
+        assert!(info.fallback.is_some_and(|why| why.contains("cross-CPU")));
+        assert_eq!(info.counter, "CLOCK_MONOTONIC");
+    } else {
+        // Agreed, or could not be run (no affinity to set, say): the TSC stays.
+        assert!(
+            verdict.passed || verdict.detail.starts_with("not run"),
+            "{verdict:?}"
+        );
+    }
+}
+
 /// Readers wind the clock up, and the windups steer it: after some tens of
 /// milliseconds of use the frequency has been measured against the kernel.
 #[test]

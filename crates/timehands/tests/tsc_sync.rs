@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use timehands::Counter;
 use timehands::hw::{KernelCounter, OrderedRead, Tsc, TscFacts};
-use timehands::tsc_sync::{SyncError, measure_all, measure_pair};
+use timehands::tsc_sync::{SyncError, measure_against_first, measure_all, measure_pair};
 
 const HANDOFFS: u64 = 20_000;
 
@@ -46,6 +46,17 @@ fn allowed_cpus() -> Vec<usize> {
             number(first)..=number(last)
         })
         .collect()
+}
+
+#[test]
+fn every_cpu_is_measured_against_the_first() {
+    let report =
+        measure_against_first(HANDOFFS, frequency()).expect("every allowed CPU can be pinned");
+    let cpus = allowed_cpus();
+    let expected: Vec<(usize, usize)> = cpus.iter().skip(1).map(|&b| (cpus[0], b)).collect();
+    let measured: Vec<(usize, usize)> = report.pairs.iter().map(|pair| pair.cpus).collect();
+    assert_eq!(measured, expected);
+    assert!(report.pairs.iter().all(|pair| pair.lo <= pair.hi));
 }
 
 #[test]
