@@ -333,8 +333,12 @@ impl HostClock {
 
     /// The clock on the counter `choice` made.
     fn new(mut choice: Choice) -> HostClock {
-        let before = BinTime::from_nanos(kernel_nanos(libc::CLOCK_MONOTONIC) as i128);
-        let engine = build(choice.counter, before).unwrap_or_else(|refused| {
+        // The clock starts at CLOCK_MONOTONIC's time at a counter reading
+        // paired with it, so that building the timekeeper (page faults on a
+        // first touch cost microseconds here) is not an offset.
+        let start = crate::steer::pair(|| choice.counter.read());
+        let before = BinTime::from_nanos(start.kernel as i128);
+        let engine = build(choice.counter, before, Some(start.count)).unwrap_or_else(|refused| {
             // A hardware counter the engine refuses (firmware that left
             // CNTFRQ_EL0 at 0, say): the kernel's clock always works.
             choice.fallback = Some(format!("the hardware counter was refused: {refused}"));
@@ -368,6 +372,9 @@ impl HostClock {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .follow_offsets(&clock);
+        // An error bound from the start (some hundreds of ns of brackets),
+        // not a zero that nothing measured.
+        crate::steer::measure_phase(clock.engine(), &clock);
         clock
     }
 
@@ -522,18 +529,31 @@ fn verdict_of(
     (verdict, why)
 }
 
-/// A timekeeper for the host clock on `counter`, starting at `uptime`.
-fn build(counter: HostCounter, uptime: BinTime) -> Result<Timekeeper<HostCounter>, crate::Error> {
-    Timekeeper::builder(counter)
+/// A timekeeper for the host clock on `counter`, starting at `uptime` at the
+/// counter reading `count` (now, if `None`).
+fn build(
+    counter: HostCounter,
+    uptime: BinTime,
+    count: Option<u64>,
+) -> Result<Timekeeper<HostCounter>, crate::Error> {
+    let builder = Timekeeper::builder(counter)
         .windup_interval(WINDUP_INTERVAL)
-        .start_at(uptime)
-        .build()
+        .start_at(uptime);
+    match count {
+        Some(count) => builder.start_count(count),
+        None => builder,
+    }
+    .build()
 }
 
 /// A timekeeper on the kernel's CLOCK_MONOTONIC, starting at `uptime`.
 fn kernel_timekeeper(uptime: BinTime) -> Timekeeper<HostCounter> {
-    build(HostCounter::Kernel(KernelCounter::monotonic()), uptime)
-        .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid")
+    build(
+        HostCounter::Kernel(KernelCounter::monotonic()),
+        uptime,
+        None,
+    )
+    .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid")
 }
 
 /// The clock, started at its first use.

@@ -266,6 +266,7 @@ pub struct Builder<C> {
     hands: usize,
     windup_interval: Duration,
     start: BinTime,
+    start_count: Option<u64>,
 }
 
 impl<C: Counter> Builder<C> {
@@ -291,6 +292,15 @@ impl<C: Counter> Builder<C> {
     /// its time.
     pub fn start_at(mut self, uptime: BinTime) -> Builder<C> {
         self.start = uptime;
+        self
+    }
+
+    /// The counter value at which uptime is [`start_at`](Builder::start_at)
+    /// (the counter's value when the timekeeper is built, unless told): for a
+    /// caller that paired a counter reading with another clock's time, so
+    /// that the time spent building does not count as an offset.
+    pub fn start_count(mut self, count: u64) -> Builder<C> {
+        self.start_count = Some(count);
         self
     }
 
@@ -344,7 +354,7 @@ impl<C: Counter> Builder<C> {
             counter: self.counter,
         };
         let first = Hands {
-            base: tk.counter.read() & mask,
+            base: self.start_count.unwrap_or_else(|| tk.counter.read()) & mask,
             switch: 0,
             scale_before: nominal,
             scale_after: nominal,
@@ -416,6 +426,7 @@ impl<C: Counter> Timekeeper<C> {
             hands: DEFAULT_HANDS,
             windup_interval: DEFAULT_WINDUP_INTERVAL,
             start: BinTime::ZERO,
+            start_count: None,
         }
     }
 

@@ -142,6 +142,19 @@ pub(crate) fn offset_to_kernel(
         .expect("at least one bracket")
 }
 
+/// Measures CLOCK_MONOTONIC minus our time with `engine`, records it and the
+/// error bound it gives (the offset plus half its bracket) for `info` and
+/// `getres`, and returns it in ns.
+pub(crate) fn measure_phase(engine: &Timekeeper<HostCounter>, clock: &HostClock) -> i64 {
+    let (offset, width) = offset_to_kernel(engine, libc::CLOCK_MONOTONIC, 3);
+    let offset = offset as i64;
+    clock.last_offset.store(offset, Ordering::Relaxed);
+    clock
+        .accuracy
+        .store(offset.unsigned_abs() + width / 2, Ordering::Relaxed);
+    offset
+}
+
 /// The steering state, kept under the host clock's steering lock.
 pub(crate) struct Steering {
     /// The counter frequency the engine uses now, in Hz.
@@ -275,13 +288,7 @@ impl Steering {
 
     /// Phase: slew our time onto CLOCK_MONOTONIC.
     fn steer_phase(&mut self, engine: &Timekeeper<HostCounter>, clock: &HostClock) {
-        let (offset, width) = offset_to_kernel(engine, libc::CLOCK_MONOTONIC, 3);
-        let offset = offset as i64;
-        engine.adjtime(offset);
-        clock.last_offset.store(offset, Ordering::Relaxed);
-        clock
-            .accuracy
-            .store(offset.unsigned_abs() + width / 2, Ordering::Relaxed);
+        engine.adjtime(measure_phase(engine, clock));
     }
 
     /// Realtime and Boottime: the kernel's offsets from CLOCK_MONOTONIC,

@@ -514,6 +514,29 @@ fn start_at_and_windup_due() {
     }
 }
 
+/// A timekeeper can start at a counter value paired with the time given
+/// (read before it was built): the counts since then are already time.
+#[test]
+fn start_at_a_paired_count() {
+    for hands in RINGS {
+        let counter = SimCounter::new(1_000_000_000);
+        counter.advance(5_000);
+        let paired = counter.read();
+        counter.advance(1_500); // building took 1.5 µs
+        let start = BinTime::new(7, 0);
+        let tk = Timekeeper::builder(counter.clone())
+            .hands(hands)
+            .start_at(start)
+            .start_count(paired)
+            .build()
+            .unwrap();
+        assert_eq!(tk.uptime(), start + BinTime::from_nanos(1_500));
+        tk.windup();
+        counter.advance(500);
+        assert_eq!(tk.uptime(), start + BinTime::from_nanos(2_000));
+    }
+}
+
 /// A read past its hands' promise asks the counter to order the accesses after
 /// its read (a hardware counter's `lfence`); a read within the promise, the
 /// common case, does not pay for it.
