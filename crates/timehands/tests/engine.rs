@@ -530,10 +530,11 @@ fn start_at_a_paired_count() {
             .start_count(paired)
             .build()
             .unwrap();
-        assert_eq!(tk.uptime(), start + BinTime::from_nanos(1_500));
+        let scale = (((1u128 << 64) + 500_000_000) / 1_000_000_000) as u64;
+        assert_eq!(tk.uptime(), start + BinTime::from_counts(1_500, scale));
         tk.windup();
         counter.advance(500);
-        assert_eq!(tk.uptime(), start + BinTime::from_nanos(2_000));
+        assert_eq!(tk.uptime(), start + BinTime::from_counts(2_000, scale));
     }
 }
 
