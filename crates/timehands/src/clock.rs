@@ -23,8 +23,8 @@
 //! of `steer.rs` keeps it there: at windups it compares itself with the kernel
 //! through tight brackets and slews its phase and trims its rate, never
 //! stepping. Realtime and Boottime are Monotonic plus the kernel's own offsets
-//! (REALTIME − MONOTONIC, BOOTTIME − MONOTONIC), re-read at each steering, so
-//! they follow `settimeofday` and suspend within one steering interval.
+//! (REALTIME − MONOTONIC, BOOTTIME − MONOTONIC), re-read at each windup, so
+//! they follow `settimeofday` and suspend within one windup interval.
 //!
 //! # When the counter goes wrong
 //!

@@ -1,6 +1,8 @@
 //! Steering the host clock to the kernel's CLOCK_MONOTONIC.
 //!
-//! Two measurements, two corrections, at most every [`STEER_INTERVAL`]:
+//! At every windup the kernel's Realtime and Boottime offsets are followed
+//! (see `follow_offsets`); then two measurements, two corrections, at most
+//! every [`STEER_INTERVAL`]:
 //!
 //! - **rate**: the counter against CLOCK_MONOTONIC over a long baseline (the
 //!   tightest of three brackets `counter, clock_gettime, counter` at each end),
@@ -221,14 +223,16 @@ impl Steering {
         ((self.hz as f64 / self.initial_hz as f64 - 1.0) * 1e9).round() as i64
     }
 
-    /// Measures and corrects, unless the last steering is too recent.
+    /// Follows the kernel's Realtime and Boottime offsets, then measures and
+    /// corrects rate and phase unless the last steering is too recent.
     pub(crate) fn steer(&mut self, clock: &HostClock) {
+        // At every windup: a `settimeofday` shows in Realtime one windup on.
+        self.follow_offsets(clock);
         let now = kernel_nanos(libc::CLOCK_MONOTONIC);
         if now.saturating_sub(self.last_steer) < STEER_INTERVAL.as_nanos() as u64 {
             return;
         }
         self.last_steer = now;
-        self.follow_offsets(clock);
         let engine = clock.engine();
         let current = pair(|| engine.counter().read());
         if let Some(why) = self.watch(engine, current) {
