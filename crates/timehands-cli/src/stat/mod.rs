@@ -97,7 +97,8 @@ pub struct Args {
 
     /// Width of the plot in columns, at least 2 [default: 74, or the
     /// terminal's width less 2].
-    #[arg(short = 'w', long, value_parser = clap::value_parser!(u16).range(2..))]
+    #[arg(short = 'w', long, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u16).range(2..))]
     pub width: Option<u16>,
 
     /// Data files, one set each (at most 7); `-` or none reads standard input.
