@@ -13,11 +13,15 @@
 //!    ± the margin, both also in percent of the first set's mean, and the
 //!    pooled standard deviation.
 //!
+//! `-q` is FreeBSD's later flag (Debian's ministat predates it): no legend
+//! and no header over the table.
+//!
 //! Where this departs from ministat, for answers that can be trusted or
 //! errors that say more, the module that does it says why: the variance
 //! ([`sample`]), `inf`/`nan`/hex input ([`input`]), a plot narrower than two
-//! columns (refused here; ministat crashes), and the errors, which are one
-//! line naming the file (and line) with a non-zero exit.
+//! columns (refused here; ministat crashes), `COLUMNS` (less the border, as
+//! the window's width is; ministat takes it whole), and the errors, which
+//! are one line naming the file (and line) with a non-zero exit.
 
 mod c_format;
 mod input;

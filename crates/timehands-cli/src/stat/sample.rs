@@ -15,6 +15,8 @@
 //! the magnitude (a stddev of `-nan` for 1e9 + 0.1, 0.2, 0.3). Both agree to
 //! the printed digits on ordinary data.
 
+use std::cmp::Ordering;
+
 use anyhow::{Result, bail};
 
 /// Fewest points a data set may have, as in ministat: the standard deviation
@@ -47,7 +49,10 @@ impl Sample {
         if !mean.is_finite() || !variance.is_finite() {
             bail!("data set {name}: the values are too large to sum in a double");
         }
-        points.sort_by(f64::total_cmp);
+        // Numeric order with -0 equal to 0, and equal points in input order:
+        // the order ministat's qsort (glibc's merge sort, stable) leaves, which
+        // shows when the median or the minimum is a zero of either sign.
+        points.sort_by(|a, b| a.partial_cmp(b).unwrap_or(Ordering::Equal));
         Ok(Sample {
             name,
             points,
@@ -122,6 +127,12 @@ mod tests {
     fn the_median_of_an_even_set_is_the_upper_middle_point() {
         // ministat 20150715 prints 3 for 1 2 3 4 (FreeBSD since 2019: 2.5).
         assert_eq!(sample(&[4.0, 3.0, 2.0, 1.0]).median(), 3.0);
+    }
+
+    #[test]
+    fn signed_zeros_keep_their_input_order() {
+        let s = sample(&[0.0, 150.0, -0.0]);
+        assert!(s.min().is_sign_positive() && s.median().is_sign_negative());
     }
 
     #[test]
