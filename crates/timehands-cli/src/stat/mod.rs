@@ -29,7 +29,6 @@ mod plot;
 mod sample;
 mod student;
 
-use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{IsTerminal, Write as _};
 
@@ -212,35 +211,31 @@ fn report(samples: &[Sample], args: &Args, width: usize) -> String {
         );
     }
     for (index, (sample, symbol)) in samples.iter().zip(&SYMBOLS[1..]).enumerate() {
-        write_summary(&mut out, char::from(*symbol), sample);
+        out.push_str(&summary_row(char::from(*symbol), sample));
         if index > 0 && !args.summary_only {
             let comparison = Comparison::new(sample, &samples[0], args.confidence);
-            write_comparison(&mut out, &comparison, args.confidence);
+            out.push_str(&verdict(&comparison, args.confidence));
         }
     }
     out
 }
 
 /// One row of the statistics table.
-fn write_summary(out: &mut String, symbol: char, s: &Sample) {
-    let cell = |v: f64| format!(" {:>13}", c_format::g(v, 8));
-    let row: String = [s.min(), s.max(), s.median(), s.mean(), s.stddev()]
+fn summary_row(symbol: char, s: &Sample) -> String {
+    let cells: String = [s.min(), s.max(), s.median(), s.mean(), s.stddev()]
         .into_iter()
-        .map(cell)
+        .map(|v| format!(" {:>13}", c_format::g(v, 8)))
         .collect();
-    // Writing to a String cannot fail.
-    let _ = writeln!(out, "{symbol} {:3}{row}", s.len());
+    format!("{symbol} {:3}{cells}\n", s.len())
 }
 
 /// The verdict of one t test, and the difference when it is proven.
-fn write_comparison(out: &mut String, c: &Comparison, confidence: Confidence) {
+fn verdict(c: &Comparison, confidence: Confidence) -> String {
     let g = |v: f64| c_format::g(v, 6);
     let level = confidence.percent();
-    // Writing to a String cannot fail.
-    let _ = if c.proven() {
-        writeln!(
-            out,
-            "Difference at {level:.1}% confidence\n\t{} +/- {}\n\t{}% +/- {}%\n\t(Student's t, pooled s = {})",
+    if c.proven() {
+        format!(
+            "Difference at {level:.1}% confidence\n\t{} +/- {}\n\t{}% +/- {}%\n\t(Student's t, pooled s = {})\n",
             g(c.difference),
             g(c.margin),
             g(c.difference * 100.0 / c.reference_mean),
@@ -248,6 +243,6 @@ fn write_comparison(out: &mut String, c: &Comparison, confidence: Confidence) {
             g(c.pooled_stddev),
         )
     } else {
-        writeln!(out, "No difference proven at {level:.1}% confidence")
-    };
+        format!("No difference proven at {level:.1}% confidence\n")
+    }
 }
