@@ -6,6 +6,7 @@
 //! panics on user input.
 
 mod info;
+mod stat;
 
 use std::process::ExitCode;
 
@@ -30,12 +31,16 @@ enum Command {
     /// The counter, its frequency and where it came from, the trust verdicts,
     /// and the offset to the kernel's clock, without benchmarking.
     Info(info::Args),
+    /// ministat: compare data sets (one number a line) with Student's t, with
+    /// the same flags, layout and numbers as FreeBSD's ministat.
+    Stat(stat::Args),
 }
 
 fn main() -> ExitCode {
     let cli = parse();
     let result = match cli.command {
         Some(Command::Info(args)) => info::run(&args),
+        Some(Command::Stat(args)) => stat::run(&args),
         None => info::run(&info::Args::default()),
     };
     match result {

@@ -1,0 +1,248 @@
+//! `timehands stat`: ministat, the statistics tool of FreeBSD benchmarks.
+//!
+//! Each file is a data set, one number a line ([`input`]). The output is
+//! ministat's, byte for byte on the same input (the fixtures under
+//! `tests/fixtures/ministat/` are Debian's ministat 20150715 run on them):
+//!
+//! 1. a legend: the symbol of each set (`x + * % # @ O`) and its name;
+//! 2. the ASCII plot of all sets on one axis ([`plot`]);
+//! 3. a table of N, Min, Max, Median, Avg and Stddev ([`sample`]), every
+//!    number as C's `%13.8g` ([`c_format`]);
+//! 4. under each set after the first, Student's t test against the first
+//!    ([`student`]): "No difference proven", or the difference of the means
+//!    ± the margin, both also in percent of the first set's mean, and the
+//!    pooled standard deviation.
+//!
+//! `-q` is FreeBSD's later flag (Debian's ministat predates it): no legend
+//! and no header over the table.
+//!
+//! Where this departs from ministat, for answers that can be trusted or
+//! errors that say more, the module that does it says why: the variance
+//! ([`sample`]), `inf`/`nan`/hex input ([`input`]), a plot narrower than two
+//! columns (refused here; ministat crashes), `COLUMNS` (less the border, as
+//! the window's width is; ministat takes it whole), and the errors, which
+//! are one line naming the file (and line) with a non-zero exit.
+
+mod c_format;
+mod input;
+mod plot;
+mod sample;
+mod student;
+
+use std::fs::File;
+use std::io::{IsTerminal, Write as _};
+
+use anyhow::{Context, Result, bail};
+
+use input::{Columns, read_sample};
+use sample::Sample;
+use student::{Comparison, Confidence};
+
+/// The symbol of each data set, from the second byte on; the first is the
+/// empty cell of the plot. Sets overlapping in a cell OR their indices.
+const SYMBOLS: [u8; 8] = *b" x+*%#@O";
+
+/// The most data sets one run compares.
+const MAX_SETS: usize = SYMBOLS.len() - 1;
+
+/// The plot's width when standard output is not a terminal.
+const DEFAULT_WIDTH: usize = 74;
+
+const EXAMPLES: &str = "\
+Examples:
+  timehands stat before.txt after.txt
+      plot both, summarize both, and test whether after differs from before
+  timehands stat -c 99.5 -s -w 60 head.dat patch.dat
+      at 99.5% confidence, bars on separate lines, a 60-column plot
+  timehands stat -A -C 2 -d , runs.csv
+      the second comma-separated column, statistics without the plot
+  timehands stat -n -q a.txt b.txt
+      only the rows of the statistics table
+  seq 1 100 | timehands stat
+      a set from standard input
+
+Files hold one number a line (in the column -C, fields split at any byte of
+-d); blank lines and fields from a `#` on are skipped. At least 3 numbers a
+set, at most 7 sets. Note: like ministat, -c 99.5 uses the t value of 99.8%.";
+
+/// Flags of `timehands stat`: ministat's, which may be combined (`-As`) and
+/// take their values attached or apart (`-c95`, `-c 95`).
+#[derive(clap::Args, Debug)]
+#[command(after_help = EXAMPLES)]
+pub struct Args {
+    /// Statistics and comparisons only, no plot.
+    #[arg(short = 'A', long = "no-plot")]
+    pub no_plot: bool,
+
+    /// The column of each line to read, counted from 1.
+    #[arg(short = 'C', long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub column: u32,
+
+    /// Confidence level of Student's t test: 80, 90, 95, 98, 99 or 99.5.
+    #[arg(short = 'c', long, default_value = "95", value_parser = parse_confidence)]
+    pub confidence: Confidence,
+
+    /// Field delimiters: any of these bytes separates fields.
+    #[arg(short = 'd', long = "delimiters", default_value = " \t", value_parser = parse_delimiters)]
+    pub delimiters: String,
+
+    /// Summary statistics only: no plot, no comparison.
+    #[arg(short = 'n', long = "summary-only")]
+    pub summary_only: bool,
+
+    /// No legend of the data sets and no header over the statistics.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+
+    /// Each set's mean/median/stddev bar on its own line of the plot.
+    #[arg(short = 's', long = "separate-bars")]
+    pub separate_bars: bool,
+
+    /// Width of the plot in columns, at least 2 [default: 74, or the
+    /// terminal's width less 2].
+    #[arg(short = 'w', long, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u16).range(2..))]
+    pub width: Option<u16>,
+
+    /// Data files, one set each (at most 7); `-` or none reads standard input.
+    pub files: Vec<String>,
+}
+
+fn parse_confidence(text: &str) -> Result<Confidence, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(Confidence::from_percent)
+        .ok_or_else(|| "confidence must be one of 80, 90, 95, 98, 99, 99.5".to_string())
+}
+
+fn parse_delimiters(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("the delimiter string cannot be empty".to_string());
+    }
+    Ok(text.to_string())
+}
+
+/// Reads the data sets, then prints the legend, plot, statistics and tests.
+pub fn run(args: &Args) -> Result<()> {
+    let samples = read_samples(args)?;
+    let width = match args.width {
+        Some(w) => usize::from(w),
+        None => terminal_width().unwrap_or(DEFAULT_WIDTH),
+    };
+    let text = report(&samples, args, width);
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        // A reader that stopped early (`| head`) is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to standard output"),
+    }
+}
+
+/// Every data set the arguments name, in order.
+fn read_samples(args: &Args) -> Result<Vec<Sample>> {
+    if args.files.len() > MAX_SETS {
+        bail!(
+            "too many data sets: {} files, at most {MAX_SETS}",
+            args.files.len()
+        );
+    }
+    let columns = Columns {
+        column: args.column as usize,
+        delimiters: args.delimiters.as_bytes().to_vec(),
+    };
+    let stdin = || read_sample("<stdin>", std::io::stdin().lock(), &columns);
+    if args.files.is_empty() {
+        return Ok(vec![stdin()?]);
+    }
+    args.files
+        .iter()
+        .map(|name| {
+            if name == "-" {
+                stdin()
+            } else {
+                let file = File::open(name).with_context(|| format!("cannot open {name}"))?;
+                read_sample(name, file, &columns)
+            }
+        })
+        .collect()
+}
+
+/// The width ministat takes from a terminal on standard output: `COLUMNS`,
+/// else the window's width, less the two border columns.
+fn terminal_width() -> Option<usize> {
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let columns = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .or_else(window_columns)?;
+    columns.checked_sub(2).filter(|&w| w >= 2)
+}
+
+/// The terminal window's width in columns, from `TIOCGWINSZ`.
+fn window_columns() -> Option<usize> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, which
+    // points to a live, writable `winsize`; on error it writes nothing.
+    let status = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
+    (status == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
+/// ministat's output for `samples`.
+fn report(samples: &[Sample], args: &Args, width: usize) -> String {
+    let mut out = String::new();
+    if !args.quiet {
+        for (sample, symbol) in samples.iter().zip(&SYMBOLS[1..]) {
+            out.push_str(&format!("{} {}\n", char::from(*symbol), sample.name()));
+        }
+    }
+    if !args.summary_only && !args.no_plot {
+        out.push_str(&plot::render(samples, width, args.separate_bars));
+    }
+    if !args.quiet {
+        out.push_str(
+            "    N           Min           Max        Median           Avg        Stddev\n",
+        );
+    }
+    for (index, (sample, symbol)) in samples.iter().zip(&SYMBOLS[1..]).enumerate() {
+        out.push_str(&summary_row(char::from(*symbol), sample));
+        if index > 0 && !args.summary_only {
+            let comparison = Comparison::new(sample, &samples[0], args.confidence);
+            out.push_str(&verdict(&comparison, args.confidence));
+        }
+    }
+    out
+}
+
+/// One row of the statistics table.
+fn summary_row(symbol: char, s: &Sample) -> String {
+    let cells: String = [s.min(), s.max(), s.median(), s.mean(), s.stddev()]
+        .into_iter()
+        .map(|v| format!(" {:>13}", c_format::g(v, 8)))
+        .collect();
+    format!("{symbol} {:3}{cells}\n", s.len())
+}
+
+/// The verdict of one t test, and the difference when it is proven.
+fn verdict(c: &Comparison, confidence: Confidence) -> String {
+    let g = |v: f64| c_format::g(v, 6);
+    let level = confidence.percent();
+    if c.proven() {
+        format!(
+            "Difference at {level:.1}% confidence\n\t{} +/- {}\n\t{}% +/- {}%\n\t(Student's t, pooled s = {})\n",
+            g(c.difference),
+            g(c.margin),
+            g(c.difference * 100.0 / c.reference_mean),
+            g(c.margin * 100.0 / c.reference_mean),
+            g(c.pooled_stddev),
+        )
+    } else {
+        format!("No difference proven at {level:.1}% confidence\n")
+    }
+}
