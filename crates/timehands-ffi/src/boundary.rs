@@ -24,6 +24,7 @@ pub(crate) fn fail(code: c_int) -> c_int {
 /// Asserting unwind safety is sound here: the only state a panicking `body`
 /// can leave behind is the Rust clock's, which is built for it (its
 /// `OnceLock` retries a start that panicked, its mutexes ignore poisoning).
+#[inline]
 pub(crate) fn contain<T>(body: impl FnOnce() -> T, recover: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| recover())
 }

@@ -5,9 +5,11 @@
  * (seed 000), adapted for timehands: the same loop, `count` reads of
  * CLOCK_MONOTONIC, runs over the C library's clock_gettime and then over
  * libtimehands' th_clock_gettime, each timed by the kernel's CLOCK_MONOTONIC.
- * Each prints as the original's one line does (count, then elapsed seconds),
- * with its name first and the cost of one call last; a last line gives the
- * ratio of the two, measured side by side in one run.
+ * So that both meet the same machine (a loaded one changes by the second), the
+ * loops take turns: ROUNDS slices of count/ROUNDS reads each, the one going
+ * first alternating. Each clock prints as the original's one line does (count,
+ * then elapsed seconds, summed over the slices), with its name first and the
+ * cost of one call last; a last line gives the ratio of the two.
  *
  * Public domain, as the original.
  */
@@ -23,6 +25,7 @@
 #include <timehands.h>
 
 #define NSEC_PER_SEC 1000000000LL
+#define ROUNDS 10
 
 /* The original's loop over one clock_gettime-shaped function; elapsed ns. */
 static long long
@@ -52,8 +55,9 @@ int
 main(int argc, char *argv[])
 {
 	struct timespec first;
-	long long count, libc_ns, th_ns;
+	long long count, slice, libc_ns = 0, th_ns = 0;
 	char *end;
+	int round;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s count\n", argv[0]);
@@ -77,8 +81,17 @@ main(int argc, char *argv[])
 		err(1, "th_clock_gettime");
 	clock_gettime(CLOCK_MONOTONIC, &first);
 
-	libc_ns = bench(clock_gettime, count);
-	th_ns = bench(th_clock_gettime, count);
+	for (round = 0; round < ROUNDS; round++) {
+		/* The first slice takes the remainder: count reads in all. */
+		slice = count / ROUNDS + (round == 0 ? count % ROUNDS : 0);
+		if (round % 2 == 0) {
+			libc_ns += bench(clock_gettime, slice);
+			th_ns += bench(th_clock_gettime, slice);
+		} else {
+			th_ns += bench(th_clock_gettime, slice);
+			libc_ns += bench(clock_gettime, slice);
+		}
+	}
 
 	report("clock_gettime", count, libc_ns);
 	report("th_clock_gettime", count, th_ns);

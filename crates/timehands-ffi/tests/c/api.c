@@ -77,12 +77,26 @@ near(long long before, long long ours, long long after)
 	return before - LOOSE_NS <= ours && ours <= after + LOOSE_NS;
 }
 
+/* A reader of nanoseconds on CLOCK_MONOTONIC agrees with the kernel's. */
+static void
+nanoseconds_agree(uint64_t (*read)(void), const char *name)
+{
+	long long before, after;
+	uint64_t now;
+
+	before = kernel_ns(CLOCK_MONOTONIC);
+	now = read();
+	after = kernel_ns(CLOCK_MONOTONIC);
+	CHECK(near(before, (long long)now, after),
+	    "%s: %llu ns, CLOCK_MONOTONIC %lld to %lld ns", name,
+	    (unsigned long long)now, before, after);
+}
+
 static void
 every_clock_agrees_with_the_kernel(void)
 {
 	struct timespec ts;
 	long long before, after;
-	uint64_t now;
 	size_t i;
 	int rc;
 
@@ -99,19 +113,8 @@ every_clock_agrees_with_the_kernel(void)
 		    served[i].name, ns(ts), before, after);
 	}
 
-	before = kernel_ns(CLOCK_MONOTONIC);
-	now = th_now_ns();
-	after = kernel_ns(CLOCK_MONOTONIC);
-	CHECK(near(before, (long long)now, after),
-	    "th_now_ns: %llu ns, CLOCK_MONOTONIC %lld to %lld ns",
-	    (unsigned long long)now, before, after);
-
-	before = kernel_ns(CLOCK_MONOTONIC);
-	now = th_now_unordered_ns();
-	after = kernel_ns(CLOCK_MONOTONIC);
-	CHECK(near(before, (long long)now, after),
-	    "th_now_unordered_ns: %llu ns, CLOCK_MONOTONIC %lld to %lld ns",
-	    (unsigned long long)now, before, after);
+	nanoseconds_agree(th_now_ns, "th_now_ns");
+	nanoseconds_agree(th_now_unordered_ns, "th_now_unordered_ns");
 }
 
 /*
@@ -228,6 +231,16 @@ resolution_and_accuracy_are_stated(void)
 	}
 }
 
+/* Checks that `call`, given clock `id`, fails as clock_gettime does. */
+#define FAILS_WITH(code, call, id)                                            \
+	do {                                                                  \
+		int rc_;                                                      \
+		errno = 0;                                                    \
+		rc_ = (call);                                                 \
+		CHECK(rc_ == -1 && errno == (code),                           \
+		    "id %d: returned %d, errno %d", (int)(id), rc_, errno);   \
+	} while (0)
+
 /* The errors of clock_gettime: EINVAL for an id (checked first), EFAULT for NULL. */
 static void
 errors_are_those_of_clock_gettime(void)
@@ -237,61 +250,34 @@ errors_are_those_of_clock_gettime(void)
 		-1, 4096,
 	};
 	struct timespec ts;
+	clockid_t id;
 	size_t i;
-	int rc;
 
 	for (i = 0; i < sizeof unserved / sizeof unserved[0]; i++) {
+		id = unserved[i];
 		ts.tv_sec = 12345;
 		ts.tv_nsec = 678;
-		errno = 0;
-		rc = th_clock_gettime(unserved[i], &ts);
-		CHECK(rc == -1 && errno == EINVAL, "id %d: returned %d, errno %d",
-		    (int)unserved[i], rc, errno);
+		FAILS_WITH(EINVAL, th_clock_gettime(id, &ts), id);
 		CHECK(ts.tv_sec == 12345 && ts.tv_nsec == 678,
-		    "id %d: a failed call wrote the timespec", (int)unserved[i]);
-		errno = 0;
-		rc = th_clock_gettime(unserved[i], NULL);
-		CHECK(rc == -1 && errno == EINVAL,
-		    "id %d, NULL: the id is checked first, got %d, errno %d",
-		    (int)unserved[i], rc, errno);
-		errno = 0;
-		rc = th_clock_getres(unserved[i], &ts);
-		CHECK(rc == -1 && errno == EINVAL,
-		    "getres, id %d: returned %d, errno %d", (int)unserved[i], rc,
-		    errno);
-		errno = 0;
-		rc = th_clock_getres(unserved[i], NULL);
-		CHECK(rc == -1 && errno == EINVAL,
-		    "getres, id %d, NULL: returned %d, errno %d",
-		    (int)unserved[i], rc, errno);
-		errno = 0;
-		rc = th_clock_getaccuracy(unserved[i], &ts);
-		CHECK(rc == -1 && errno == EINVAL,
-		    "getaccuracy, id %d: returned %d, errno %d",
-		    (int)unserved[i], rc, errno);
+		    "id %d: a failed call wrote the timespec", (int)id);
+		FAILS_WITH(EINVAL, th_clock_gettime(id, NULL), id);
+		FAILS_WITH(EINVAL, th_clock_getres(id, &ts), id);
+		FAILS_WITH(EINVAL, th_clock_getres(id, NULL), id);
+		FAILS_WITH(EINVAL, th_clock_getaccuracy(id, &ts), id);
 	}
 
 	for (i = 0; i < SERVED; i++) {
-		errno = 0;
-		rc = th_clock_gettime(served[i].id, NULL);
-		CHECK(rc == -1 && errno == EFAULT, "%s, NULL: returned %d, errno %d",
-		    served[i].name, rc, errno);
+		id = served[i].id;
+		FAILS_WITH(EFAULT, th_clock_gettime(id, NULL), id);
 		/* As clock_getres(2): a NULL result pointer only checks the id. */
-		CHECK(th_clock_getres(served[i].id, NULL) == 0,
-		    "getres %s, NULL: errno %d", served[i].name, errno);
-		CHECK(th_clock_getaccuracy(served[i].id, NULL) == 0,
+		CHECK(th_clock_getres(id, NULL) == 0, "getres %s, NULL: errno %d",
+		    served[i].name, errno);
+		CHECK(th_clock_getaccuracy(id, NULL) == 0,
 		    "getaccuracy %s, NULL: errno %d", served[i].name, errno);
 	}
 
-	errno = 0;
-	rc = th_info(NULL);
-	CHECK(rc == -1 && errno == EFAULT, "th_info(NULL): returned %d, errno %d",
-	    rc, errno);
-	errno = 0;
-	rc = th_clock_description_ctf(NULL, 16);
-	CHECK(rc == -1 && errno == EFAULT,
-	    "th_clock_description_ctf(NULL, 16): returned %d, errno %d", rc,
-	    errno);
+	FAILS_WITH(EFAULT, th_info(NULL), 0);
+	FAILS_WITH(EFAULT, th_clock_description_ctf(NULL, 16), 0);
 }
 
 /* Returns whether `*info` was filled, for the checks that use it. */
