@@ -16,7 +16,6 @@ use libc::{EFAULT, EIO, c_char, c_int};
 use crate::boundary::{contain, fail};
 
 /// One check that went into choosing the counter.
-#[derive(Clone, Copy)]
 #[repr(C)]
 pub struct th_verdict {
     /// What was checked, such as "kernel clocksource".
