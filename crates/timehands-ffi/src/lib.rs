@@ -27,8 +27,9 @@
 //!
 //! Every call into the Rust library runs under `catch_unwind` (see
 //! `boundary.rs`); what runs outside it (the id's match, null checks, stores
-//! through the caller's pointers) cannot panic. A read of the time that panics
-//! is answered by the kernel's clock; any other call fails with EIO.
+//! through the caller's pointers, the fallbacks) has no operation that can
+//! panic. A read of the time that panics is answered by the kernel's clock;
+//! any other call fails with EIO.
 
 mod boundary;
 mod clock;
