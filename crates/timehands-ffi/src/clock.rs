@@ -1,0 +1,203 @@
+//! The clocks of `clock_gettime(2)`, served by timehands: the time, the
+//! resolution and the error bound of a clock named by its `clockid_t`, and
+//! CLOCK_MONOTONIC as plain nanoseconds.
+
+use std::time::Duration;
+
+use libc::{EFAULT, EINVAL, EIO, EOVERFLOW, c_int, clockid_t, timespec};
+use timehands_rs::{ClockId, Resolution};
+
+use crate::boundary::{contain, fail};
+
+/// The timehands clock behind a `clock_gettime` id, if timehands serves it.
+/// (timehands' own `Second` has no id on Linux.)
+fn timehands_clock(id: clockid_t) -> Option<ClockId> {
+    match id {
+        libc::CLOCK_REALTIME => Some(ClockId::Realtime),
+        libc::CLOCK_MONOTONIC => Some(ClockId::Monotonic),
+        libc::CLOCK_BOOTTIME => Some(ClockId::Boottime),
+        libc::CLOCK_MONOTONIC_RAW => Some(ClockId::MonotonicRaw),
+        libc::CLOCK_REALTIME_COARSE => Some(ClockId::RealtimeCoarse),
+        libc::CLOCK_MONOTONIC_COARSE => Some(ClockId::MonotonicCoarse),
+        _ => None,
+    }
+}
+
+/// `d` as a timespec, or EOVERFLOW where `time_t` cannot hold its seconds (a
+/// 32-bit `time_t` after 2038), as `clock_gettime` reports it.
+fn to_timespec(d: Duration) -> Result<timespec, c_int> {
+    Ok(timespec {
+        tv_sec: d.as_secs().try_into().map_err(|_| EOVERFLOW)?,
+        // Below 10^9, so it fits whatever integer type `tv_nsec` has.
+        tv_nsec: d.subsec_nanos() as _,
+    })
+}
+
+/// The kernel's clock `id`: the answer when ours has panicked.
+fn kernel_gettime(id: clockid_t) -> Result<timespec, c_int> {
+    let mut ts = timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a timespec the kernel may write.
+    if unsafe { libc::clock_gettime(id, &mut ts) } == 0 {
+        Ok(ts)
+    } else {
+        Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(EIO))
+    }
+}
+
+/// The kernel's CLOCK_MONOTONIC in nanoseconds (saturating: this runs after a
+/// panic, outside `contain`, so it must not panic itself).
+fn kernel_monotonic_ns() -> u64 {
+    kernel_gettime(libc::CLOCK_MONOTONIC).map_or(0, |ts| {
+        (ts.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(ts.tv_nsec as u64)
+    })
+}
+
+/// Ends a call: stores the time in `*out` and returns 0, or fails with its
+/// error code.
+///
+/// # Safety
+/// `out` is not NULL and points to a writable timespec.
+unsafe fn store(out: *mut timespec, time: Result<timespec, c_int>) -> c_int {
+    match time {
+        Ok(ts) => {
+            // SAFETY: the caller's promise.
+            unsafe { out.write(ts) };
+            0
+        }
+        Err(code) => fail(code),
+    }
+}
+
+/// Reads clock `clock_id` into `*tp`, as clock_gettime(2) does.
+///
+/// Returns 0, or -1 with errno set: EINVAL if timehands does not serve
+/// `clock_id` (the CPU-time clocks, CLOCK_TAI: ask the kernel), EFAULT if `tp`
+/// is NULL (the id is checked first), EOVERFLOW if `time_t` cannot hold the
+/// seconds.
+///
+/// # Safety
+/// `tp` is NULL or points to a writable `struct timespec`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn th_clock_gettime(clock_id: clockid_t, tp: *mut timespec) -> c_int {
+    let Some(id) = timehands_clock(clock_id) else {
+        return fail(EINVAL);
+    };
+    if tp.is_null() {
+        return fail(EFAULT);
+    }
+    let time = contain(
+        || to_timespec(timehands_rs::gettime(id)),
+        || kernel_gettime(clock_id),
+    );
+    // SAFETY: `tp` is not NULL, and the caller promises it is writable.
+    unsafe { store(tp, time) }
+}
+
+/// One figure of clock `clock_id`'s [`Resolution`] into `*out`, with
+/// `clock_getres`'s conventions: a NULL `out` only checks the id.
+///
+/// # Safety
+/// `out` is NULL or points to a writable timespec.
+unsafe fn write_resolution(
+    clock_id: clockid_t,
+    out: *mut timespec,
+    figure: fn(Resolution) -> Duration,
+) -> c_int {
+    let Some(id) = timehands_clock(clock_id) else {
+        return fail(EINVAL);
+    };
+    if out.is_null() {
+        return 0;
+    }
+    let value = contain(
+        || to_timespec(figure(timehands_rs::getres(id))),
+        || Err(EIO),
+    );
+    // SAFETY: `out` is not NULL, and the caller promises it is writable.
+    unsafe { store(out, value) }
+}
+
+/// The resolution of clock `clock_id` (the smallest step it takes) into
+/// `*res`, as clock_getres(2) does: a NULL `res` only checks the id.
+///
+/// Returns 0, or -1 with errno EINVAL if timehands does not serve `clock_id`.
+///
+/// # Safety
+/// `res` is NULL or points to a writable `struct timespec`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn th_clock_getres(clock_id: clockid_t, res: *mut timespec) -> c_int {
+    // SAFETY: passed on from our caller.
+    unsafe { write_resolution(clock_id, res, |r| r.resolution) }
+}
+
+/// The current bound on the error of clock `clock_id` against the kernel's
+/// clock of that id into `*accuracy`; for the coarse clocks it includes the
+/// lag of up to one resolution. Conventions of th_clock_getres: a NULL
+/// `accuracy` only checks the id.
+///
+/// Returns 0, or -1 with errno EINVAL if timehands does not serve `clock_id`.
+///
+/// # Safety
+/// `accuracy` is NULL or points to a writable `struct timespec`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn th_clock_getaccuracy(
+    clock_id: clockid_t,
+    accuracy: *mut timespec,
+) -> c_int {
+    // SAFETY: passed on from our caller.
+    unsafe { write_resolution(clock_id, accuracy, |r| r.accuracy) }
+}
+
+/// Now, in nanoseconds on CLOCK_MONOTONIC (the origin of
+/// clock_gettime(CLOCK_MONOTONIC)): the fastest correct clock this machine
+/// has. Never goes backwards, on one thread or across threads.
+#[unsafe(no_mangle)]
+pub extern "C" fn th_now_ns() -> u64 {
+    contain(|| timehands_rs::now().as_nanos(), kernel_monotonic_ns)
+}
+
+/// Now, like th_now_ns but from an unordered counter read: cheaper, never
+/// backwards on one thread, but a thread that has seen another thread's time
+/// may read an earlier one. For timing intervals on one thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn th_now_unordered_ns() -> u64 {
+    contain(
+        || timehands_rs::now_unordered().as_nanos(),
+        kernel_monotonic_ns,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// Every clock of timehands has its id, but `Second`, which Linux lacks;
+    /// the ids of other clocks are refused.
+    #[test]
+    fn every_clock_but_second_has_an_id() {
+        let reached: HashSet<ClockId> = (0..64).filter_map(timehands_clock).collect();
+        let expected: HashSet<ClockId> = ClockId::ALL
+            .into_iter()
+            .filter(|&id| id != ClockId::Second)
+            .collect();
+        assert_eq!(reached, expected);
+        for id in [libc::CLOCK_PROCESS_CPUTIME_ID, libc::CLOCK_TAI, -1] {
+            assert_eq!(timehands_clock(id), None, "id {id}");
+        }
+    }
+
+    #[test]
+    fn seconds_beyond_time_t_overflow() {
+        let ts = to_timespec(Duration::new(5, 7)).unwrap();
+        assert_eq!((ts.tv_sec, ts.tv_nsec), (5, 7));
+        assert_eq!(to_timespec(Duration::MAX).err(), Some(EOVERFLOW));
+    }
+}

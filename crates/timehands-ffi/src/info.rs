@@ -1,0 +1,155 @@
+//! What the clock runs on, for C: `th_info` fills a `struct th_info` with the
+//! counter, its frequency, the checks that chose it, and how far the clock is
+//! from the kernel's.
+//!
+//! The texts (counter name, frequency source, verdicts, fallback) are fixed
+//! once the clock has started, so they become C strings once, at the first
+//! call, and live as long as the process: C gets `const char *` that it never
+//! frees, the same pointers at every call. In Rust they are `&'static c_char`,
+//! a reference to a string's first character, which C sees as `const char *`
+//! and which, unlike a raw pointer, may sit in a shared static.
+
+use std::sync::OnceLock;
+
+use libc::{EFAULT, EIO, c_char, c_int};
+
+use crate::boundary::{contain, fail};
+
+/// One check that went into choosing the counter.
+#[repr(C)]
+pub struct th_verdict {
+    /// What was checked, such as "kernel clocksource".
+    pub check: &'static c_char,
+    /// What was found, such as "tsc".
+    pub detail: &'static c_char,
+    /// Whether the counter passed the check.
+    pub passed: bool,
+}
+
+/// What the clock runs on and how well it is doing, as th_info fills it. The
+/// strings live as long as the process: do not free them.
+#[repr(C)]
+pub struct th_info {
+    /// The counter's name: "TSC", "CNTVCT_EL0" or "CLOCK_MONOTONIC" (the
+    /// kernel's clock, when no hardware counter may be used).
+    pub counter: &'static c_char,
+    /// The counter's frequency, as refined so far, in Hz.
+    pub frequency_hz: u64,
+    /// Where the first frequency came from.
+    pub frequency_source: &'static c_char,
+    /// How sure the frequency is, in parts per billion; -1 while it is only
+    /// stated (by CPUID) and not yet measured.
+    pub frequency_uncertainty_ppb: i64,
+    /// How far the steering has moved the frequency from the first one, in
+    /// parts per billion.
+    pub frequency_correction_ppb: i64,
+    /// The checks that chose the counter: an array of verdict_count.
+    // A raw pointer: with no verdicts there is no first element to refer to.
+    pub verdicts: *const th_verdict,
+    /// How many verdicts there are.
+    pub verdict_count: usize,
+    /// Why the kernel's clock is used instead of a hardware counter; NULL when
+    /// a hardware counter is used.
+    pub fallback: Option<&'static c_char>,
+    /// Timehands published so far.
+    pub windups: u64,
+    /// The last measured offset, CLOCK_MONOTONIC minus ours, in nanoseconds.
+    pub offset_ns: i64,
+    /// The current bound on the error against CLOCK_MONOTONIC, in nanoseconds.
+    pub accuracy_ns: u64,
+}
+
+/// The texts of `timehands::Info` as C strings: fixed once the clock started.
+struct Texts {
+    counter: &'static c_char,
+    frequency_source: &'static c_char,
+    fallback: Option<&'static c_char>,
+    verdicts: &'static [th_verdict],
+}
+
+/// `text` as a C string that lives as long as the process, by its first
+/// character. A NUL inside would cut the text short in C, so it is dropped.
+fn leak_c_string(text: &str) -> &'static c_char {
+    let chars: Vec<c_char> = text
+        .bytes()
+        .filter(|&b| b != 0)
+        .map(|b| b as c_char)
+        .chain([0])
+        .collect();
+    &Box::leak(chars.into_boxed_slice())[0]
+}
+
+/// The texts, made at the first call from that call's `info`.
+fn texts(info: &timehands_rs::Info) -> &'static Texts {
+    static TEXTS: OnceLock<Texts> = OnceLock::new();
+    TEXTS.get_or_init(|| Texts {
+        counter: leak_c_string(&info.counter),
+        frequency_source: leak_c_string(&info.frequency_source),
+        fallback: info.fallback.as_deref().map(leak_c_string),
+        verdicts: Box::leak(
+            info.verdicts
+                .iter()
+                .map(|v| th_verdict {
+                    check: leak_c_string(v.check),
+                    detail: leak_c_string(&v.detail),
+                    passed: v.passed,
+                })
+                .collect(),
+        ),
+    })
+}
+
+/// The C view of `info`.
+fn to_c(info: timehands_rs::Info) -> th_info {
+    let texts = texts(&info);
+    th_info {
+        counter: texts.counter,
+        frequency_hz: info.frequency_hz,
+        frequency_source: texts.frequency_source,
+        frequency_uncertainty_ppb: info
+            .frequency_uncertainty_ppb
+            .map_or(-1, |ppb| i64::try_from(ppb).unwrap_or(i64::MAX)),
+        frequency_correction_ppb: info.frequency_correction_ppb,
+        verdicts: texts.verdicts.as_ptr(),
+        verdict_count: texts.verdicts.len(),
+        fallback: texts.fallback,
+        windups: info.windups,
+        offset_ns: info.offset_ns,
+        accuracy_ns: u64::try_from(info.accuracy.as_nanos()).unwrap_or(u64::MAX),
+    }
+}
+
+/// Fills `*info` with what the clock runs on, why, and how far it is from the
+/// kernel's clock.
+///
+/// Returns 0, or -1 with errno EFAULT if `info` is NULL.
+///
+/// # Safety
+/// `info` is NULL or points to a writable `struct th_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn th_info(info: *mut th_info) -> c_int {
+    if info.is_null() {
+        return fail(EFAULT);
+    }
+    let Some(filled) = contain(|| Some(to_c(timehands_rs::info())), || None) else {
+        return fail(EIO);
+    };
+    // SAFETY: `info` is not NULL, and the caller promises it is writable.
+    unsafe { info.write(filled) };
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn texts_become_c_strings_without_inner_nuls() {
+        let first = leak_c_string("TS\0C");
+        // SAFETY: `leak_c_string` returns the first character of a
+        // NUL-terminated string that is never freed.
+        let text = unsafe { CStr::from_ptr(first) };
+        assert_eq!(text.to_str(), Ok("TSC"));
+    }
+}

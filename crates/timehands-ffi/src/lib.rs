@@ -1,0 +1,43 @@
+//! # libtimehands
+//!
+//! The timehands clock for C and C++ programs: `libtimehands.so` and
+//! `libtimehands.a`, declared by `include/timehands.h` (which cbindgen makes
+//! from this crate; `tests/header.rs` fails when it is stale).
+//!
+//! # The model
+//!
+//! The functions have the shape C programmers know from `clock_gettime(2)`:
+//!
+//! - a `clockid_t` from `<time.h>` names the clock: CLOCK_REALTIME,
+//!   CLOCK_MONOTONIC, CLOCK_BOOTTIME, CLOCK_MONOTONIC_RAW,
+//!   CLOCK_REALTIME_COARSE or CLOCK_MONOTONIC_COARSE. Other ids (the CPU-time
+//!   clocks, CLOCK_TAI, ...) are not served: EINVAL, and the caller asks the
+//!   kernel instead;
+//! - a call returns 0, or -1 with `errno` set (EINVAL for an id, EFAULT for a
+//!   null pointer, the id checked first as Linux does);
+//! - every function may be called from any thread at any time; the first call
+//!   starts the clock (chooses the counter, and may measure its frequency for
+//!   some milliseconds).
+//!
+//! Texts handed out (counter name, verdicts) are C strings that live as long
+//! as the process; the clock's description is copied into the caller's buffer
+//! as `snprintf` does.
+//!
+//! # No panic crosses into C
+//!
+//! Every call into the Rust library runs under `catch_unwind` (see
+//! `boundary.rs`); what runs outside it (the id's match, null checks, stores
+//! through the caller's pointers, the fallbacks) has no operation that can
+//! panic. A read of the time that panics is answered by the kernel's clock;
+//! any other call fails with EIO.
+
+mod boundary;
+mod clock;
+mod info;
+mod trace;
+
+pub use clock::{
+    th_clock_getaccuracy, th_clock_getres, th_clock_gettime, th_now_ns, th_now_unordered_ns,
+};
+pub use info::{th_info, th_verdict};
+pub use trace::th_clock_description_ctf;

@@ -1,0 +1,370 @@
+/*
+ * api.c: libtimehands from C. tests/c_api.rs compiles this with the system's
+ * cc against include/timehands.h and libtimehands.a, and runs it.
+ *
+ * Each failed check prints one line to stderr; the last line counts the
+ * checks, and the exit status is 1 if any failed. The bounds against the
+ * kernel are loose (milliseconds, around a bracket of kernel reads): they
+ * catch a wrong clock, never a slow or loaded machine.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "timehands.h"
+
+#define NSEC_PER_SEC 1000000000LL
+/* How far outside the kernel's bracket a clock may read. */
+#define LOOSE_NS (100 * 1000000LL)
+/* Reads per clock in the single-threaded loop: some hundreds of windups. */
+#define LOOP_READS 1000000L
+#define THREADS 2
+#define THREAD_READS 500000L
+
+static int checks, failures;
+
+#define CHECK(cond, ...)                                                      \
+	do {                                                                  \
+		checks++;                                                     \
+		if (!(cond)) {                                                \
+			failures++;                                           \
+			fprintf(stderr, "%s:%d: not %s: ", __FILE__,          \
+			    __LINE__, #cond);                                 \
+			fprintf(stderr, __VA_ARGS__);                         \
+			fputc('\n', stderr);                                  \
+		}                                                             \
+	} while (0)
+
+static const struct {
+	clockid_t id;
+	const char *name;
+	int coarse;
+} served[] = {
+	{ CLOCK_REALTIME, "CLOCK_REALTIME", 0 },
+	{ CLOCK_MONOTONIC, "CLOCK_MONOTONIC", 0 },
+	{ CLOCK_BOOTTIME, "CLOCK_BOOTTIME", 0 },
+	{ CLOCK_MONOTONIC_RAW, "CLOCK_MONOTONIC_RAW", 0 },
+	{ CLOCK_REALTIME_COARSE, "CLOCK_REALTIME_COARSE", 1 },
+	{ CLOCK_MONOTONIC_COARSE, "CLOCK_MONOTONIC_COARSE", 1 },
+};
+#define SERVED (sizeof served / sizeof served[0])
+
+static long long
+ns(struct timespec ts)
+{
+	return (long long)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+static long long
+kernel_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return ns(ts);
+}
+
+/* Whether `ours` lies within LOOSE_NS of the kernel's bracket [before, after]. */
+static int
+near(long long before, long long ours, long long after)
+{
+	return before - LOOSE_NS <= ours && ours <= after + LOOSE_NS;
+}
+
+/* A reader of nanoseconds on CLOCK_MONOTONIC agrees with the kernel's. */
+static void
+nanoseconds_agree(uint64_t (*read)(void), const char *name)
+{
+	long long before, after;
+	uint64_t now;
+
+	before = kernel_ns(CLOCK_MONOTONIC);
+	now = read();
+	after = kernel_ns(CLOCK_MONOTONIC);
+	CHECK(near(before, (long long)now, after),
+	    "%s: %llu ns, CLOCK_MONOTONIC %lld to %lld ns", name,
+	    (unsigned long long)now, before, after);
+}
+
+static void
+every_clock_agrees_with_the_kernel(void)
+{
+	struct timespec ts;
+	long long before, after;
+	size_t i;
+	int rc;
+
+	for (i = 0; i < SERVED; i++) {
+		before = kernel_ns(served[i].id);
+		rc = th_clock_gettime(served[i].id, &ts);
+		after = kernel_ns(served[i].id);
+		CHECK(rc == 0, "%s: returned %d, errno %d", served[i].name, rc,
+		    errno);
+		CHECK(ts.tv_nsec >= 0 && ts.tv_nsec < NSEC_PER_SEC,
+		    "%s: tv_nsec %ld", served[i].name, (long)ts.tv_nsec);
+		CHECK(near(before, ns(ts), after),
+		    "%s: ours %lld ns, the kernel's %lld to %lld ns",
+		    served[i].name, ns(ts), before, after);
+	}
+
+	nanoseconds_agree(th_now_ns, "th_now_ns");
+	nanoseconds_agree(th_now_unordered_ns, "th_now_unordered_ns");
+}
+
+/*
+ * On one thread, over a long loop: the monotonic clocks never step back, the
+ * nanosecond readers are the same clock as CLOCK_MONOTONIC, and the coarse
+ * clock is never ahead of a precise read that follows it.
+ */
+static void
+one_thread_never_sees_time_go_back(void)
+{
+	struct timespec ts;
+	long long precise, coarse, last_precise = 0, last_coarse = 0;
+	uint64_t now, unordered, last_now = 0, last_unordered = 0;
+	long i, back_precise = 0, back_now = 0, back_unordered = 0,
+		back_coarse = 0, now_before_gettime = 0, coarse_ahead = 0;
+
+	for (i = 0; i < LOOP_READS; i++) {
+		th_clock_gettime(CLOCK_MONOTONIC, &ts);
+		precise = ns(ts);
+		now = th_now_ns();
+		unordered = th_now_unordered_ns();
+		th_clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+		coarse = ns(ts);
+
+		back_precise += precise < last_precise;
+		back_now += now < last_now;
+		now_before_gettime += (long long)now < precise;
+		back_unordered += unordered < last_unordered;
+		back_coarse += coarse < last_coarse;
+		coarse_ahead += (long long)th_now_ns() < coarse;
+
+		last_precise = precise;
+		last_now = now;
+		last_unordered = unordered;
+		last_coarse = coarse;
+	}
+	CHECK(back_precise == 0, "CLOCK_MONOTONIC went back %ld times",
+	    back_precise);
+	CHECK(back_now == 0, "th_now_ns went back %ld times", back_now);
+	CHECK(now_before_gettime == 0,
+	    "th_now_ns read before a CLOCK_MONOTONIC read before it, %ld times",
+	    now_before_gettime);
+	CHECK(back_unordered == 0, "th_now_unordered_ns went back %ld times",
+	    back_unordered);
+	CHECK(back_coarse == 0, "CLOCK_MONOTONIC_COARSE went back %ld times",
+	    back_coarse);
+	CHECK(coarse_ahead == 0,
+	    "CLOCK_MONOTONIC_COARSE was ahead of th_now_ns %ld times",
+	    coarse_ahead);
+}
+
+/* The latest time any thread has read, and how often a read was earlier. */
+static _Atomic uint64_t latest;
+static atomic_long back_across_threads;
+
+static void *
+reader(void *unused)
+{
+	uint64_t seen, now;
+	long i;
+
+	(void)unused;
+	for (i = 0; i < THREAD_READS; i++) {
+		seen = atomic_load_explicit(&latest, memory_order_acquire);
+		now = th_now_ns();
+		if (now < seen)
+			atomic_fetch_add(&back_across_threads, 1);
+		while (seen < now && !atomic_compare_exchange_weak_explicit(
+		    &latest, &seen, now, memory_order_release,
+		    memory_order_relaxed))
+			;
+	}
+	return NULL;
+}
+
+/* A time one thread has published is never later than another's next read. */
+static void
+threads_never_see_time_go_back(void)
+{
+	pthread_t threads[THREADS];
+	int i, started = 0;
+
+	for (i = 0; i < THREADS; i++)
+		started += pthread_create(&threads[i], NULL, reader, NULL) == 0;
+	CHECK(started == THREADS, "started %d of %d threads", started,
+	    THREADS);
+	for (i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+	CHECK(atomic_load(&back_across_threads) == 0,
+	    "th_now_ns read earlier than another thread's read %ld times",
+	    atomic_load(&back_across_threads));
+}
+
+static void
+resolution_and_accuracy_are_stated(void)
+{
+	struct timespec res, accuracy;
+	size_t i;
+
+	for (i = 0; i < SERVED; i++) {
+		CHECK(th_clock_getres(served[i].id, &res) == 0, "%s: errno %d",
+		    served[i].name, errno);
+		CHECK(ns(res) > 0 && ns(res) <= NSEC_PER_SEC,
+		    "%s: resolution %lld ns", served[i].name, ns(res));
+		CHECK(th_clock_getaccuracy(served[i].id, &accuracy) == 0,
+		    "%s: errno %d", served[i].name, errno);
+		CHECK(ns(accuracy) >= 0 && ns(accuracy) < 2 * NSEC_PER_SEC,
+		    "%s: accuracy %lld ns", served[i].name, ns(accuracy));
+		if (served[i].coarse)
+			CHECK(ns(accuracy) >= ns(res),
+			    "%s: a coarse clock lags by up to its resolution "
+			    "(%lld ns) but claims %lld ns",
+			    served[i].name, ns(res), ns(accuracy));
+	}
+}
+
+/* Checks that `call`, given clock `id`, fails as clock_gettime does. */
+#define FAILS_WITH(code, call, id)                                            \
+	do {                                                                  \
+		int rc_;                                                      \
+		errno = 0;                                                    \
+		rc_ = (call);                                                 \
+		CHECK(rc_ == -1 && errno == (code),                           \
+		    "id %d: returned %d, errno %d", (int)(id), rc_, errno);   \
+	} while (0)
+
+/* The errors of clock_gettime: EINVAL for an id (checked first), EFAULT for NULL. */
+static void
+errors_are_those_of_clock_gettime(void)
+{
+	static const clockid_t unserved[] = {
+		CLOCK_PROCESS_CPUTIME_ID, CLOCK_THREAD_CPUTIME_ID, CLOCK_TAI,
+		-1, 4096,
+	};
+	struct timespec ts;
+	clockid_t id;
+	size_t i;
+
+	for (i = 0; i < sizeof unserved / sizeof unserved[0]; i++) {
+		id = unserved[i];
+		ts.tv_sec = 12345;
+		ts.tv_nsec = 678;
+		FAILS_WITH(EINVAL, th_clock_gettime(id, &ts), id);
+		CHECK(ts.tv_sec == 12345 && ts.tv_nsec == 678,
+		    "id %d: a failed call wrote the timespec", (int)id);
+		FAILS_WITH(EINVAL, th_clock_gettime(id, NULL), id);
+		FAILS_WITH(EINVAL, th_clock_getres(id, &ts), id);
+		FAILS_WITH(EINVAL, th_clock_getres(id, NULL), id);
+		FAILS_WITH(EINVAL, th_clock_getaccuracy(id, &ts), id);
+	}
+
+	for (i = 0; i < SERVED; i++) {
+		id = served[i].id;
+		FAILS_WITH(EFAULT, th_clock_gettime(id, NULL), id);
+		/* As clock_getres(2): a NULL result pointer only checks the id. */
+		CHECK(th_clock_getres(id, NULL) == 0, "getres %s, NULL: errno %d",
+		    served[i].name, errno);
+		CHECK(th_clock_getaccuracy(id, NULL) == 0,
+		    "getaccuracy %s, NULL: errno %d", served[i].name, errno);
+	}
+
+	FAILS_WITH(EFAULT, th_info(NULL), 0);
+	FAILS_WITH(EFAULT, th_clock_description_ctf(NULL, 16), 0);
+}
+
+/* Returns whether `*info` was filled, for the checks that use it. */
+static int
+info_says_what_the_clock_runs_on(struct th_info *info)
+{
+	struct th_info again;
+	size_t i;
+	int hardware;
+
+	if (th_info(info) != 0) {
+		CHECK(0, "th_info failed, errno %d", errno);
+		return 0;
+	}
+	if (info->counter == NULL || info->counter[0] == '\0') {
+		CHECK(0, "th_info names no counter");
+		return 0;
+	}
+	CHECK(info->frequency_hz >= 1000000, "frequency %llu Hz",
+	    (unsigned long long)info->frequency_hz);
+	CHECK(info->frequency_source != NULL && info->frequency_source[0],
+	    "no frequency source");
+	CHECK(info->frequency_uncertainty_ppb >= -1, "uncertainty %lld ppb",
+	    (long long)info->frequency_uncertainty_ppb);
+	CHECK(info->windups >= 1, "%llu windups",
+	    (unsigned long long)info->windups);
+	CHECK(info->verdict_count == 0 || info->verdicts != NULL,
+	    "%zu verdicts at NULL", info->verdict_count);
+	for (i = 0; info->verdicts != NULL && i < info->verdict_count; i++)
+		CHECK(info->verdicts[i].check != NULL &&
+		    info->verdicts[i].check[0] != '\0' &&
+		    info->verdicts[i].detail != NULL,
+		    "verdict %zu is incomplete", i);
+	hardware = strcmp(info->counter, "CLOCK_MONOTONIC") != 0;
+	CHECK(hardware == (info->fallback == NULL),
+	    "counter %s, fallback %s", info->counter,
+	    info->fallback ? info->fallback : "(none)");
+
+	CHECK(th_info(&again) == 0, "errno %d", errno);
+	CHECK(again.counter == info->counter &&
+	    again.verdicts == info->verdicts,
+	    "the texts are made once and kept for the process");
+	return 1;
+}
+
+static void
+the_ctf_description_is_copied_like_snprintf(const struct th_info *info)
+{
+	char buf[1024], small[8], one[1] = { 'x' };
+	int whole, len, cut;
+
+	whole = th_clock_description_ctf(NULL, 0);
+	CHECK(whole > 0, "returned %d", whole);
+
+	len = th_clock_description_ctf(buf, sizeof buf);
+	CHECK(len > 0 && (size_t)len < sizeof buf, "returned %d", len);
+	if (len <= 0 || (size_t)len >= sizeof buf)
+		return;
+	CHECK(strlen(buf) == (size_t)len, "strlen %zu, returned %d",
+	    strlen(buf), len);
+	CHECK(strncmp(buf, "clock {\n", 8) == 0, "%s", buf);
+	CHECK(strstr(buf, "\tfreq = 1000000000;\n") != NULL, "%s", buf);
+	CHECK(strstr(buf, info->counter) != NULL,
+	    "does not name the counter %s: %s", info->counter, buf);
+	CHECK(len >= 3 && strcmp(buf + len - 3, "};\n") == 0, "%s", buf);
+
+	cut = th_clock_description_ctf(small, sizeof small);
+	CHECK(cut >= (int)sizeof small, "returned %d for a cut text", cut);
+	CHECK(strcmp(small, "clock {") == 0, "cut to \"%s\"", small);
+
+	CHECK(th_clock_description_ctf(one, sizeof one) > 0 && one[0] == '\0',
+	    "a one-byte buffer holds only the NUL");
+}
+
+int
+main(void)
+{
+	struct th_info info;
+
+	every_clock_agrees_with_the_kernel();
+	one_thread_never_sees_time_go_back();
+	threads_never_see_time_go_back();
+	resolution_and_accuracy_are_stated();
+	errors_are_those_of_clock_gettime();
+	if (info_says_what_the_clock_runs_on(&info))
+		the_ctf_description_is_copied_like_snprintf(&info);
+
+	printf("%d passed, %d failed\n", checks - failures, failures);
+	return failures != 0;
+}

@@ -1,0 +1,149 @@
+//! libtimehands from C: compiles C programs with the system's C compiler (`cc`,
+//! or `$CC`) against include/timehands.h and libtimehands.a, linked with the
+//! libraries timehands.pc declares, and runs them: tests/c/api.c checks the
+//! API against clock_gettime, and the benchmark of examples/c must build and
+//! print both figures.
+//!
+//! Cargo builds libtimehands.a with the crate's rlib, as a dependency of this
+//! test, into the directory this test runs from (`target/<profile>/deps`): so
+//! the library is always the one of this build, and no second cargo is run.
+// Miri cannot run a C compiler.
+#![cfg(not(miri))]
+
+use std::ffi::OsString;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn crate_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The static library cargo built beside this test's executable.
+fn static_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test knows its executable");
+    let lib = exe
+        .parent()
+        .expect("the test executable is in a directory")
+        .join("libtimehands.a");
+    assert!(
+        lib.is_file(),
+        "{} is missing: cargo builds it beside the tests, from the staticlib in \
+         timehands-ffi's crate-type",
+        lib.display()
+    );
+    lib
+}
+
+/// A field of timehands.pc, such as `Libs.private`.
+fn pc_field(name: &str) -> String {
+    let pc = std::fs::read_to_string(crate_dir().join("timehands.pc"))
+        .expect("timehands.pc is readable");
+    let prefix = format!("{name}:");
+    pc.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("timehands.pc has no {name} field"))
+        .trim()
+        .to_string()
+}
+
+/// Compiles `source` into `exe` against the header and the static library.
+fn compile(source: &Path, exe: &Path) {
+    let cc = std::env::var_os("CC").unwrap_or_else(|| OsString::from("cc"));
+    let mut command = Command::new(&cc);
+    command
+        .args([
+            "-std=c11",
+            "-pedantic",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-O2",
+        ])
+        .arg("-I")
+        .arg(crate_dir().join("include"))
+        .arg(source)
+        .arg(static_library())
+        .args(pc_field("Libs.private").split_whitespace())
+        .arg("-o")
+        .arg(exe);
+    let output = match command.output() {
+        Ok(output) => output,
+        Err(e) if e.kind() == ErrorKind::NotFound => panic!(
+            "no C compiler: {cc:?} was not found. This test compiles C against \
+             include/timehands.h; install one (cc, gcc or clang) or name it in $CC"
+        ),
+        Err(e) => panic!("{cc:?} could not be run: {e}"),
+    };
+    assert!(
+        output.status.success(),
+        "{command:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn run(exe: &Path, args: &[&str]) -> Output {
+    Command::new(exe)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{} could not be run: {e}", exe.display()))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// On the counter this machine chooses, and on the kernel's clock (the
+/// fallback, whose `th_info` names a reason).
+#[test]
+fn the_c_api_behaves_like_clock_gettime() {
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("timehands-c-api");
+    compile(&crate_dir().join("tests/c/api.c"), &exe);
+    for counter in [None, Some("kernel")] {
+        let mut command = Command::new(&exe);
+        match counter {
+            Some(name) => command.env("TIMEHANDS_COUNTER", name),
+            None => command.env_remove("TIMEHANDS_COUNTER"),
+        };
+        let output = command
+            .output()
+            .unwrap_or_else(|e| panic!("{} could not be run: {e}", exe.display()));
+        let stdout = text(&output.stdout);
+        assert!(
+            output.status.success() && stdout.ends_with(" passed, 0 failed\n"),
+            "tests/c/api.c with TIMEHANDS_COUNTER={counter:?} failed ({}):\n{stdout}{}",
+            output.status,
+            text(&output.stderr)
+        );
+    }
+}
+
+#[test]
+fn the_example_benchmark_prints_both_figures() {
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("timehands-clock-gettime-bench");
+    compile(&crate_dir().join("examples/c/clock-gettime-bench.c"), &exe);
+
+    let output = run(&exe, &["1000"]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", text(&output.stderr));
+    let names: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.contains("\t1000\t"))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(names, ["clock_gettime", "th_clock_gettime"], "{stdout}");
+
+    for bad in ["0", "ten", "99999999999999999999"] {
+        let output = run(&exe, &[bad]);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "count {bad}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "count {bad}: {stderr}");
+        assert!(stderr.contains(bad), "count {bad}: {stderr}");
+    }
+}
+
+#[test]
+fn the_pkg_config_file_has_the_crate_version() {
+    assert_eq!(pc_field("Version"), env!("CARGO_PKG_VERSION"));
+    assert_eq!(pc_field("Libs"), "-L${libdir} -ltimehands");
+}
