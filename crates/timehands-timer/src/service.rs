@@ -147,7 +147,9 @@ impl Builder {
                     shared.soft.run();
                 })?
         };
-        let scheduling = rx.recv().map_err(|_| io::Error::other("hard thread died"))?;
+        let scheduling = rx
+            .recv()
+            .map_err(|_| io::Error::other("hard thread died"))?;
         Ok(TimerService {
             shared,
             threads: vec![hard, soft],
@@ -190,7 +192,11 @@ impl TimerService {
     }
 
     /// A hard timer: `callback` runs on the hard thread at `deadline`.
-    pub fn hard_at(&self, deadline: Instant, callback: impl FnMut(Expiry) + Send + 'static) -> Timer {
+    pub fn hard_at(
+        &self,
+        deadline: Instant,
+        callback: impl FnMut(Expiry) + Send + 'static,
+    ) -> Timer {
         self.arm(true, deadline, Duration::ZERO, None, Box::new(callback))
     }
 
@@ -201,7 +207,13 @@ impl TimerService {
         period: Duration,
         callback: impl FnMut(Expiry) + Send + 'static,
     ) -> Timer {
-        self.arm(true, first, Duration::ZERO, Some(period), Box::new(callback))
+        self.arm(
+            true,
+            first,
+            Duration::ZERO,
+            Some(period),
+            Box::new(callback),
+        )
     }
 
     /// A soft timer: `callback` runs on the soft worker between `deadline`

@@ -228,8 +228,8 @@ impl<T> Wheel<T> {
         } else {
             // The highest base-64 digit in which the tick differs from
             // `elapsed` is the level; the tick's digit there is the slot.
-            let level = (63 - ((self.elapsed ^ tick) | u64::from(SLOTS - 1)).leading_zeros())
-                / SLOT_BITS;
+            let level =
+                (63 - ((self.elapsed ^ tick) | u64::from(SLOTS - 1)).leading_zeros()) / SLOT_BITS;
             let slot = (tick >> (level * SLOT_BITS)) as u32 & (SLOTS - 1);
             self.occupied[level as usize] |= 1 << slot;
             level * SLOTS + slot

@@ -27,7 +27,11 @@ fn every_period_is_an_expiry_or_an_overrun() {
             heap.push(next, ());
         }
         // Every expiry point of the series up to now is accounted for.
-        let points_due = if now >= FIRST { (now - FIRST) / PERIOD + 1 } else { 0 };
+        let points_due = if now >= FIRST {
+            (now - FIRST) / PERIOD + 1
+        } else {
+            0
+        };
         assert_eq!(expiries + overruns, points_due, "at {now}");
     }
     assert!(overruns > 0 && expiries > overruns);

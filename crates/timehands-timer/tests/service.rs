@@ -16,9 +16,7 @@ fn soon(micros: u64) -> Instant {
 }
 
 /// Each expiry with the time the callback saw and the thread it ran on.
-fn reporter(
-    tx: mpsc::Sender<(Expiry, Instant, String)>,
-) -> impl FnMut(Expiry) + Send + 'static {
+fn reporter(tx: mpsc::Sender<(Expiry, Instant, String)>) -> impl FnMut(Expiry) + Send + 'static {
     move |expiry| {
         let name = std::thread::current().name().unwrap_or("").to_string();
         let _ = tx.send((expiry, timehands::now(), name));
@@ -118,7 +116,10 @@ fn callbacks_may_arm_timers_and_a_panic_loses_only_its_timer() {
 fn the_hard_threads_scheduling_is_reported() {
     let normal = Builder::new().realtime_priority(None).build().unwrap();
     assert!(matches!(normal.scheduling(), Scheduling::Normal { .. }));
-    let out_of_range = Builder::new().realtime_priority(Some(1000)).build().unwrap();
+    let out_of_range = Builder::new()
+        .realtime_priority(Some(1000))
+        .build()
+        .unwrap();
     match out_of_range.scheduling() {
         Scheduling::Normal { reason } => assert!(reason.contains("1000"), "{reason}"),
         other => panic!("priority 1000 granted: {other}"),

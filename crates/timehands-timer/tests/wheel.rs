@@ -29,7 +29,10 @@ impl Model {
                 .armed
                 .remove(&id)
                 .unwrap_or_else(|| panic!("timer {id} fired twice or after cancel"));
-            assert!(deadline <= now, "timer {id} due {deadline} fired early at {now}");
+            assert!(
+                deadline <= now,
+                "timer {id} due {deadline} fired early at {now}"
+            );
         }
         for (id, &(deadline, slack)) in &self.armed {
             assert!(
