@@ -6,6 +6,7 @@
 //! panics on user input.
 
 mod info;
+mod timers;
 
 use std::process::ExitCode;
 
@@ -30,12 +31,16 @@ enum Command {
     /// The counter, its frequency and where it came from, the trust verdicts,
     /// and the offset to the kernel's clock, without benchmarking.
     Info(info::Args),
+    /// Hard-timer lateness (p50, p99, max) under a storm of soft timers: the
+    /// timehands timer service against one naive queue, in the same run.
+    Timers(timers::Args),
 }
 
 fn main() -> ExitCode {
     let cli = parse();
     let result = match cli.command {
         Some(Command::Info(args)) => info::run(&args),
+        Some(Command::Timers(args)) => timers::run(&args),
         None => info::run(&info::Args::default()),
     };
     match result {

@@ -67,6 +67,18 @@ pub fn request_fifo(priority: i32) -> Scheduling {
     }
 }
 
+/// Makes the calling thread fit to expire precise timers: a minimal timer
+/// slack, and SCHED_FIFO at `priority` if one is given and allowed.
+pub fn precise_thread(priority: Option<i32>) -> Scheduling {
+    minimal_timer_slack();
+    match priority {
+        Some(p) => request_fifo(p),
+        None => Scheduling::Normal {
+            reason: "real-time priority not asked for".into(),
+        },
+    }
+}
+
 /// Sets the calling thread's timer slack to 1 ns, so that the kernel does
 /// not defer its wake-ups by the default 50 µs to batch them.
 pub fn minimal_timer_slack() {

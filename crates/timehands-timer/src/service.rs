@@ -126,13 +126,7 @@ impl Builder {
             thread::Builder::new()
                 .name("timehands-hard".into())
                 .spawn(move || {
-                    sched::minimal_timer_slack();
-                    let scheduling = match priority {
-                        Some(p) => sched::request_fifo(p),
-                        None => Scheduling::Normal {
-                            reason: "real-time priority not asked for".into(),
-                        },
-                    };
+                    let scheduling = sched::precise_thread(priority);
                     // The builder waits for this; it cannot have gone.
                     let _ = tx.send(scheduling);
                     shared.hard.run();
