@@ -8,7 +8,7 @@
 
 /// A generational key into an [`Arena`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Key {
+pub(crate) struct Key {
     index: u32,
     generation: u32,
 }

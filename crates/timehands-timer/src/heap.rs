@@ -26,6 +26,11 @@
 
 use crate::arena::{Arena, Key};
 
+/// Names an entry of one [`DeadlineHeap`]; stale once the entry fired or was
+/// removed (a slot's reuse does not revive it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HeapKey(Key);
+
 struct Entry<T> {
     deadline: u64,
     seq: u64,
@@ -61,7 +66,7 @@ impl<T> DeadlineHeap<T> {
     }
 
     /// Adds `value` due at `deadline`; the key cancels or reschedules it.
-    pub fn push(&mut self, deadline: u64, value: T) -> Key {
+    pub fn push(&mut self, deadline: u64, value: T) -> HeapKey {
         let pos = self.order.len();
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -73,12 +78,12 @@ impl<T> DeadlineHeap<T> {
         });
         self.order.push(key.index());
         self.sift_up(pos);
-        key
+        HeapKey(key)
     }
 
     /// Removes the entry `key` names; `None` if it already fired or was
     /// removed.
-    pub fn remove(&mut self, key: Key) -> Option<T> {
+    pub fn remove(&mut self, HeapKey(key): HeapKey) -> Option<T> {
         let pos = self.entries.get(key)?.pos;
         self.take_at(pos);
         self.entries.remove(key).map(|e| e.value)
@@ -86,7 +91,7 @@ impl<T> DeadlineHeap<T> {
 
     /// Moves the entry `key` names to `deadline`; `false` if it already fired
     /// or was removed.
-    pub fn reschedule(&mut self, key: Key, deadline: u64) -> bool {
+    pub fn reschedule(&mut self, HeapKey(key): HeapKey, deadline: u64) -> bool {
         let Some(entry) = self.entries.get_mut(key) else {
             return false;
         };
@@ -97,7 +102,7 @@ impl<T> DeadlineHeap<T> {
     }
 
     /// The deadline of `key`'s entry, if it is still armed.
-    pub fn deadline(&self, key: Key) -> Option<u64> {
+    pub fn deadline(&self, HeapKey(key): HeapKey) -> Option<u64> {
         self.entries.get(key).map(|e| e.deadline)
     }
 

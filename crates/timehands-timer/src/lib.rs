@@ -30,7 +30,6 @@ mod service;
 mod sleep;
 pub mod wheel;
 
-pub use arena::Key;
 pub use sched::Scheduling;
 pub use service::{Builder, Expiry, Timer, TimerService};
 pub use sleep::sleep_until;

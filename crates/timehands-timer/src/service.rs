@@ -45,10 +45,10 @@ use timehands::Instant;
 
 use crate::alarm::Alarm;
 use crate::arena::{Arena, Key};
-use crate::heap::DeadlineHeap;
+use crate::heap::{DeadlineHeap, HeapKey};
 use crate::periodic::forward;
 use crate::sched::{self, Scheduling};
-use crate::wheel::Wheel;
+use crate::wheel::{Wheel, WheelKey};
 
 /// What a callback is told when its timer fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -312,17 +312,20 @@ fn saturating_nanos(d: Duration) -> u64 {
 /// A queue of timer ids by deadline: the heap for hard timers, the wheel for
 /// soft ones.
 trait Queue: Send {
-    fn arm(&mut self, deadline: u64, slack: u64, id: Key) -> Key;
-    fn disarm(&mut self, key: Key);
+    /// Names a timer in the queue.
+    type QueueKey: Copy + Send;
+    fn arm(&mut self, deadline: u64, slack: u64, id: Key) -> Self::QueueKey;
+    fn disarm(&mut self, key: Self::QueueKey);
     fn poll(&mut self, now: u64) -> Option<Key>;
     fn next_deadline(&self) -> Option<u64>;
 }
 
 impl Queue for DeadlineHeap<Key> {
-    fn arm(&mut self, deadline: u64, _slack: u64, id: Key) -> Key {
+    type QueueKey = HeapKey;
+    fn arm(&mut self, deadline: u64, _slack: u64, id: Key) -> HeapKey {
         self.push(deadline, id)
     }
-    fn disarm(&mut self, key: Key) {
+    fn disarm(&mut self, key: HeapKey) {
         self.remove(key);
     }
     fn poll(&mut self, now: u64) -> Option<Key> {
@@ -334,10 +337,11 @@ impl Queue for DeadlineHeap<Key> {
 }
 
 impl Queue for Wheel<Key> {
-    fn arm(&mut self, deadline: u64, slack: u64, id: Key) -> Key {
+    type QueueKey = WheelKey;
+    fn arm(&mut self, deadline: u64, slack: u64, id: Key) -> WheelKey {
         self.insert(deadline, slack, id)
     }
-    fn disarm(&mut self, key: Key) {
+    fn disarm(&mut self, key: WheelKey) {
         self.remove(key);
     }
     fn poll(&mut self, now: u64) -> Option<Key> {
@@ -357,9 +361,9 @@ struct Armed {
 }
 
 /// A timer in a side's registry.
-struct Entry {
+struct Entry<K> {
     /// Its key in the queue.
-    queued: Key,
+    queued: K,
     deadline: u64,
     slack: u64,
     period: Option<u64>,
@@ -377,16 +381,16 @@ struct Fired {
 
 /// One kind of timer: its queue and registry under one lock, the alarm its
 /// expiry thread sleeps on, and its lateness histogram.
-struct Side<Q> {
+struct Side<Q: Queue> {
     state: Mutex<State<Q>>,
     alarm: Alarm,
     lateness: Mutex<Histogram<u64>>,
     batch: usize,
 }
 
-struct State<Q> {
+struct State<Q: Queue> {
     queue: Q,
-    timers: Arena<Entry>,
+    timers: Arena<Entry<Q::QueueKey>>,
     /// The alarm's deadline while the expiry thread sleeps (`u64::MAX` for
     /// none); `None` while it is awake and will look at the queue again.
     sleeping_until: Option<u64>,

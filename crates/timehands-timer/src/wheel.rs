@@ -43,6 +43,11 @@
 
 use crate::arena::{Arena, Key};
 
+/// Names a timer of one [`Wheel`]; stale once the timer fired or was removed
+/// (a slot's reuse does not revive it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WheelKey(Key);
+
 const SLOT_BITS: u32 = 6;
 const SLOTS: u32 = 1 << SLOT_BITS;
 const LEVELS: u32 = 64_u32.div_ceil(SLOT_BITS);
@@ -108,7 +113,7 @@ impl<T> Wheel<T> {
 
     /// Adds `value`, due at `deadline` and allowed to fire up to `slack` ns
     /// later; the key cancels or reschedules it.
-    pub fn insert(&mut self, deadline: u64, slack: u64, value: T) -> Key {
+    pub fn insert(&mut self, deadline: u64, slack: u64, value: T) -> WheelKey {
         let tick = self.coalesced_tick(deadline, slack);
         let key = self.nodes.insert(Node {
             prev: 0,
@@ -117,12 +122,12 @@ impl<T> Wheel<T> {
             value: Some(value),
         });
         self.file(key.index(), tick);
-        key
+        WheelKey(key)
     }
 
     /// Removes the timer `key` names; `None` if it already fired or was
     /// removed.
-    pub fn remove(&mut self, key: Key) -> Option<T> {
+    pub fn remove(&mut self, WheelKey(key): WheelKey) -> Option<T> {
         self.nodes.get(key)?.value.as_ref()?;
         self.unlink(key.index());
         self.nodes.remove(key)?.value
@@ -130,7 +135,7 @@ impl<T> Wheel<T> {
 
     /// Moves the timer `key` names to a new deadline and slack; `false` if it
     /// already fired or was removed.
-    pub fn reschedule(&mut self, key: Key, deadline: u64, slack: u64) -> bool {
+    pub fn reschedule(&mut self, WheelKey(key): WheelKey, deadline: u64, slack: u64) -> bool {
         match self.nodes.get(key) {
             Some(node) if node.value.is_some() => {}
             _ => return false,

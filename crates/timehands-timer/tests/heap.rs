@@ -2,8 +2,7 @@
 //! reschedule by key, and a property test against a sorted list.
 
 use proptest::prelude::*;
-use timehands_timer::Key;
-use timehands_timer::heap::DeadlineHeap;
+use timehands_timer::heap::{DeadlineHeap, HeapKey};
 
 #[test]
 fn equal_deadlines_fire_in_the_order_they_were_armed() {
@@ -53,7 +52,7 @@ proptest! {
         let mut heap = DeadlineHeap::new();
         // The model: (deadline, arm order, id) of the armed timers.
         let mut model: Vec<(u64, usize, usize)> = Vec::new();
-        let mut keys: Vec<Key> = Vec::new();
+        let mut keys: Vec<HeapKey> = Vec::new();
         let mut armed_order = 0;
         for op in ops {
             match op {

@@ -6,8 +6,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use timehands_timer::Key;
-use timehands_timer::wheel::Wheel;
+use timehands_timer::wheel::{Wheel, WheelKey};
 
 const SHIFT: u32 = 10;
 const TICK: u64 = 1 << SHIFT;
@@ -101,7 +100,7 @@ fn polling_at_each_next_deadline_fires_everything_in_its_window() {
 fn cancel_before_during_and_after_expiry() {
     let mut wheel = Wheel::new(SHIFT);
     let before = wheel.insert(10 * TICK, 0, 0);
-    let burst: Vec<Key> = (1..=3).map(|id| wheel.insert(20 * TICK, 0, id)).collect();
+    let burst: Vec<WheelKey> = (1..=3).map(|id| wheel.insert(20 * TICK, 0, id)).collect();
 
     // Before: the timer never fires.
     assert_eq!(wheel.remove(before), Some(0));
@@ -204,7 +203,7 @@ proptest! {
     fn the_wheel_agrees_with_a_list_of_timers(ops in proptest::collection::vec(op(), 1..200)) {
         let mut wheel = Wheel::new(SHIFT);
         let mut model = Model::default();
-        let mut keys: Vec<Key> = Vec::new();
+        let mut keys: Vec<WheelKey> = Vec::new();
         let mut now = 0u64;
         for op in ops {
             match op {
