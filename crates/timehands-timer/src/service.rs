@@ -1,38 +1,5 @@
 //! `TimerService`: hard timers on a real-time thread, soft timers on a
-//! worker of their own, so that no pile of soft timers delays a hard one.
-//!
-//! This is the user-space answer to the hrtimer stacking of seed 001: there,
-//! the expiry work of many sloppy timers (sleeps and timeouts of ordinary
-//! threads) ran in the same queue, in front of the one precise deadline of a
-//! real-time thread. Here the two kinds never share anything on the expiry
-//! path:
-//!
-//! - hard timers live in a [`DeadlineHeap`], under their own lock, expired by
-//!   a thread that asks for SCHED_FIFO (see [`TimerService::scheduling`]) and
-//!   a 1 ns timer slack;
-//! - soft timers live in a [`Wheel`], under another lock, expired by a
-//!   worker at a lower nice value, coalesced within their slack.
-//!
-//! Each thread sleeps on a timerfd set to the absolute deadline of its queue
-//! (CLOCK_MONOTONIC, the origin of `timehands::Instant`); arming an earlier
-//! timer moves the timerfd earlier. Each expiry round takes at most a batch
-//! of timers out under the lock, then runs their callbacks without it (so a
-//! callback may arm, cancel or reschedule timers), and records each one's
-//! lateness (callback start minus deadline) in the side's histogram.
-//!
-//! ```
-//! use std::sync::mpsc;
-//! use std::time::Duration;
-//! use timehands_timer::TimerService;
-//!
-//! let service = TimerService::new()?;
-//! let (tx, rx) = mpsc::channel();
-//! let soon = timehands::now() + Duration::from_millis(1);
-//! service.hard_at(soon, move |expiry| tx.send(expiry.deadline).unwrap());
-//! assert_eq!(rx.recv().unwrap(), soon);
-//! assert_eq!(service.hard_lateness().len(), 1);
-//! # Ok::<(), std::io::Error>(())
-//! ```
+//! worker of their own; see [`TimerService`].
 
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -152,7 +119,41 @@ impl Builder {
     }
 }
 
-/// The timer service: see the [module documentation](self).
+/// The timer service: hard timers on a real-time thread, soft timers on a
+/// worker of their own, so that no pile of soft timers delays a hard one.
+///
+/// This is the user-space answer to the hrtimer stacking of seed 001: there,
+/// the expiry work of many sloppy timers (sleeps and timeouts of ordinary
+/// threads) ran in the same queue, in front of the one precise deadline of a
+/// real-time thread. Here the two kinds never share anything on the expiry
+/// path:
+///
+/// - hard timers live in a [`DeadlineHeap`], under their own lock, expired by
+///   a thread that asks for SCHED_FIFO (see [`TimerService::scheduling`]) and
+///   a 1 ns timer slack;
+/// - soft timers live in a [`Wheel`], under another lock, expired by a
+///   worker at a lower nice value, coalesced within their slack.
+///
+/// Each thread sleeps on a timerfd set to the absolute deadline of its queue
+/// (CLOCK_MONOTONIC, the origin of `timehands::Instant`); arming an earlier
+/// timer moves the timerfd earlier. Each expiry round takes at most a batch
+/// of timers out under the lock, then runs their callbacks without it (so a
+/// callback may arm, cancel or reschedule timers), and records each one's
+/// lateness (callback start minus deadline) in the side's histogram.
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+/// use timehands_timer::TimerService;
+///
+/// let service = TimerService::new()?;
+/// let (tx, rx) = mpsc::channel();
+/// let soon = timehands::now() + Duration::from_millis(1);
+/// service.hard_at(soon, move |expiry| tx.send(expiry.deadline).unwrap());
+/// assert_eq!(rx.recv().unwrap(), soon);
+/// assert_eq!(service.hard_lateness().len(), 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 ///
 /// Dropping the service stops its threads; timers still armed never fire.
 pub struct TimerService {
