@@ -40,7 +40,7 @@ use timehands_timer::{Builder, Scheduling, sched, sleep_until};
 pub struct Args {
     /// Soft timers in the storm.
     #[arg(short = 'm', long = "soft", default_value_t = 100_000,
-          value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
+          value_parser = clap::value_parser!(u32).range(0..=2_000_000))]
     pub soft: u32,
     /// Period of the hard timer, in microseconds.
     #[arg(short, long, default_value_t = 1000,
