@@ -7,6 +7,7 @@
 
 mod info;
 mod stat;
+mod timers;
 
 use std::process::ExitCode;
 
@@ -34,6 +35,9 @@ enum Command {
     /// ministat: compare data sets (one number a line) with Student's t, with
     /// the same flags, layout and numbers as FreeBSD's ministat.
     Stat(stat::Args),
+    /// Hard-timer lateness (p50, p99, max) under a storm of soft timers: the
+    /// timehands timer service against one naive queue, in the same run.
+    Timers(timers::Args),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +45,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Info(args)) => info::run(&args),
         Some(Command::Stat(args)) => stat::run(&args),
+        Some(Command::Timers(args)) => timers::run(&args),
         None => info::run(&info::Args::default()),
     };
     match result {

@@ -1,0 +1,382 @@
+//! `timehands timers`: how late a hard timer fires under a storm of soft
+//! timers, with the timehands timer service and with one naive queue.
+//!
+//! The setup of seed 001 one level up. A hard timer fires every `--interval`
+//! while M soft timers, each periodic with a random period between half of
+//! `--window` and `--window` and each expiry doing `--work` ns of busy work,
+//! keep expiring. Three setups run one after another in the same process:
+//!
+//! 1. the service with the hard timer alone (the unloaded figure);
+//! 2. the service with the M soft timers: hard timers on their own thread
+//!    (SCHED_FIFO when allowed), soft ones in the wheel on another;
+//! 3. a naive queue: every timer in one `BinaryHeap`, expired in deadline
+//!    order by one thread at the same priority, so the hard timer waits
+//!    behind every soft expiry due just before it (the stacking).
+//!
+//! Lateness is the time from a hard timer's deadline to its handler's start,
+//! on timehands' clock; each setup prints its p50, p99 and max.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use hdrhistogram::Histogram;
+use rand::Rng;
+use serde::Serialize;
+use timehands::Instant;
+use timehands_timer::periodic::forward;
+use timehands_timer::{Builder, Scheduling, sched, sleep_until};
+
+/// Flags of `timehands timers`.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:
+  timehands timers                      100000 soft timers, 2 s per setup
+  timehands timers -m 10000 -D 5        fewer soft timers, longer runs
+  timehands timers --work 1000 --json   lighter soft handlers, as JSON")]
+pub struct Args {
+    /// Soft timers in the storm.
+    #[arg(short = 'm', long = "soft", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u32).range(0..=2_000_000))]
+    pub soft: u32,
+    /// Period of the hard timer, in microseconds.
+    #[arg(short, long, default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(10..=10_000_000))]
+    pub interval: u64,
+    /// Seconds each of the three setups runs.
+    #[arg(
+        short = 'D',
+        long,
+        default_value_t = 2.0,
+        allow_negative_numbers = true
+    )]
+    pub duration: f64,
+    /// Soft timers' periods are random between half this and this, in ms.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(2..=3_600_000))]
+    pub window: u64,
+    /// Slack of the soft timers, in microseconds (the naive queue has none).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=60_000_000))]
+    pub slack: u64,
+    /// Busy work of each soft expiry, in nanoseconds (a retry's send, a
+    /// cache eviction).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub work: u64,
+    /// SCHED_FIFO priority of the hard timer's thread and of the naive
+    /// queue's thread (0: do not ask).
+    #[arg(short, long, default_value_t = 50, value_parser = clap::value_parser!(i32).range(0..=99))]
+    pub priority: i32,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The storm, checked.
+struct Storm {
+    soft: usize,
+    interval_ns: u64,
+    run: Duration,
+    window_ns: u64,
+    slack: Duration,
+    work: Duration,
+    priority: Option<i32>,
+}
+
+impl Storm {
+    fn from_args(args: &Args) -> anyhow::Result<Storm> {
+        // The integer flags' ranges are checked by clap as they are parsed.
+        if !(args.duration.is_finite() && args.duration > 0.0 && args.duration <= 3600.0) {
+            bail!(
+                "--duration {}: must be more than 0 and at most 3600 s",
+                args.duration
+            );
+        }
+        Ok(Storm {
+            soft: args.soft as usize,
+            interval_ns: args.interval * 1000,
+            run: Duration::from_secs_f64(args.duration),
+            window_ns: args.window * 1_000_000,
+            slack: Duration::from_micros(args.slack),
+            work: Duration::from_nanos(args.work),
+            priority: (args.priority > 0).then_some(args.priority),
+        })
+    }
+
+    /// Each soft timer's (first deadline, period) from `start`: periods
+    /// uniform in [window/2, window], first expiry uniform in one period.
+    fn soft_timers(&self, start: Instant) -> Vec<(Instant, Duration)> {
+        let mut rng = rand::rng();
+        (0..self.soft)
+            .map(|_| {
+                let period = rng.random_range(self.window_ns / 2..=self.window_ns);
+                let first = rng.random_range(1..=period);
+                (
+                    start + Duration::from_nanos(first),
+                    Duration::from_nanos(period),
+                )
+            })
+            .collect()
+    }
+}
+
+/// One setup's figures, as JSON names them.
+#[derive(Serialize)]
+struct Setup {
+    name: String,
+    hard_expiries: u64,
+    hard_missed: u64,
+    p50_ns: u64,
+    p99_ns: u64,
+    max_ns: u64,
+    soft_expiries: u64,
+}
+
+impl Setup {
+    fn new(name: String, m: &Measured) -> Setup {
+        let hard = &m.hard;
+        Setup {
+            name,
+            hard_expiries: hard.len(),
+            hard_missed: m.missed,
+            p50_ns: hard.value_at_quantile(0.5),
+            p99_ns: hard.value_at_quantile(0.99),
+            max_ns: hard.max(),
+            soft_expiries: m.soft_expiries,
+        }
+    }
+}
+
+/// Ratios between setups, as JSON names them.
+#[derive(Serialize)]
+struct Ratios {
+    naive_over_service_p50: f64,
+    naive_over_service_p99: f64,
+    naive_over_service_max: f64,
+    loaded_over_unloaded_p99: f64,
+}
+
+/// The whole report, as JSON names it.
+#[derive(Serialize)]
+struct Report {
+    soft_timers: usize,
+    interval_us: u64,
+    duration_s: f64,
+    window_ms: u64,
+    slack_us: u64,
+    work_ns: u64,
+    hard_scheduling: String,
+    naive_scheduling: String,
+    setups: [Setup; 3],
+    ratios: Ratios,
+}
+
+/// What one setup measured.
+struct Measured {
+    /// The hard timer's lateness, in ns.
+    hard: Histogram<u64>,
+    /// Hard expiries skipped because the previous one was handled more than
+    /// a period late.
+    missed: u64,
+    soft_expiries: u64,
+    scheduling: Scheduling,
+}
+
+/// Nanoseconds up to a minute at 3 significant digits; later is recorded
+/// as a minute.
+fn lateness_histogram() -> Histogram<u64> {
+    Histogram::new_with_max(60_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Busy work until `work` has passed on timehands' clock.
+fn spin(work: Duration) {
+    let until = timehands::now() + work;
+    while timehands::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+fn progress(what: &str, storm: &Storm) {
+    if std::io::stderr().is_terminal() {
+        eprintln!("timers: {what} for {:.1} s", storm.run.as_secs_f64());
+    }
+}
+
+/// Setups 1 and 2: the service, with `soft` soft timers armed.
+fn service(storm: &Storm, soft: bool) -> anyhow::Result<Measured> {
+    let service = Builder::new()
+        .realtime_priority(storm.priority)
+        .build()
+        .context("starting the timer service")?;
+    if soft {
+        for (first, period) in storm.soft_timers(timehands::now()) {
+            let work = storm.work;
+            service.soft_periodic(first, period, storm.slack, move |_| spin(work));
+        }
+    }
+    // The hard timer starts once everything is armed, so that arming is not
+    // counted as lateness.
+    let start = timehands::now() + Duration::from_millis(10);
+    let missed = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&missed);
+    service.hard_periodic(start, Duration::from_nanos(storm.interval_ns), move |e| {
+        counted.fetch_add(e.overruns, Ordering::Relaxed);
+    });
+    sleep_until(start + storm.run);
+    Ok(Measured {
+        hard: service.hard_lateness(),
+        missed: missed.load(Ordering::Relaxed),
+        soft_expiries: service.soft_lateness().len(),
+        scheduling: service.scheduling().clone(),
+    })
+}
+
+/// Setup 3: every timer in one heap, one thread. Entry 0 is the hard timer.
+fn naive(storm: &Storm) -> anyhow::Result<Measured> {
+    let mut periods = vec![storm.interval_ns];
+    let mut heap = BinaryHeap::with_capacity(storm.soft + 1);
+    for (id, (first, period)) in storm.soft_timers(timehands::now()).into_iter().enumerate() {
+        periods.push(period.as_nanos() as u64);
+        heap.push(Reverse((first.as_nanos(), id + 1)));
+    }
+    let start = timehands::now() + Duration::from_millis(10);
+    let end = (start + storm.run).as_nanos();
+    heap.push(Reverse((start.as_nanos(), 0)));
+    let soft_expiries = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&soft_expiries);
+    let (priority, work) = (storm.priority, storm.work);
+    let queue = std::thread::Builder::new()
+        .name("naive-queue".into())
+        .spawn(move || {
+            let scheduling = sched::precise_thread(priority);
+            let mut hard = lateness_histogram();
+            let mut missed = 0;
+            while let Some(&Reverse((deadline, id))) = heap.peek() {
+                let now = timehands::now().as_nanos();
+                if now >= end {
+                    break;
+                }
+                if deadline > now {
+                    sleep_until(Instant::from_nanos(deadline.min(end)));
+                    continue;
+                }
+                heap.pop();
+                if id == 0 {
+                    hard.saturating_record(now - deadline);
+                } else {
+                    spin(work);
+                    counted.fetch_add(1, Ordering::Relaxed);
+                }
+                let (next, skipped) = forward(deadline, now, periods[id]);
+                if id == 0 {
+                    missed += skipped;
+                }
+                heap.push(Reverse((next, id)));
+            }
+            (hard, missed, scheduling)
+        })
+        .context("starting the naive queue's thread")?;
+    let (hard, missed, scheduling) = queue
+        .join()
+        .map_err(|_| anyhow::anyhow!("the naive queue's thread panicked"))?;
+    Ok(Measured {
+        hard,
+        missed,
+        soft_expiries: soft_expiries.load(Ordering::Relaxed),
+        scheduling,
+    })
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    a as f64 / b.max(1) as f64
+}
+
+/// Runs `timehands timers`.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let storm = Storm::from_args(args)?;
+    let m = storm.soft;
+    progress("service, no soft timers", &storm);
+    let unloaded = service(&storm, false)?;
+    progress(&format!("service, {m} soft timers"), &storm);
+    let loaded = service(&storm, true)?;
+    progress(&format!("naive queue, {m} soft timers"), &storm);
+    let stacked = naive(&storm)?;
+    let setups = [
+        Setup::new("service, no soft timers".into(), &unloaded),
+        Setup::new(format!("service, {m} soft timers"), &loaded),
+        Setup::new(format!("naive queue, {m} soft timers"), &stacked),
+    ];
+    let ratios = Ratios {
+        naive_over_service_p50: ratio(setups[2].p50_ns, setups[1].p50_ns),
+        naive_over_service_p99: ratio(setups[2].p99_ns, setups[1].p99_ns),
+        naive_over_service_max: ratio(setups[2].max_ns, setups[1].max_ns),
+        loaded_over_unloaded_p99: ratio(setups[1].p99_ns, setups[0].p99_ns),
+    };
+    let report = Report {
+        soft_timers: m,
+        interval_us: args.interval,
+        duration_s: args.duration,
+        window_ms: args.window,
+        slack_us: args.slack,
+        work_ns: args.work,
+        hard_scheduling: unloaded.scheduling.to_string(),
+        naive_scheduling: stacked.scheduling.to_string(),
+        setups,
+        ratios,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print(&report);
+    }
+    Ok(())
+}
+
+fn print(r: &Report) {
+    println!(
+        "hard timer every {} µs; {} soft timers with periods of {}-{} ms, slack {} µs, {} ns of work each; {} s per setup",
+        r.interval_us,
+        r.soft_timers,
+        r.window_ms / 2,
+        r.window_ms,
+        r.slack_us,
+        r.work_ns,
+        r.duration_s
+    );
+    println!("service hard thread: {}", r.hard_scheduling);
+    println!("naive queue thread:  {}", r.naive_scheduling);
+    println!();
+    println!(
+        "{:<32} {:>8} {:>7} {:>10} {:>10} {:>10} {:>12}",
+        "hard-timer lateness", "expiries", "missed", "p50 µs", "p99 µs", "max µs", "soft fired"
+    );
+    let us = |ns: u64| ns as f64 / 1000.0;
+    for s in &r.setups {
+        println!(
+            "{:<32} {:>8} {:>7} {:>10.1} {:>10.1} {:>10.1} {:>12}",
+            s.name,
+            s.hard_expiries,
+            s.hard_missed,
+            us(s.p50_ns),
+            us(s.p99_ns),
+            us(s.max_ns),
+            s.soft_expiries
+        );
+    }
+    println!();
+    let x = &r.ratios;
+    println!(
+        "naive queue / service: p50 {:.2}x, p99 {:.2}x, max {:.2}x",
+        x.naive_over_service_p50, x.naive_over_service_p99, x.naive_over_service_max
+    );
+    println!(
+        "service with / without soft timers: p99 {:.2}x (target <= 1.2x: {})",
+        x.loaded_over_unloaded_p99,
+        if x.loaded_over_unloaded_p99 <= 1.2 {
+            "met"
+        } else {
+            "missed"
+        }
+    );
+}

@@ -1,0 +1,121 @@
+//! `timehands timers`: the three setups in text and JSON, and bad flags'
+//! one line. Short runs with a small storm: these check the shape of the
+//! output, never how late anything was.
+
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_timehands");
+
+/// A short run: 300 soft timers, 0.2 s per setup.
+fn run(extra: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(["timers", "-m", "300", "-D", "0.2", "--window", "20"])
+        .args(extra)
+        .output()
+        .expect("runs")
+}
+
+#[test]
+fn text_has_the_three_setups_and_the_ratios() {
+    let out = run(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    for line in [
+        "service, no soft timers",
+        "service, 300 soft timers",
+        "naive queue, 300 soft timers",
+    ] {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(line))
+            .unwrap_or_else(|| panic!("no row {line:?} in\n{text}"));
+        // name, then expiries, missed, p50, p99, max, soft fired.
+        let numbers = row[line.len()..].split_whitespace().count();
+        assert_eq!(numbers, 6, "{row}");
+    }
+    assert!(text.contains("service hard thread: SCHED_"), "{text}");
+    assert!(text.contains("naive queue / service: p50"), "{text}");
+    assert!(
+        text.contains("service with / without soft timers: p99"),
+        "{text}"
+    );
+}
+
+#[test]
+fn json_has_the_fields_scripts_read() {
+    let out = run(&["--json", "-p", "0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["soft_timers"], 300);
+    assert!(
+        doc["hard_scheduling"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("SCHED_OTHER")),
+        "-p 0 asks for no real-time priority: {doc}"
+    );
+    let setups = doc["setups"].as_array().expect("setups");
+    assert_eq!(setups.len(), 3);
+    for setup in setups {
+        for field in [
+            "name",
+            "hard_expiries",
+            "hard_missed",
+            "p50_ns",
+            "p99_ns",
+            "max_ns",
+            "soft_expiries",
+        ] {
+            assert!(setup.get(field).is_some(), "no {field} in {setup}");
+        }
+        assert!(
+            setup["hard_expiries"].as_u64().is_some_and(|n| n > 0),
+            "{setup}"
+        );
+        let p50 = setup["p50_ns"].as_u64().unwrap();
+        let p99 = setup["p99_ns"].as_u64().unwrap();
+        let max = setup["max_ns"].as_u64().unwrap();
+        assert!(p50 <= p99 && p99 <= max, "{setup}");
+    }
+    assert_eq!(setups[0]["soft_expiries"], 0, "the unloaded setup has none");
+    for ratio in [
+        "naive_over_service_p50",
+        "naive_over_service_p99",
+        "naive_over_service_max",
+        "loaded_over_unloaded_p99",
+    ] {
+        assert!(
+            doc["ratios"][ratio].as_f64().is_some(),
+            "no {ratio} in {doc}"
+        );
+    }
+}
+
+#[test]
+fn bad_flags_are_one_line_naming_the_flag_and_a_failure() {
+    for (flag, value) in [
+        ("--interval", "0"),
+        ("--duration", "-1"),
+        ("--duration", "nan"),
+        ("--priority", "120"),
+        ("--window", "1"),
+        ("--soft", "many"),
+        ("--bogus", "1"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["timers", flag, value])
+            .output()
+            .expect("runs");
+        assert!(!out.status.success(), "{flag} {value} accepted");
+        let err = String::from_utf8(out.stderr).expect("utf-8");
+        assert_eq!(err.trim_end().lines().count(), 1, "{flag} {value}: {err}");
+        assert!(err.contains(flag), "{flag} {value}: {err}");
+    }
+}

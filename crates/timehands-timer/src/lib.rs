@@ -1,0 +1,35 @@
+//! A timer service on timehands' clock: precise hard timers that a pile of
+//! deferrable soft timers cannot delay.
+//!
+//! Seed 001 of the project shows the problem on PREEMPT_RT Linux: a few
+//! ordinary threads sleeping for random sub-second intervals put enough
+//! timer-expiry work in front of a real-time thread's wake-up to add tens of
+//! microseconds to its worst case. Any program with one timer queue has the
+//! same problem one level up. This crate keeps two kinds of timers apart:
+//!
+//! - **hard** timers ([`TimerService::hard_at`]): exact, in a
+//!   [`heap::DeadlineHeap`], expired by a thread that asks for SCHED_FIFO;
+//! - **soft** timers ([`TimerService::soft_at`]): deferrable within a
+//!   slack, in a hierarchical timing [`wheel::Wheel`] with O(1) arm and
+//!   cancel, coalesced, expired by a worker of their own.
+//!
+//! Deadlines are [`timehands::Instant`]s, points on CLOCK_MONOTONIC, so the
+//! expiry threads sleep on timerfds with absolute deadlines, and
+//! [`sleep_until`] is `clock_nanosleep(TIMER_ABSTIME)`.
+//!
+//! The data structures ([`heap`], [`wheel`], [`periodic`]) know no clock:
+//! they take `now` as an argument, which makes them testable with time driven
+//! by hand, and usable inside another event loop.
+
+mod alarm;
+mod arena;
+pub mod heap;
+pub mod periodic;
+pub mod sched;
+mod service;
+mod sleep;
+pub mod wheel;
+
+pub use sched::Scheduling;
+pub use service::{Builder, Expiry, Timer, TimerService};
+pub use sleep::sleep_until;
