@@ -1,0 +1,165 @@
+//! SVG plots, drawn with plotters into a string (the caller writes the file,
+//! so that an unwritable path fails as every other output does).
+//!
+//! Two shapes serve every tool: line charts of series against a common x
+//! (threads, seconds), stacked one above the other; and horizontal bars, one
+//! per named row, each with a whisker for its spread or uncertainty.
+
+use std::ops::Range;
+
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+
+const WIDTH: u32 = 900;
+const CHART_HEIGHT: u32 = 420;
+const BAR_HEIGHT: u32 = 32;
+
+/// One line of a chart.
+pub struct Series {
+    /// The legend's name for it.
+    pub name: String,
+    /// Its points, x ascending.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A line chart.
+pub struct Chart {
+    /// The caption.
+    pub title: String,
+    /// What x is, with its unit.
+    pub x: String,
+    /// What y is, with its unit.
+    pub y: String,
+    /// The lines.
+    pub series: Vec<Series>,
+}
+
+/// One bar: a value with a whisker from `low` to `high`.
+pub struct Bar {
+    /// The row's name.
+    pub name: String,
+    /// Where the bar ends (it starts at 0).
+    pub value: f64,
+    /// The whisker's left end.
+    pub low: f64,
+    /// The whisker's right end.
+    pub high: f64,
+}
+
+/// `charts` one above the other, as an SVG document.
+pub fn lines(charts: &[Chart]) -> anyhow::Result<String> {
+    let mut svg = String::new();
+    {
+        let height = CHART_HEIGHT * charts.len().max(1) as u32;
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        for (chart, area) in charts.iter().zip(root.split_evenly((charts.len(), 1))) {
+            let points = chart.series.iter().flat_map(|s| s.points.iter());
+            let x = span(points.clone().map(|p| p.0));
+            let y = span(points.map(|p| p.1));
+            let mut plot = ChartBuilder::on(&area)
+                .caption(&chart.title, ("sans-serif", 20))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(80)
+                .build_cartesian_2d(x, y)?;
+            plot.configure_mesh()
+                .x_desc(chart.x.as_str())
+                .y_desc(chart.y.as_str())
+                .draw()?;
+            for (i, series) in chart.series.iter().enumerate() {
+                let color = Palette99::pick(i).to_rgba();
+                plot.draw_series(LineSeries::new(
+                    series.points.iter().copied(),
+                    color.stroke_width(2),
+                ))?
+                .label(series.name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+                plot.draw_series(
+                    series
+                        .points
+                        .iter()
+                        .map(|&p| Circle::new(p, 3, color.filled())),
+                )?;
+            }
+            plot.configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()?;
+        }
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// Horizontal bars with whiskers, one row per bar, as an SVG document.
+pub fn bars(title: &str, x: &str, bars: &[Bar]) -> anyhow::Result<String> {
+    let mut svg = String::new();
+    {
+        let height = 120 + BAR_HEIGHT * bars.len() as u32;
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let ends = bars.iter().flat_map(|b| [0.0, b.value, b.low, b.high]);
+        let rows = bars.len() as i32;
+        let mut plot = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(260)
+            .build_cartesian_2d(span(ends), (0..rows).into_segmented())?;
+        let name = |row: &SegmentValue<i32>| match row {
+            SegmentValue::Exact(i) | SegmentValue::CenterOf(i) => usize::try_from(*i)
+                .ok()
+                .and_then(|i| bars.get(i))
+                .map_or_else(String::new, |b| b.name.clone()),
+            SegmentValue::Last => String::new(),
+        };
+        plot.configure_mesh()
+            .x_desc(x)
+            .y_labels(bars.len())
+            .y_label_formatter(&name)
+            .disable_y_mesh()
+            .draw()?;
+        let color = Palette99::pick(0).to_rgba();
+        plot.draw_series(bars.iter().zip(0..).map(|(bar, row)| {
+            let mut rect = Rectangle::new(
+                [
+                    (0.0, SegmentValue::Exact(row)),
+                    (bar.value, SegmentValue::Exact(row + 1)),
+                ],
+                color.mix(0.6).filled(),
+            );
+            rect.set_margin(6, 6, 0, 0);
+            rect
+        }))?;
+        plot.draw_series(bars.iter().zip(0..).map(|(bar, row)| {
+            PathElement::new(
+                [
+                    (bar.low, SegmentValue::CenterOf(row)),
+                    (bar.high, SegmentValue::CenterOf(row)),
+                ],
+                BLACK.stroke_width(2),
+            )
+        }))?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// The range that `values` span, widened a little so that no point sits on
+/// the frame, and never empty (one value, or none, gets a unit's room).
+fn span(values: impl Iterator<Item = f64>) -> Range<f64> {
+    let (low, high) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    if low > high {
+        return 0.0..1.0;
+    }
+    let room = if high > low { (high - low) * 0.05 } else { 1.0 };
+    low - room..high + room
+}
