@@ -104,6 +104,17 @@ impl Clock {
         }
     }
 
+    /// Whether the clock reads a value kept at a tick rather than a counter.
+    pub fn is_coarse(self) -> bool {
+        matches!(
+            self,
+            Clock::NowCoarse
+                | Clock::GettimeRealtimeCoarse
+                | Clock::KernelMonotonicCoarse
+                | Clock::KernelRealtimeCoarse
+        )
+    }
+
     /// One reading, in nanoseconds since the clock's origin.
     #[inline(always)]
     pub fn read_ns(self) -> u64 {

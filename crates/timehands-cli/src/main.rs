@@ -39,8 +39,8 @@ struct Cli {
 const EXAMPLES: &str = "\
 Examples:
   timehands                   the report: the facts, every clock's cost and accuracy
-  timehands bench --raw runs/ ns per call of every clock, rounds kept for stat
-  timehands scale --out s.svg reads per second for 1..N threads
+  timehands bench             ns per call of every clock, in rounds (--raw for stat)
+  timehands scale             reads per second for 1..N threads
   timehands tsc-sync          bounds on every CPU pair's TSC offset, and a verdict
   timehands track -D 10       our clock's offset and rate against the kernel's
   timehands info              the counter, its frequency and the trust verdicts

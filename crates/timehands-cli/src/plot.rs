@@ -30,6 +30,8 @@ pub struct Chart {
     pub x: String,
     /// What y is, with its unit.
     pub y: String,
+    /// Whether x takes whole numbers only (threads), to be labelled as such.
+    pub whole_x: bool,
     /// The lines.
     pub series: Vec<Series>,
 }
@@ -63,10 +65,26 @@ pub fn lines(charts: &[Chart]) -> anyhow::Result<String> {
                 .x_label_area_size(40)
                 .y_label_area_size(80)
                 .build_cartesian_2d(x, y)?;
-            plot.configure_mesh()
-                .x_desc(chart.x.as_str())
-                .y_desc(chart.y.as_str())
-                .draw()?;
+            let mut mesh = plot.configure_mesh();
+            mesh.x_desc(chart.x.as_str()).y_desc(chart.y.as_str());
+            // Ticks between whole numbers stay unlabelled.
+            let whole = |x: &f64| {
+                if x.fract() == 0.0 {
+                    format!("{x:.0}")
+                } else {
+                    String::new()
+                }
+            };
+            if chart.whole_x {
+                let distinct = chart
+                    .series
+                    .iter()
+                    .map(|s| s.points.len())
+                    .max()
+                    .unwrap_or(1);
+                mesh.x_labels(distinct.min(16)).x_label_formatter(&whole);
+            }
+            mesh.draw()?;
             for (i, series) in chart.series.iter().enumerate() {
                 let color = Palette99::pick(i).to_rgba();
                 plot.draw_series(LineSeries::new(
@@ -95,58 +113,88 @@ pub fn lines(charts: &[Chart]) -> anyhow::Result<String> {
     Ok(svg)
 }
 
-/// Horizontal bars with whiskers, one row per bar, as an SVG document.
-pub fn bars(title: &str, x: &str, bars: &[Bar]) -> anyhow::Result<String> {
+/// A chart of horizontal bars, one row per bar.
+pub struct Bars {
+    /// The caption.
+    pub title: String,
+    /// What x is, with its unit.
+    pub x: String,
+    /// The rows, top to bottom.
+    pub bars: Vec<Bar>,
+}
+
+/// `charts` of bars one above the other, as an SVG document.
+pub fn bars(charts: &[Bars]) -> anyhow::Result<String> {
+    let rows_of = |chart: &Bars| 120 + BAR_HEIGHT * chart.bars.len() as u32;
     let mut svg = String::new();
     {
-        let height = 120 + BAR_HEIGHT * bars.len() as u32;
+        let height = charts.iter().map(rows_of).sum::<u32>().max(1);
         let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE)?;
-        let ends = bars.iter().flat_map(|b| [0.0, b.value, b.low, b.high]);
-        let rows = bars.len() as i32;
-        let mut plot = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(260)
-            .build_cartesian_2d(span(ends), (0..rows).into_segmented())?;
-        let name = |row: &SegmentValue<i32>| match row {
-            SegmentValue::Exact(i) | SegmentValue::CenterOf(i) => usize::try_from(*i)
-                .ok()
-                .and_then(|i| bars.get(i))
-                .map_or_else(String::new, |b| b.name.clone()),
-            SegmentValue::Last => String::new(),
-        };
-        plot.configure_mesh()
-            .x_desc(x)
-            .y_labels(bars.len())
-            .y_label_formatter(&name)
-            .disable_y_mesh()
-            .draw()?;
-        let color = Palette99::pick(0).to_rgba();
-        plot.draw_series(bars.iter().zip(0..).map(|(bar, row)| {
-            let mut rect = Rectangle::new(
-                [
-                    (0.0, SegmentValue::Exact(row)),
-                    (bar.value, SegmentValue::Exact(row + 1)),
-                ],
-                color.mix(0.6).filled(),
-            );
-            rect.set_margin(6, 6, 0, 0);
-            rect
-        }))?;
-        plot.draw_series(bars.iter().zip(0..).map(|(bar, row)| {
-            PathElement::new(
-                [
-                    (bar.low, SegmentValue::CenterOf(row)),
-                    (bar.high, SegmentValue::CenterOf(row)),
-                ],
-                BLACK.stroke_width(2),
-            )
-        }))?;
+        let mut rest = root.clone();
+        for chart in charts {
+            let (area, below) = rest.split_vertically(rows_of(chart));
+            draw_bars(&area, chart)?;
+            rest = below;
+        }
         root.present()?;
     }
     Ok(svg)
+}
+
+fn draw_bars<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    chart: &Bars,
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let bars = &chart.bars;
+    let ends = bars.iter().flat_map(|b| [0.0, b.value, b.low, b.high]);
+    // Segments 0..=last, one per bar; the top one is the last bar's.
+    let last = bars.len().saturating_sub(1) as i32;
+    let mut plot = ChartBuilder::on(area)
+        .caption(&chart.title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(300)
+        .build_cartesian_2d(span(ends), (0..last).into_segmented())?;
+    // Bars run top to bottom: row i sits in segment `last - i`.
+    let name = |segment: &SegmentValue<i32>| match segment {
+        SegmentValue::Exact(s) | SegmentValue::CenterOf(s) => usize::try_from(last - s)
+            .ok()
+            .and_then(|i| bars.get(i))
+            .map_or_else(String::new, |b| b.name.clone()),
+        SegmentValue::Last => String::new(),
+    };
+    plot.configure_mesh()
+        .x_desc(chart.x.as_str())
+        .y_labels(bars.len())
+        .y_label_formatter(&name)
+        .disable_y_mesh()
+        .draw()?;
+    let color = Palette99::pick(0).to_rgba();
+    plot.draw_series(bars.iter().zip(0..).map(|(bar, i)| {
+        let mut rect = Rectangle::new(
+            [
+                (0.0, SegmentValue::Exact(last - i)),
+                (bar.value, SegmentValue::Exact(last - i + 1)),
+            ],
+            color.mix(0.6).filled(),
+        );
+        rect.set_margin(6, 6, 0, 0);
+        rect
+    }))?;
+    plot.draw_series(bars.iter().zip(0..).map(|(bar, i)| {
+        PathElement::new(
+            [
+                (bar.low, SegmentValue::CenterOf(last - i)),
+                (bar.high, SegmentValue::CenterOf(last - i)),
+            ],
+            BLACK.stroke_width(2),
+        )
+    }))?;
+    Ok(())
 }
 
 /// The range that `values` span, widened a little so that no point sits on

@@ -12,7 +12,7 @@ use crate::bracket::{self, Offset};
 use crate::clocks::Clock;
 use crate::info::Facts;
 use crate::output::{self, OutFile};
-use crate::plot::{self, Bar};
+use crate::plot::{self, Bar, Bars};
 use crate::rounds::{self, Cost, Plan};
 
 /// Flags of `timehands report`.
@@ -57,6 +57,9 @@ struct Accuracy {
     clock: String,
     label: String,
     against: String,
+    /// Whether both read the value at a tick (the last windup, the kernel's
+    /// last timer interrupt) rather than the counter.
+    coarse: bool,
     #[serde(flatten)]
     offset: Offset,
 }
@@ -88,6 +91,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 clock: ours.key(),
                 label: ours.label().to_string(),
                 against: kernel.label().to_string(),
+                coarse: kernel.is_coarse(),
                 offset: bracket::offset(ours, kernel, args.brackets as usize),
             })
         })
@@ -150,40 +154,49 @@ struct Files {
 
 impl Files {
     fn write(&self, report: &Report, text: &str) -> anyhow::Result<()> {
-        let cost: Vec<Bar> = report
-            .cost
-            .iter()
-            .map(|c| Bar {
-                name: c.label.clone(),
-                value: c.ns_per_call.median,
-                low: c.ns_per_call.min,
-                high: c.ns_per_call.max,
-            })
-            .collect();
-        self.cost.write(&plot::bars(
-            "Cost per call (bar: median; whisker: min to max over the rounds)",
-            "ns per call",
-            &cost,
-        )?)?;
-        let accuracy: Vec<Bar> = report
-            .accuracy
-            .iter()
-            .map(|a| {
-                let offset = a.offset.offset_ns as f64;
-                let half = a.offset.bracket_ns as f64 / 2.0;
-                Bar {
-                    name: format!("{} - {}", a.label, a.against),
-                    value: offset,
-                    low: offset - half,
-                    high: offset + half,
-                }
-            })
-            .collect();
-        self.accuracy.write(&plot::bars(
-            "Offset from the kernel's clock (whisker: the bracket)",
-            "ns",
-            &accuracy,
-        )?)?;
+        let cost = Bars {
+            title: "Cost per call (bar: median; whisker: min to max over the rounds)".into(),
+            x: "ns per call".into(),
+            bars: report
+                .cost
+                .iter()
+                .map(|c| Bar {
+                    name: c.label.clone(),
+                    value: c.ns_per_call.median,
+                    low: c.ns_per_call.min,
+                    high: c.ns_per_call.max,
+                })
+                .collect(),
+        };
+        self.cost.write(&plot::bars(&[cost])?)?;
+        // The coarse clocks differ by up to a tick, a million times what the
+        // precise ones do: each kind gets its own scale.
+        let accuracy = |coarse: bool, title: &str| Bars {
+            title: title.into(),
+            x: "ours minus the kernel's, ns".into(),
+            bars: report
+                .accuracy
+                .iter()
+                .filter(|a| a.coarse == coarse)
+                .map(|a| {
+                    let offset = a.offset.offset_ns as f64;
+                    let half = a.offset.bracket_ns as f64 / 2.0;
+                    Bar {
+                        name: format!("{} - {}", a.label, a.against),
+                        value: offset,
+                        low: offset - half,
+                        high: offset + half,
+                    }
+                })
+                .collect(),
+        };
+        self.accuracy.write(&plot::bars(&[
+            accuracy(
+                false,
+                "Offset from the kernel's clock (whisker: the bracket)",
+            ),
+            accuracy(true, "Coarse clocks: offset from the kernel's coarse clock"),
+        ])?)?;
         self.html.write(&format!(
             "<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>timehands report</title></head>\n<body>\n<h1>timehands report</h1>\n<img src=\"cost.svg\" alt=\"cost per call of every clock\">\n<img src=\"accuracy.svg\" alt=\"offset of each of our clocks from the kernel's\">\n<pre>\n{}</pre>\n</body>\n</html>\n",
             escape_html(text)

@@ -267,12 +267,14 @@ impl Run {
             Chart {
                 title: "Reads per second, all threads".into(),
                 x: "threads".into(),
+                whole_x: true,
                 y: "million reads/s (sum)".into(),
                 series: series(|s| s.sum_per_s),
             },
             Chart {
                 title: "Reads per second, the median thread".into(),
                 x: "threads".into(),
+                whole_x: true,
                 y: "million reads/s per thread".into(),
                 series: series(|s| s.per_thread_per_s.median),
             },

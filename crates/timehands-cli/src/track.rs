@@ -238,6 +238,7 @@ impl Run {
             Chart {
                 title: format!("{} minus {}", self.clock, self.against),
                 x: "seconds".into(),
+                whole_x: false,
                 y: "offset (ns)".into(),
                 series: vec![series(
                     "offset",
@@ -250,6 +251,7 @@ impl Run {
             Chart {
                 title: format!("Frequency error over the last {RATE_WINDOW:?}"),
                 x: "seconds".into(),
+                whole_x: false,
                 y: "ppm".into(),
                 series: vec![series(
                     "frequency error",
