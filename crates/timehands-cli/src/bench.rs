@@ -6,10 +6,9 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use clap::ValueEnum;
 use serde::Serialize;
 
-use crate::clocks::Clock;
+use crate::clocks::{self, Clock};
 use crate::output::{self, OutFile};
 use crate::rounds::{self, Cost, Plan};
 
@@ -50,11 +49,7 @@ struct Bench {
 
 /// Runs `timehands bench`.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let clocks: Vec<Clock> = if args.clocks.is_empty() {
-        Clock::value_variants().to_vec()
-    } else {
-        args.clocks.clone()
-    };
+    let clocks = clocks::chosen(&args.clocks);
     let raw_files = match &args.raw {
         Some(dir) => {
             output::create_dir(dir)?;

@@ -137,6 +137,21 @@ impl Clock {
     }
 }
 
+/// The clocks a `--clocks` list asks for, each once, in the order first
+/// named; every clock when the list is empty.
+pub fn chosen<T: ValueEnum + PartialEq + Copy>(asked: &[T]) -> Vec<T> {
+    if asked.is_empty() {
+        return T::value_variants().to_vec();
+    }
+    let mut clocks: Vec<T> = Vec::with_capacity(asked.len());
+    for &clock in asked {
+        if !clocks.contains(&clock) {
+            clocks.push(clock);
+        }
+    }
+    clocks
+}
+
 /// Times `calls` calls of `read`, inlined into the loop as a user's code would
 /// have it; `black_box` keeps the reads from being optimised away.
 fn repeat(calls: u64, read: impl Fn() -> u64) -> Duration {

@@ -21,7 +21,7 @@ use anyhow::Context;
 use clap::ValueEnum;
 use serde::Serialize;
 
-use crate::clocks::Clock;
+use crate::clocks::{self, Clock};
 use crate::output::OutFile;
 use crate::plot::{self, Chart, Series};
 use crate::progress;
@@ -114,11 +114,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Some(n) => n as usize,
         None => thread::available_parallelism().map_or(1, usize::from),
     };
-    let clocks: Vec<Shared> = if args.clocks.is_empty() {
-        Shared::value_variants().to_vec()
-    } else {
-        args.clocks.clone()
-    };
+    let clocks = clocks::chosen(&args.clocks);
     let step = Duration::from_millis(args.duration);
     let steps = (clocks.len() * max_threads) as u64;
     let progress = progress::bar("scale", steps, step.saturating_mul(steps as u32));

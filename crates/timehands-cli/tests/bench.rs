@@ -25,11 +25,11 @@ fn the_table_has_a_row_per_clock_with_its_rounds() {
 }
 
 #[test]
-fn clocks_chooses_the_clocks_and_json_gives_their_figures_in_that_order() {
+fn clocks_chooses_the_clocks_once_each_and_json_gives_their_figures_in_that_order() {
     let doc = json(&[
         "bench",
         "--clocks",
-        "kernel-monotonic,now",
+        "kernel-monotonic,now,kernel-monotonic",
         "-r",
         "5",
         "-n",
