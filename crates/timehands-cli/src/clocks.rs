@@ -152,6 +152,11 @@ pub fn chosen<T: ValueEnum + PartialEq + Copy>(asked: &[T]) -> Vec<T> {
     clocks
 }
 
+/// The CPU time the calling thread has used.
+pub fn thread_cpu_time() -> Duration {
+    Duration::from_nanos(kernel_ns(libc::CLOCK_THREAD_CPUTIME_ID))
+}
+
 /// Times `calls` calls of `read`, inlined into the loop as a user's code would
 /// have it; `black_box` keeps the reads from being optimised away.
 fn repeat(calls: u64, read: impl Fn() -> u64) -> Duration {

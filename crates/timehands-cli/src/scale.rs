@@ -98,6 +98,19 @@ struct Step {
     sum_per_s: f64,
     /// The spread of the threads' reads per second.
     per_thread_per_s: Summary,
+    /// The part of the step the threads were on a CPU, on average (their
+    /// CPU time over the time they ran): below 1 when other programs (or the
+    /// readers themselves, more threads than CPUs) took CPU time from them,
+    /// or when they slept waiting for the mutex.
+    cpu_share: f64,
+}
+
+/// What one reading thread did.
+struct Count {
+    /// Reads per second of the time it ran.
+    per_s: f64,
+    /// Its CPU time over the time it ran.
+    cpu_share: f64,
 }
 
 /// The run, as JSON names it.
@@ -126,12 +139,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     };
     for threads in 1..=max_threads {
         for &clock in &clocks {
-            let rates = read_in_threads(clock, threads, step)?;
+            let counts = read_in_threads(clock, threads, step)?;
+            let rates: Vec<f64> = counts.iter().map(|c| c.per_s).collect();
             let per_thread_per_s = Summary::of(&rates).context("no thread reported")?;
+            let cpu_share = counts.iter().map(|c| c.cpu_share).sum::<f64>() / threads as f64;
             run.steps.push(Step {
                 clock,
                 threads,
                 sum_per_s: rates.iter().sum(),
+                cpu_share,
                 per_thread_per_s,
             });
             progress.inc(1);
@@ -149,8 +165,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Each of `threads` threads' reads per second of `clock` over `step`.
-fn read_in_threads(clock: Shared, threads: usize, step: Duration) -> anyhow::Result<Vec<f64>> {
+/// What each of `threads` threads reading `clock` for `step` did.
+fn read_in_threads(clock: Shared, threads: usize, step: Duration) -> anyhow::Result<Vec<Count>> {
     let state = SharedState::default();
     let stop = AtomicBool::new(false);
     // The readers start together, once all of them are there.
@@ -191,14 +207,20 @@ fn read_in_threads(clock: Shared, threads: usize, step: Duration) -> anyhow::Res
         let readers = readers?;
         Ok(readers
             .into_iter()
-            .map(|r| r.join().unwrap_or(0.0))
+            .map(|r| {
+                r.join().unwrap_or(Count {
+                    per_s: 0.0,
+                    cpu_share: 0.0,
+                })
+            })
             .collect())
     })
 }
 
-/// Reads `read` back to back until `stop`, and returns the reads per second.
-fn reads_per_s<T>(stop: &AtomicBool, read: impl Fn() -> T) -> f64 {
+/// Reads `read` back to back until `stop`, and counts.
+fn reads_per_s<T>(stop: &AtomicBool, read: impl Fn() -> T) -> Count {
     let began = Instant::now();
+    let cpu_began = clocks::thread_cpu_time();
     let mut reads = 0u64;
     // At least one batch, so that a thread scheduled only after the step
     // ended still measures its rate rather than reporting none.
@@ -211,25 +233,32 @@ fn reads_per_s<T>(stop: &AtomicBool, read: impl Fn() -> T) -> f64 {
             break;
         }
     }
-    reads as f64 / began.elapsed().as_secs_f64()
+    let ran = began.elapsed().as_secs_f64();
+    let on_cpu = clocks::thread_cpu_time()
+        .saturating_sub(cpu_began)
+        .as_secs_f64();
+    Count {
+        per_s: reads as f64 / ran,
+        cpu_share: (on_cpu / ran).min(1.0),
+    }
 }
 
 impl Run {
     fn text(&self) -> String {
         let mut text = format!(
-            "Reads per second (millions), {} ms per step; per thread: min q1 median q3 max\n",
+            "Reads per second (millions), {} ms per step; per thread: min q1 median q3 max; cpu: the readers' share of a CPU\n",
             self.step_ms
         );
         let _ = writeln!(
             text,
-            "{:<26} {:>7} {:>9}   {:>8} {:>8} {:>8} {:>8} {:>8}",
-            "clock", "threads", "sum", "min", "q1", "median", "q3", "max"
+            "{:<26} {:>7} {:>9}   {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}",
+            "clock", "threads", "sum", "min", "q1", "median", "q3", "max", "cpu"
         );
         for s in &self.steps {
             let p = &s.per_thread_per_s;
             let _ = writeln!(
                 text,
-                "{:<26} {:>7} {:>9.2}   {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
+                "{:<26} {:>7} {:>9.2}   {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>5.0}%",
                 s.clock.label(),
                 s.threads,
                 s.sum_per_s / 1e6,
@@ -237,7 +266,8 @@ impl Run {
                 p.q1 / 1e6,
                 p.median / 1e6,
                 p.q3 / 1e6,
-                p.max / 1e6
+                p.max / 1e6,
+                s.cpu_share * 100.0
             );
         }
         text

@@ -24,6 +24,7 @@ fn a_row_for_every_clock_at_every_thread_count() {
         }
     }
     assert_eq!(text.lines().count(), 2 + 8, "{text}");
+    assert!(text.lines().skip(2).all(|l| l.ends_with('%')), "{text}");
 }
 
 #[test]
@@ -51,6 +52,8 @@ fn json_gives_each_step_the_sum_and_the_spread_of_its_threads() {
         assert_eq!(spread["n"].as_u64(), Some(threads), "{step}");
         let figures = ["min", "q1", "median", "q3", "max"].map(|f| spread[f].as_f64().expect(f));
         assert!(figures.windows(2).all(|w| w[0] <= w[1]), "{step}");
+        let cpu = step["cpu_share"].as_f64().expect("cpu_share");
+        assert!((0.0..=1.0).contains(&cpu), "{step}");
         let sum = step["sum_per_s"].as_f64().expect("sum");
         assert!(sum > 0.0 && sum >= figures[4], "{step}");
     }
