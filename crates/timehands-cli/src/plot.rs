@@ -7,7 +7,6 @@
 
 use std::ops::Range;
 
-use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 
 const WIDTH: u32 = 900;
@@ -151,48 +150,43 @@ where
 {
     let bars = &chart.bars;
     let ends = bars.iter().flat_map(|b| [0.0, b.value, b.low, b.high]);
-    // Segments 0..=last, one per bar; the top one is the last bar's.
-    let last = bars.len().saturating_sub(1) as i32;
+    // Bars run top to bottom: row i is centred on y = last - i.
+    let last = bars.len().saturating_sub(1) as f64;
+    let y_of = |row: usize| last - row as f64;
     let mut plot = ChartBuilder::on(area)
         .caption(&chart.title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(300)
-        .build_cartesian_2d(span(ends), (0..last).into_segmented())?;
-    // Bars run top to bottom: row i sits in segment `last - i`.
-    let name = |segment: &SegmentValue<i32>| match segment {
-        SegmentValue::Exact(s) | SegmentValue::CenterOf(s) => usize::try_from(last - s)
-            .ok()
-            .and_then(|i| bars.get(i))
-            .map_or_else(String::new, |b| b.name.clone()),
-        SegmentValue::Last => String::new(),
+        .build_cartesian_2d(span(ends), -0.5..last + 0.5)?;
+    // Ticks at least every half row, so that every whole y (a row's centre)
+    // gets one; only those are labelled.
+    let name = |y: &f64| {
+        let row = last - y;
+        if row.fract() == 0.0 && row >= 0.0 {
+            bars.get(row as usize)
+                .map_or_else(String::new, |b| b.name.clone())
+        } else {
+            String::new()
+        }
     };
     plot.configure_mesh()
         .x_desc(chart.x.as_str())
-        .y_labels(bars.len())
+        .y_labels(2 * bars.len() + 2)
         .y_label_formatter(&name)
         .disable_y_mesh()
         .draw()?;
     let color = Palette99::pick(0).to_rgba();
-    plot.draw_series(bars.iter().zip(0..).map(|(bar, i)| {
-        let mut rect = Rectangle::new(
-            [
-                (0.0, SegmentValue::Exact(last - i)),
-                (bar.value, SegmentValue::Exact(last - i + 1)),
-            ],
+    plot.draw_series(bars.iter().enumerate().map(|(row, bar)| {
+        let y = y_of(row);
+        Rectangle::new(
+            [(0.0, y - 0.3), (bar.value, y + 0.3)],
             color.mix(0.6).filled(),
-        );
-        rect.set_margin(6, 6, 0, 0);
-        rect
-    }))?;
-    plot.draw_series(bars.iter().zip(0..).map(|(bar, i)| {
-        PathElement::new(
-            [
-                (bar.low, SegmentValue::CenterOf(last - i)),
-                (bar.high, SegmentValue::CenterOf(last - i)),
-            ],
-            BLACK.stroke_width(2),
         )
+    }))?;
+    plot.draw_series(bars.iter().enumerate().map(|(row, bar)| {
+        let y = y_of(row);
+        PathElement::new([(bar.low, y), (bar.high, y)], BLACK.stroke_width(2))
     }))?;
     Ok(())
 }
@@ -210,4 +204,54 @@ fn span(values: impl Iterator<Item = f64>) -> Range<f64> {
     }
     let room = if high > low { (high - low) * 0.05 } else { 1.0 };
     low - room..high + room
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_span_leaves_room_and_is_never_empty() {
+        assert_eq!(span([0.0, 10.0].into_iter()), -0.5..10.5);
+        assert_eq!(span([3.0].into_iter()), 2.0..4.0);
+        assert_eq!(span([f64::NAN].into_iter()), 0.0..1.0);
+        assert_eq!(span(std::iter::empty()), 0.0..1.0);
+    }
+
+    #[test]
+    fn charts_and_bars_render_as_svg() {
+        let chart = Chart {
+            title: "t".into(),
+            x: "x".into(),
+            y: "y".into(),
+            whole_x: true,
+            series: vec![Series {
+                name: "a line".into(),
+                points: vec![(1.0, 2.0), (2.0, 3.0)],
+            }],
+        };
+        let svg = lines(&[chart]).expect("drawn");
+        assert!(svg.starts_with("<svg") && svg.contains("a line"), "{svg}");
+        for rows in [1, 2, 7, 13] {
+            let bars = Bars {
+                title: "b".into(),
+                x: "ns".into(),
+                bars: (0..rows)
+                    .map(|i| Bar {
+                        name: format!("bar number {i}"),
+                        value: f64::from(i),
+                        low: 0.0,
+                        high: f64::from(i) + 1.0,
+                    })
+                    .collect(),
+            };
+            let svg = super::bars(&[bars]).expect("drawn");
+            for i in 0..rows {
+                assert!(
+                    svg.contains(&format!(">\nbar number {i}\n<")),
+                    "{rows} rows: no label {i} in {svg}"
+                );
+            }
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! `timehands report`, the command's default: what the clock runs on (the
 //! facts of `info`), then what every clock costs and how far each of ours is
-//! from the kernel's clock of the same name. It takes a second or two.
+//! from the kernel's clock of the same name. It takes a few seconds.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -264,3 +264,52 @@ impl Run {
         ])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(t_s: f64, offset_ns: i64) -> Sample {
+        Sample {
+            t_s,
+            offset_ns,
+            bracket_ns: 50,
+            frequency_error_ppm: None,
+        }
+    }
+
+    #[test]
+    fn the_slope_of_offsets_on_a_line_is_the_line_s() {
+        // 250 ns more every second: 0.25 ppm.
+        let samples: Vec<Sample> = (0..5)
+            .map(|i| at(f64::from(i) * 0.5, -1000 + 125 * i64::from(i)))
+            .collect();
+        let per_s = slope(&samples).expect("a slope");
+        assert!((per_s - 250.0).abs() < 1e-9, "{per_s}");
+        let totals = totals(&samples).expect("samples");
+        assert_eq!(totals.max_abs_offset_ns, 1000);
+        assert!((totals.frequency_error_ppm.expect("a rate") - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn one_sample_has_no_slope() {
+        assert!(slope(&[at(0.0, 7)]).is_none());
+        assert!(totals(&[]).is_err());
+    }
+
+    #[test]
+    fn rate_between_two_offsets_is_over_the_kernel_s_time() {
+        let earlier = bracket::Offset {
+            kernel_ns: 1_000_000_000,
+            offset_ns: 100,
+            bracket_ns: 40,
+        };
+        let later = bracket::Offset {
+            kernel_ns: 1_100_000_000,
+            offset_ns: 50,
+            bracket_ns: 40,
+        };
+        // 50 ns lost in 100 ms: -0.5 ppm.
+        assert!((rate_ppm(&earlier, &later) + 0.5).abs() < 1e-12);
+    }
+}
