@@ -8,9 +8,9 @@
 //! again. Rounds go round the clocks, one of each in turn, so that a slow
 //! spell of the machine lands on every clock alike.
 
-use anyhow::bail;
 use std::time::Duration;
 
+use anyhow::bail;
 use serde::Serialize;
 
 use crate::clocks::Clock;

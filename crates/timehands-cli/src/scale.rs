@@ -32,15 +32,15 @@ use crate::summary::Summary;
 #[command(after_help = "\
 Examples:
   timehands scale                         1 to every CPU's threads, 200 ms a step
-  timehands scale --threads 4 --duration 500 --out scale.svg
+  timehands scale --threads 4 --step 500 --out scale.svg
   timehands scale --json | jq '.steps[] | {clock, threads, sum_per_s}'")]
 pub struct Args {
     /// Up to this many threads (default: the CPUs this process may use).
     #[arg(short = 't', long, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub threads: Option<u32>,
     /// How long each step (one clock, one thread count) reads, in ms.
-    #[arg(short = 'd', long, value_name = "MS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
-    pub duration: u64,
+    #[arg(short = 's', long, value_name = "MS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
+    pub step: u64,
     /// The clocks, separated by commas (default: all four).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub clocks: Vec<Shared>,
@@ -128,13 +128,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         None => thread::available_parallelism().map_or(1, usize::from),
     };
     let clocks = clocks::chosen(&args.clocks);
-    let step = Duration::from_millis(args.duration);
+    let step = Duration::from_millis(args.step);
     let steps = (clocks.len() * max_threads) as u64;
     let progress = progress::bar("scale", steps, step.saturating_mul(steps as u32));
     // The clock starts before any thread counts.
     timehands::now();
     let mut run = Run {
-        step_ms: args.duration,
+        step_ms: args.step,
         steps: Vec::new(),
     };
     for threads in 1..=max_threads {

@@ -7,7 +7,7 @@ use support::{assert_svg, fails_in_one_line, json, scratch, stdout, under_a_file
 
 #[test]
 fn a_row_for_every_clock_at_every_thread_count() {
-    let text = stdout(&["scale", "--threads", "2", "--duration", "10"]);
+    let text = stdout(&["scale", "--threads", "2", "--step", "10"]);
     for clock in [
         "timehands now()",
         "vDSO CLOCK_MONOTONIC",
@@ -33,7 +33,7 @@ fn json_gives_each_step_the_sum_and_the_spread_of_its_threads() {
         "scale",
         "--threads",
         "3",
-        "--duration",
+        "--step",
         "5",
         "--clocks",
         "vdso,mutex",
@@ -66,7 +66,7 @@ fn out_writes_the_plot() {
         "scale",
         "--threads",
         "1",
-        "--duration",
+        "--step",
         "5",
         "--clocks",
         "last-value",
@@ -82,7 +82,7 @@ fn out_writes_the_plot() {
 fn bad_flags_and_unwritable_files_fail_in_one_line() {
     fails_in_one_line(&["scale", "--threads", "0"], "--threads");
     fails_in_one_line(&["scale", "--threads", "two"], "two");
-    fails_in_one_line(&["scale", "--duration", "0"], "--duration");
+    fails_in_one_line(&["scale", "--step", "0"], "--step");
     fails_in_one_line(&["scale", "--clocks", "sundial"], "sundial");
     fails_in_one_line(
         &["scale", "--out", "/proc/x/scale.svg"],
