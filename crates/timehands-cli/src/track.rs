@@ -35,7 +35,8 @@ const RATE_WINDOW: Duration = Duration::from_secs(1);
 Examples:
   timehands track                        10 s, a sample every 100 ms
   timehands track -D 60 --interval 500 --out track.svg
-  timehands track -D 2 --json | jq .summary")]
+  timehands track -D 2 --json | jq .summary
+  timehands track --upkeep               with windups every millisecond meanwhile")]
 pub struct Args {
     /// How long to track, in seconds.
     #[arg(short = 'D', long, value_name = "SECONDS", default_value_t = 10.0, value_parser = seconds)]
@@ -43,6 +44,12 @@ pub struct Args {
     /// Time between samples, in ms.
     #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub interval: u64,
+    /// Start timehands' upkeep thread first (a coarse read does), so that the
+    /// clock winds up every millisecond while the tracker sleeps; without it,
+    /// the clock winds up only when a read finds it stale, as in a program
+    /// that reads the clock seldom.
+    #[arg(long)]
+    pub upkeep: bool,
     /// Also write an SVG plot of the offset and the frequency error to FILE.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -94,6 +101,8 @@ struct Run {
     clock: &'static str,
     against: &'static str,
     interval_ms: u64,
+    /// Whether the upkeep thread wound the clock up between samples.
+    upkeep: bool,
     summary: Totals,
     samples: Vec<Sample>,
 }
@@ -107,6 +116,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let progress = progress::bar("track", count as u64, duration);
     let window = (RATE_WINDOW.as_nanos() / interval.as_nanos()).max(1) as usize;
     let (ours, kernel) = (Clock::Now, Clock::KernelMonotonic);
+    if args.upkeep {
+        timehands::now_coarse();
+    }
     let start = Instant::now();
     let mut offsets: Vec<bracket::Offset> = Vec::with_capacity(count);
     let mut samples = Vec::with_capacity(count);
@@ -135,6 +147,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         clock: ours.label(),
         against: kernel.label(),
         interval_ms: args.interval,
+        upkeep: args.upkeep,
         summary: totals(&samples)?,
         samples,
     };
@@ -190,8 +203,15 @@ fn slope(samples: &[Sample]) -> Option<f64> {
 impl Run {
     fn text(&self) -> String {
         let mut text = format!(
-            "{} minus {}, a sample every {} ms (offset exact within half the bracket)\n",
-            self.clock, self.against, self.interval_ms
+            "{} minus {}, a sample every {} ms{} (offset exact within half the bracket)\n",
+            self.clock,
+            self.against,
+            self.interval_ms,
+            if self.upkeep {
+                ", the upkeep thread winding up meanwhile"
+            } else {
+                ""
+            }
         );
         let _ = writeln!(
             text,

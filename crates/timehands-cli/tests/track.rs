@@ -33,6 +33,7 @@ fn json_has_the_samples_and_the_summary() {
     let doc = json(&["track", "--duration", "0.1", "--interval", "20", "--json"]);
     assert_eq!(doc["clock"], "timehands now()");
     assert_eq!(doc["against"], "CLOCK_MONOTONIC");
+    assert_eq!(doc["upkeep"], false);
     let samples = doc["samples"].as_array().expect("samples");
     assert_eq!(samples.len(), 6, "{doc}");
     assert!(samples[0]["frequency_error_ppm"].is_null());
@@ -59,6 +60,27 @@ fn json_has_the_samples_and_the_summary() {
     );
     assert!(summary["max_abs_offset_ns"].as_u64().is_some(), "{summary}");
     assert_eq!(summary["offset_ns"]["n"], 6);
+}
+
+#[test]
+fn upkeep_is_said_in_the_text_and_the_json() {
+    let text = stdout(&["track", "-D", "0.02", "--interval", "10", "--upkeep"]);
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|l| l.contains("upkeep thread")),
+        "{text}"
+    );
+    let doc = json(&[
+        "track",
+        "-D",
+        "0.02",
+        "--interval",
+        "10",
+        "--upkeep",
+        "--json",
+    ]);
+    assert_eq!(doc["upkeep"], true);
 }
 
 #[test]
