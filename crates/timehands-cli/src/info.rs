@@ -1,6 +1,8 @@
 //! `timehands info`: what the clock runs on and how well it is doing, from
 //! [`timehands::info`], without benchmarking.
 
+use std::fmt;
+
 use serde::Serialize;
 
 /// Flags of `timehands info`.
@@ -62,33 +64,38 @@ impl Facts {
             accuracy_ns: info.accuracy.as_nanos(),
         }
     }
+}
 
+impl fmt::Display for Facts {
     /// The facts as lines of text.
-    pub fn print(&self) {
-        println!("counter      {}", self.counter);
-        println!(
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "counter      {}", self.counter)?;
+        writeln!(
+            f,
             "frequency    {} Hz ({})",
             self.frequency_hz, self.frequency_source
-        );
+        )?;
         match self.frequency_uncertainty_ppb {
-            Some(ppb) => println!("uncertainty  {ppb} ppb"),
-            None => println!("uncertainty  not measured yet"),
+            Some(ppb) => writeln!(f, "uncertainty  {ppb} ppb")?,
+            None => writeln!(f, "uncertainty  not measured yet")?,
         }
-        println!("correction   {} ppb", self.frequency_correction_ppb);
+        writeln!(f, "correction   {} ppb", self.frequency_correction_ppb)?;
         if let Some(why) = &self.fallback {
-            println!("fallback     {why}");
+            writeln!(f, "fallback     {why}")?;
         }
-        println!("windups      {}", self.windups);
-        println!(
+        writeln!(f, "windups      {}", self.windups)?;
+        writeln!(
+            f,
             "offset       {} ns (CLOCK_MONOTONIC minus ours)",
             self.offset_ns
-        );
-        println!("accuracy     {} ns", self.accuracy_ns);
-        println!("verdicts");
+        )?;
+        writeln!(f, "accuracy     {} ns", self.accuracy_ns)?;
+        writeln!(f, "verdicts")?;
         for v in &self.verdicts {
             let mark = if v.passed { "pass" } else { "FAIL" };
-            println!("  {mark}  {:<24} {}", v.check, v.detail);
+            writeln!(f, "  {mark}  {:<24} {}", v.check, v.detail)?;
         }
+        Ok(())
     }
 }
 
@@ -98,7 +105,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&facts)?);
     } else {
-        facts.print();
+        print!("{facts}");
     }
     Ok(())
 }

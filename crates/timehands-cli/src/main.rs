@@ -5,9 +5,21 @@
 //! fix. `main` prints that error on one line and exits non-zero; nothing here
 //! panics on user input.
 
+mod bench;
+mod bracket;
+mod clocks;
 mod info;
+mod output;
+mod plot;
+mod progress;
+mod report;
+mod rounds;
+mod scale;
 mod stat;
+mod summary;
 mod timers;
+mod track;
+mod tsc_sync;
 
 use std::process::ExitCode;
 
@@ -17,13 +29,24 @@ use clap::{Parser, Subcommand};
 /// well it keeps time.
 #[derive(Parser)]
 #[command(name = "timehands", version, after_help = EXAMPLES)]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// With no subcommand, `report` runs with these flags.
+    #[command(flatten)]
+    report: report::Args,
 }
 
 const EXAMPLES: &str = "\
 Examples:
+  timehands                   the report: the facts, every clock's cost and accuracy
+  timehands bench             ns per call of every clock, in rounds (--raw for stat)
+  timehands stat a.txt b.txt  ministat: is b different from a, at 95% confidence?
+  timehands scale             reads per second for 1..N threads
+  timehands tsc-sync          bounds on every CPU pair's TSC offset, and a verdict
+  timehands track -D 10       our clock's offset and rate against the kernel's
+  timehands timers            hard-timer lateness under a soft-timer storm
   timehands info              the counter, its frequency and the trust verdicts
   timehands info --json       the same as one JSON document";
 
@@ -32,6 +55,19 @@ enum Command {
     /// The counter, its frequency and where it came from, the trust verdicts,
     /// and the offset to the kernel's clock, without benchmarking.
     Info(info::Args),
+    /// The facts of `info`, then every clock's cost (ns per call) and the
+    /// offset of each of ours from the kernel's clock of the same name.
+    Report(report::Args),
+    /// Nanoseconds per call of every clock, in rounds; preempted rounds are
+    /// discarded; raw rounds for `stat`.
+    Bench(bench::Args),
+    /// Reads per second for 1..N threads: timehands, the vDSO, a clock behind
+    /// a mutex and a clock that bounces one cache line.
+    Scale(scale::Args),
+    /// Bounds on the TSC offset of every pair of CPUs, and a verdict.
+    TscSync(tsc_sync::Args),
+    /// Our clock's offset and frequency error against the kernel's, over time.
+    Track(track::Args),
     /// ministat: compare data sets (one number a line) with Student's t, with
     /// the same flags, layout and numbers as FreeBSD's ministat.
     Stat(stat::Args),
@@ -44,9 +80,14 @@ fn main() -> ExitCode {
     let cli = parse();
     let result = match cli.command {
         Some(Command::Info(args)) => info::run(&args),
+        Some(Command::Report(args)) => report::run(&args),
+        Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Stat(args)) => stat::run(&args),
+        Some(Command::Scale(args)) => scale::run(&args),
+        Some(Command::TscSync(args)) => tsc_sync::run(&args),
+        Some(Command::Track(args)) => track::run(&args),
         Some(Command::Timers(args)) => timers::run(&args),
-        None => info::run(&info::Args::default()),
+        None => report::run(&cli.report),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

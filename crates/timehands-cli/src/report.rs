@@ -1,0 +1,211 @@
+//! `timehands report`, the command's default: what the clock runs on (the
+//! facts of `info`), then what every clock costs and how far each of ours is
+//! from the kernel's clock of the same name. It takes a few seconds.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use serde::Serialize;
+
+use crate::bracket::{self, Offset};
+use crate::clocks::Clock;
+use crate::info::Facts;
+use crate::output::{self, OutFile};
+use crate::plot::{self, Bar, Bars};
+use crate::rounds::{self, Cost, Plan};
+
+/// Flags of `timehands report`.
+#[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  timehands                          the report (the same as `timehands report`)
+  timehands report --json | jq '.cost[] | {clock, median: .ns_per_call.median}'
+  timehands report --out report/     also report/index.html with SVG plots")]
+pub struct Args {
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write cost.svg, accuracy.svg and an index.html showing them (and
+    /// the text report) into this directory, created if missing.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Rounds kept per clock.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
+    /// Calls per round.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub calls: u64,
+    /// Brackets per accuracy comparison; the narrowest is kept.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub brackets: u32,
+}
+
+/// The whole report, as JSON names it.
+#[derive(Serialize)]
+struct Report {
+    info: Facts,
+    rounds: u32,
+    calls: u64,
+    cost: Vec<Cost>,
+    accuracy: Vec<Accuracy>,
+}
+
+/// One of our clocks against its kernel twin.
+#[derive(Serialize)]
+struct Accuracy {
+    clock: String,
+    label: String,
+    against: String,
+    /// Whether both read the value at a tick (the last windup, the kernel's
+    /// last timer interrupt) rather than the counter.
+    coarse: bool,
+    #[serde(flatten)]
+    offset: Offset,
+}
+
+/// Runs `timehands report`.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let out = match &args.out {
+        Some(dir) => {
+            output::create_dir(dir)?;
+            Some(Files {
+                cost: OutFile::create(&dir.join("cost.svg"))?,
+                accuracy: OutFile::create(&dir.join("accuracy.svg"))?,
+                html: OutFile::create(&dir.join("index.html"))?,
+            })
+        }
+        None => None,
+    };
+    let clocks = Clock::value_variants();
+    let plan = Plan {
+        rounds: args.rounds as usize,
+        calls: args.calls,
+    };
+    let measured = rounds::measure(clocks, plan)?;
+    let accuracy = clocks
+        .iter()
+        .filter_map(|&ours| {
+            let kernel = ours.kernel_twin()?;
+            Some(Accuracy {
+                clock: ours.key(),
+                label: ours.label().to_string(),
+                against: kernel.label().to_string(),
+                coarse: kernel.is_coarse(),
+                offset: bracket::offset(ours, kernel, args.brackets as usize),
+            })
+        })
+        .collect();
+    let report = Report {
+        // After the measurement, so that the steering has run a while.
+        info: Facts::gather(),
+        rounds: args.rounds,
+        calls: args.calls,
+        cost: measured.iter().filter_map(|r| r.cost(args.calls)).collect(),
+        accuracy,
+    };
+    let text = report.text();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{text}");
+    }
+    if let Some(files) = out {
+        files.write(&report, &text)?;
+    }
+    Ok(())
+}
+
+impl Report {
+    fn text(&self) -> String {
+        let mut text = format!("{}\n", self.info);
+        let _ = writeln!(
+            text,
+            "Cost: {} rounds of {} calls per clock, ns per call; a round with an involuntary context switch is discarded and taken again",
+            self.rounds, self.calls
+        );
+        text.push_str(&rounds::table(&self.cost));
+        let _ = writeln!(
+            text,
+            "\nAccuracy: ours minus the kernel clock of the same name, read between two reads of it (the narrowest bracket kept); exact to within half the bracket"
+        );
+        let _ = writeln!(
+            text,
+            "{:<34} {:<24} {:>14} {:>11}",
+            "clock", "against", "offset ns", "bracket ns"
+        );
+        for a in &self.accuracy {
+            let _ = writeln!(
+                text,
+                "{:<34} {:<24} {:>14} {:>11}",
+                a.label, a.against, a.offset.offset_ns, a.offset.bracket_ns
+            );
+        }
+        text
+    }
+}
+
+/// The files of `--out`, created before the measurement.
+struct Files {
+    cost: OutFile,
+    accuracy: OutFile,
+    html: OutFile,
+}
+
+impl Files {
+    fn write(&self, report: &Report, text: &str) -> anyhow::Result<()> {
+        let cost = Bars {
+            title: "Cost per call (bar: median; whisker: min to max over the rounds)".into(),
+            x: "ns per call".into(),
+            bars: report
+                .cost
+                .iter()
+                .map(|c| Bar {
+                    name: c.label.clone(),
+                    value: c.ns_per_call.median,
+                    low: c.ns_per_call.min,
+                    high: c.ns_per_call.max,
+                })
+                .collect(),
+        };
+        self.cost.write(&plot::bars(&[cost])?)?;
+        // The coarse clocks differ by up to a tick, a million times what the
+        // precise ones do: each kind gets its own scale.
+        let accuracy = |coarse: bool, title: &str| Bars {
+            title: title.into(),
+            x: "ours minus the kernel's, ns".into(),
+            bars: report
+                .accuracy
+                .iter()
+                .filter(|a| a.coarse == coarse)
+                .map(|a| {
+                    let offset = a.offset.offset_ns as f64;
+                    let half = a.offset.bracket_ns as f64 / 2.0;
+                    Bar {
+                        name: format!("{} - {}", a.label, a.against),
+                        value: offset,
+                        low: offset - half,
+                        high: offset + half,
+                    }
+                })
+                .collect(),
+        };
+        self.accuracy.write(&plot::bars(&[
+            accuracy(
+                false,
+                "Offset from the kernel's clock (whisker: the bracket)",
+            ),
+            accuracy(true, "Coarse clocks: offset from the kernel's coarse clock"),
+        ])?)?;
+        self.html.write(&format!(
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>timehands report</title></head>\n<body>\n<h1>timehands report</h1>\n<img src=\"cost.svg\" alt=\"cost per call of every clock\">\n<img src=\"accuracy.svg\" alt=\"offset of each of our clocks from the kernel's\">\n<pre>\n{}</pre>\n</body>\n</html>\n",
+            escape_html(text)
+        ))
+    }
+}
+
+fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}

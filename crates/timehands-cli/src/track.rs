@@ -1,0 +1,335 @@
+//! `timehands track`: timehands' `now()` against the kernel's CLOCK_MONOTONIC
+//! over time.
+//!
+//! At every interval one bracketed comparison (the narrowest of a few
+//! `kernel, ours, kernel`) gives the offset, ours minus the kernel's, to
+//! within half its bracket. The frequency error at a sample is how fast the
+//! offset moved over the second before it (in ppm); over the whole run it is
+//! the slope of the least-squares line through the offsets. A clock that
+//! keeps to the kernel shows offsets within the brackets and a slope near 0.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::bracket;
+use crate::clocks::Clock;
+use crate::output::OutFile;
+use crate::plot::{self, Chart, Series};
+use crate::progress;
+use crate::summary::Summary;
+
+/// Brackets per sample; the narrowest is kept.
+const BRACKETS: usize = 5;
+
+/// The frequency error at a sample is taken over this much time before it.
+const RATE_WINDOW: Duration = Duration::from_secs(1);
+
+/// Flags of `timehands track`.
+#[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  timehands track                        10 s, a sample every 100 ms
+  timehands track -D 60 --interval 500 --out track.svg
+  timehands track -D 2 --json | jq .summary
+  timehands track --upkeep               with windups every millisecond meanwhile")]
+pub struct Args {
+    /// How long to track, in seconds.
+    #[arg(short = 'D', long, value_name = "SECONDS", default_value_t = 10.0, value_parser = seconds)]
+    pub duration: f64,
+    /// Time between samples, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub interval: u64,
+    /// Start timehands' upkeep thread first (a coarse read does), so that the
+    /// clock winds up every millisecond while the tracker sleeps; without it,
+    /// the clock winds up only when a read finds it stale, as in a program
+    /// that reads the clock seldom.
+    #[arg(long)]
+    pub upkeep: bool,
+    /// Also write an SVG plot of the offset and the frequency error to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses a positive, finite number of seconds, at most a day.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 86_400.0 => Ok(s),
+        _ => Err("give seconds as a number above 0 and at most 86400, such as 10 or 0.5".into()),
+    }
+}
+
+/// One sample.
+#[derive(Serialize)]
+struct Sample {
+    /// Seconds since the first sample.
+    t_s: f64,
+    /// Ours minus CLOCK_MONOTONIC, in ns.
+    offset_ns: i64,
+    /// The bracket's width, in ns.
+    bracket_ns: u64,
+    /// The offset's rate of change over the window before this sample, in
+    /// ppm; `None` for the first sample.
+    frequency_error_ppm: Option<f64>,
+}
+
+/// What the run comes to.
+#[derive(Serialize)]
+struct Totals {
+    samples: usize,
+    /// The offsets' figures, in ns.
+    offset_ns: Summary,
+    /// The largest |offset|, in ns.
+    max_abs_offset_ns: u64,
+    /// The widest bracket, in ns.
+    max_bracket_ns: u64,
+    /// The least-squares slope of the offsets over the run, in ppm; `None`
+    /// for a single sample.
+    frequency_error_ppm: Option<f64>,
+}
+
+/// The run, as JSON names it.
+#[derive(Serialize)]
+struct Run {
+    clock: &'static str,
+    against: &'static str,
+    interval_ms: u64,
+    /// Whether the upkeep thread wound the clock up between samples.
+    upkeep: bool,
+    summary: Totals,
+    samples: Vec<Sample>,
+}
+
+/// Runs `timehands track`.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let out = args.out.as_deref().map(OutFile::create).transpose()?;
+    let interval = Duration::from_millis(args.interval);
+    let duration = Duration::from_secs_f64(args.duration);
+    let count = (duration.as_nanos() / interval.as_nanos()) as usize + 1;
+    let progress = progress::bar("track", count as u64, duration);
+    let window = (RATE_WINDOW.as_nanos() / interval.as_nanos()).max(1) as usize;
+    let (ours, kernel) = (Clock::Now, Clock::KernelMonotonic);
+    if args.upkeep {
+        timehands::now_coarse();
+    }
+    let start = Instant::now();
+    let mut offsets: Vec<bracket::Offset> = Vec::with_capacity(count);
+    let mut samples = Vec::with_capacity(count);
+    for i in 0..count {
+        let due = start + interval * i as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            thread::sleep(wait);
+        }
+        let now = bracket::offset(ours, kernel, BRACKETS);
+        let first = offsets.first().copied().unwrap_or(now);
+        let frequency_error_ppm = i
+            .checked_sub(window)
+            .or((i > 0).then_some(0))
+            .map(|back| rate_ppm(&offsets[back], &now));
+        samples.push(Sample {
+            t_s: now.kernel_ns.saturating_sub(first.kernel_ns) as f64 / 1e9,
+            offset_ns: now.offset_ns,
+            bracket_ns: now.bracket_ns,
+            frequency_error_ppm,
+        });
+        offsets.push(now);
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+    let run = Run {
+        clock: ours.label(),
+        against: kernel.label(),
+        interval_ms: args.interval,
+        upkeep: args.upkeep,
+        summary: totals(&samples)?,
+        samples,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&run)?);
+    } else {
+        print!("{}", run.text());
+    }
+    if let Some(file) = out {
+        file.write(&run.plot()?)?;
+    }
+    Ok(())
+}
+
+/// How fast the offset moved from `earlier` to `later`, in ppm of the
+/// kernel's time between them.
+fn rate_ppm(earlier: &bracket::Offset, later: &bracket::Offset) -> f64 {
+    let moved = (later.offset_ns - earlier.offset_ns) as f64;
+    let elapsed = later.kernel_ns.saturating_sub(earlier.kernel_ns).max(1) as f64;
+    moved / elapsed * 1e6
+}
+
+fn totals(samples: &[Sample]) -> anyhow::Result<Totals> {
+    let offsets: Vec<f64> = samples.iter().map(|s| s.offset_ns as f64).collect();
+    Ok(Totals {
+        samples: samples.len(),
+        offset_ns: Summary::of(&offsets).context("no samples taken")?,
+        max_abs_offset_ns: samples
+            .iter()
+            .map(|s| s.offset_ns.unsigned_abs())
+            .max()
+            .unwrap_or(0),
+        max_bracket_ns: samples.iter().map(|s| s.bracket_ns).max().unwrap_or(0),
+        frequency_error_ppm: slope(samples).map(|per_s| per_s / 1e3),
+    })
+}
+
+/// The least-squares slope of offset (ns) against time (s), in ns per s;
+/// `None` when the samples span no time.
+fn slope(samples: &[Sample]) -> Option<f64> {
+    let n = samples.len() as f64;
+    let mean_t = samples.iter().map(|s| s.t_s).sum::<f64>() / n;
+    let mean_offset = samples.iter().map(|s| s.offset_ns as f64).sum::<f64>() / n;
+    let (mut covariance, mut variance) = (0.0, 0.0);
+    for s in samples {
+        let dt = s.t_s - mean_t;
+        covariance += dt * (s.offset_ns as f64 - mean_offset);
+        variance += dt * dt;
+    }
+    (variance > 0.0).then(|| covariance / variance)
+}
+
+impl Run {
+    fn text(&self) -> String {
+        let mut text = format!(
+            "{} minus {}, a sample every {} ms{} (offset exact within half the bracket)\n",
+            self.clock,
+            self.against,
+            self.interval_ms,
+            if self.upkeep {
+                ", the upkeep thread winding up meanwhile"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(
+            text,
+            "{:>9} {:>12} {:>11} {:>16}",
+            "t s", "offset ns", "bracket ns", "freq error ppm"
+        );
+        for s in &self.samples {
+            let rate = s
+                .frequency_error_ppm
+                .map_or_else(|| "-".to_string(), |r| format!("{r:.3}"));
+            let _ = writeln!(
+                text,
+                "{:>9.3} {:>12} {:>11} {:>16}",
+                s.t_s, s.offset_ns, s.bracket_ns, rate
+            );
+        }
+        let t = &self.summary;
+        let o = &t.offset_ns;
+        let _ = writeln!(text, "summary");
+        let _ = writeln!(text, "  samples          {}", t.samples);
+        let _ = writeln!(
+            text,
+            "  offset ns        min {:.0}  median {:.0}  max {:.0}  (largest |offset| {})",
+            o.min, o.median, o.max, t.max_abs_offset_ns
+        );
+        let _ = writeln!(text, "  widest bracket   {} ns", t.max_bracket_ns);
+        match t.frequency_error_ppm {
+            Some(ppm) => {
+                let _ = writeln!(text, "  frequency error  {ppm:.4} ppm (slope over the run)");
+            }
+            None => {
+                let _ = writeln!(text, "  frequency error  - (one sample)");
+            }
+        }
+        text
+    }
+
+    fn plot(&self) -> anyhow::Result<String> {
+        let series = |name: &str, points: Vec<(f64, f64)>| Series {
+            name: name.to_string(),
+            points,
+        };
+        plot::lines(&[
+            Chart {
+                title: format!("{} minus {}", self.clock, self.against),
+                x: "seconds".into(),
+                whole_x: false,
+                y: "offset (ns)".into(),
+                series: vec![series(
+                    "offset",
+                    self.samples
+                        .iter()
+                        .map(|s| (s.t_s, s.offset_ns as f64))
+                        .collect(),
+                )],
+            },
+            Chart {
+                title: format!("Frequency error over the last {RATE_WINDOW:?}"),
+                x: "seconds".into(),
+                whole_x: false,
+                y: "ppm".into(),
+                series: vec![series(
+                    "frequency error",
+                    self.samples
+                        .iter()
+                        .filter_map(|s| Some((s.t_s, s.frequency_error_ppm?)))
+                        .collect(),
+                )],
+            },
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(t_s: f64, offset_ns: i64) -> Sample {
+        Sample {
+            t_s,
+            offset_ns,
+            bracket_ns: 50,
+            frequency_error_ppm: None,
+        }
+    }
+
+    #[test]
+    fn the_slope_of_offsets_on_a_line_is_the_line_s() {
+        // 250 ns more every second: 0.25 ppm.
+        let samples: Vec<Sample> = (0..5)
+            .map(|i| at(f64::from(i) * 0.5, -1000 + 125 * i64::from(i)))
+            .collect();
+        let per_s = slope(&samples).expect("a slope");
+        assert!((per_s - 250.0).abs() < 1e-9, "{per_s}");
+        let totals = totals(&samples).expect("samples");
+        assert_eq!(totals.max_abs_offset_ns, 1000);
+        assert!((totals.frequency_error_ppm.expect("a rate") - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn one_sample_has_no_slope() {
+        assert!(slope(&[at(0.0, 7)]).is_none());
+        assert!(totals(&[]).is_err());
+    }
+
+    #[test]
+    fn rate_between_two_offsets_is_over_the_kernel_s_time() {
+        let earlier = bracket::Offset {
+            kernel_ns: 1_000_000_000,
+            offset_ns: 100,
+            bracket_ns: 40,
+        };
+        let later = bracket::Offset {
+            kernel_ns: 1_100_000_000,
+            offset_ns: 50,
+            bracket_ns: 40,
+        };
+        // 50 ns lost in 100 ms: -0.5 ppm.
+        assert!((rate_ppm(&earlier, &later) + 0.5).abs() < 1e-12);
+    }
+}

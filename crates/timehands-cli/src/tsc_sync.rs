@@ -1,0 +1,187 @@
+//! `timehands tsc-sync`: bounds on the TSC offset of every pair of CPUs, from
+//! messages handed back and forth between two pinned threads
+//! ([`timehands::tsc_sync`] explains the model), and a verdict: synchronized
+//! when every pair's bounds contain 0.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+/// Flags of `timehands tsc-sync`.
+#[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  timehands tsc-sync                      every pair of the CPUs this process may use
+  timehands tsc-sync --cpus 0,3 --handoffs 100000
+  timehands tsc-sync --json | jq .synchronized")]
+pub struct Args {
+    /// Hand-offs per pair (half each way): more give tighter bounds.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(2..=100_000_000))]
+    pub handoffs: u64,
+    /// Only the pairs of these CPUs, separated by commas (default: every CPU
+    /// this process may run on).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub cpus: Vec<usize>,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One pair's bounds, as JSON names them.
+#[derive(Serialize)]
+struct Pair {
+    cpus: (usize, usize),
+    lo_cycles: i64,
+    hi_cycles: i64,
+    lo_ns: f64,
+    hi_ns: f64,
+    min_round_trip_cycles: u64,
+    min_round_trip_ns: f64,
+    handoffs: u64,
+    backward: u64,
+    synchronized: bool,
+}
+
+/// The run, as JSON names it.
+#[derive(Serialize)]
+struct Run {
+    frequency_hz: u64,
+    handoffs: u64,
+    synchronized: bool,
+    pairs: Vec<Pair>,
+}
+
+/// Runs `timehands tsc-sync`.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let run = measure(args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&run)?);
+    } else {
+        print!("{}", run.text());
+    }
+    Ok(())
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn measure(_: &Args) -> anyhow::Result<Run> {
+    anyhow::bail!(
+        "tsc-sync measures the x86_64 TSC on Linux: this is {} on {}",
+        std::env::consts::ARCH,
+        std::env::consts::OS
+    )
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn measure(args: &Args) -> anyhow::Result<Run> {
+    use anyhow::{Context, bail};
+    use timehands::tsc_sync::{self, PairBounds};
+
+    let frequency_hz = tsc_frequency()?;
+    let bounds: Vec<PairBounds> = if args.cpus.is_empty() {
+        tsc_sync::measure_all(args.handoffs, frequency_hz)?.pairs
+    } else {
+        let cpus = &args.cpus;
+        if cpus.len() < 2 {
+            bail!(
+                "--cpus {}: give at least two CPUs, such as --cpus 0,1",
+                cpus[0]
+            );
+        }
+        let mut pairs = Vec::new();
+        for (i, &a) in cpus.iter().enumerate() {
+            for &b in &cpus[i + 1..] {
+                let pair = tsc_sync::measure_pair(a, b, args.handoffs, frequency_hz)
+                    .with_context(|| format!("--cpus {}", list(cpus)))?;
+                pairs.push(pair);
+            }
+        }
+        pairs
+    };
+    let pairs: Vec<Pair> = bounds
+        .into_iter()
+        .map(|b| Pair {
+            synchronized: b.synchronized(),
+            cpus: b.cpus,
+            lo_cycles: b.lo,
+            hi_cycles: b.hi,
+            lo_ns: b.lo_ns,
+            hi_ns: b.hi_ns,
+            min_round_trip_cycles: b.min_round_trip,
+            min_round_trip_ns: b.min_round_trip_ns,
+            handoffs: b.handoffs,
+            backward: b.backward,
+        })
+        .collect();
+    Ok(Run {
+        frequency_hz,
+        handoffs: args.handoffs,
+        synchronized: pairs.iter().all(|p| p.synchronized),
+        pairs,
+    })
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The TSC's frequency, to express counts in ns: timehands' refined one when
+/// its clock runs on the TSC, else the one CPUID states.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn tsc_frequency() -> anyhow::Result<u64> {
+    timehands::now();
+    let info = timehands::info();
+    if info.counter == "TSC" {
+        return Ok(info.frequency_hz);
+    }
+    timehands::hw::TscFacts::read()
+        .stated_frequency()
+        .map(|stated| stated.hz)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "the TSC's frequency is unknown: timehands runs on {} and CPUID states none",
+                info.counter
+            )
+        })
+}
+
+impl Run {
+    fn text(&self) -> String {
+        let mut text = format!(
+            "TSC offset of the second CPU minus the first, {} hand-offs per pair, TSC at {} Hz\n",
+            self.handoffs, self.frequency_hz
+        );
+        let _ = writeln!(
+            text,
+            "{:<9} {:>25} {:>25} {:>19} {:>9}  synchronized",
+            "cpus", "bounds (cycles)", "bounds (ns)", "min round trip", "backward"
+        );
+        for p in &self.pairs {
+            let _ = writeln!(
+                text,
+                "{:<9} {:>25} {:>25} {:>19} {:>9}  {}",
+                format!("{}-{}", p.cpus.0, p.cpus.1),
+                format!("[{}, {}]", p.lo_cycles, p.hi_cycles),
+                format!("[{:.1}, {:.1}]", p.lo_ns, p.hi_ns),
+                format!(
+                    "{} cy / {:.1} ns",
+                    p.min_round_trip_cycles, p.min_round_trip_ns
+                ),
+                p.backward,
+                if p.synchronized { "yes" } else { "NO" }
+            );
+        }
+        let verdict = if self.pairs.is_empty() {
+            "nothing to compare: this process may run on one CPU only"
+        } else if self.synchronized {
+            "synchronized: every pair's bounds contain 0"
+        } else {
+            "NOT synchronized: some pair's bounds exclude 0"
+        };
+        let _ = writeln!(text, "verdict: {verdict}");
+        text
+    }
+}

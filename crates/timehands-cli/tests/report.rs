@@ -1,0 +1,136 @@
+//! `timehands report` (and no subcommand): the facts, the cost table, the
+//! accuracy table, JSON, the `--out` page, and the errors.
+
+mod support;
+
+use support::{assert_svg, fails_in_one_line, json, scratch, stdout, under_a_file};
+
+/// Few short rounds: the tests check the shape, not the figures.
+const QUICK: [&str; 6] = ["--rounds", "3", "--calls", "100", "--brackets", "3"];
+
+const OURS_WITH_TWINS: [(&str, &str); 7] = [
+    ("timehands now()", "CLOCK_MONOTONIC"),
+    ("timehands now_unordered()", "CLOCK_MONOTONIC"),
+    ("timehands now_coarse()", "CLOCK_MONOTONIC_COARSE"),
+    ("timehands gettime(Realtime)", "CLOCK_REALTIME"),
+    ("timehands gettime(Boottime)", "CLOCK_BOOTTIME"),
+    ("timehands gettime(RealtimeCoarse)", "CLOCK_REALTIME_COARSE"),
+    ("std Instant::now()", "CLOCK_MONOTONIC"),
+];
+
+fn args<'a>(head: &[&'a str]) -> Vec<&'a str> {
+    head.iter().copied().chain(QUICK).collect()
+}
+
+#[test]
+fn the_text_has_the_facts_a_cost_row_per_clock_and_the_accuracy_rows() {
+    let text = stdout(&args(&["report"]));
+    let counter = timehands::info().counter;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("counter") && l.ends_with(&counter)),
+        "{text}"
+    );
+    let cost = text.split("Accuracy:").next().expect("text");
+    for clock in [
+        "timehands now()",
+        "CLOCK_MONOTONIC_RAW",
+        "CLOCK_REALTIME_COARSE",
+        "std Instant::now()",
+    ] {
+        let row = cost
+            .lines()
+            .find(|l| l.starts_with(&format!("{clock} ")))
+            .unwrap_or_else(|| panic!("no cost row for {clock} in\n{text}"));
+        // label, then rounds, min, median, avg, max, stddev, discarded
+        let figures: Vec<&str> = row[clock.len()..].split_whitespace().collect();
+        assert_eq!(figures.len(), 7, "{row}");
+        assert_eq!(figures[0], "3", "{row}");
+    }
+    let accuracy = text.split("Accuracy:").nth(1).expect("an accuracy table");
+    for (ours, kernel) in OURS_WITH_TWINS {
+        assert!(
+            accuracy
+                .lines()
+                .any(|l| l.starts_with(&format!("{ours} ")) && l.contains(kernel)),
+            "no accuracy row {ours} against {kernel} in\n{accuracy}"
+        );
+    }
+}
+
+#[test]
+fn no_subcommand_runs_the_report_with_its_flags() {
+    let text = stdout(&QUICK);
+    assert!(text.contains("Cost: 3 rounds of 100 calls"), "{text}");
+    assert!(text.contains("Accuracy:"), "{text}");
+}
+
+#[test]
+fn json_has_the_facts_every_clock_and_the_offsets() {
+    let doc = json(&args(&["report", "--json"]));
+    assert!(doc["info"]["counter"].is_string(), "{doc}");
+    assert!(doc["info"]["verdicts"].is_array(), "{doc}");
+    assert_eq!(doc["rounds"], 3);
+    assert_eq!(doc["calls"], 100);
+    let cost = doc["cost"].as_array().expect("cost");
+    assert_eq!(cost.len(), 13, "{doc}");
+    for row in cost {
+        let s = &row["ns_per_call"];
+        assert_eq!(s["n"], 3, "{row}");
+        let [min, median, max] = ["min", "median", "max"].map(|f| s[f].as_f64().expect("a number"));
+        assert!(0.0 < min && min <= median && median <= max, "{row}");
+        for field in ["clock", "label", "discarded", "calls"] {
+            assert!(row.get(field).is_some(), "no {field} in {row}");
+        }
+        assert!(
+            s["stddev"].as_f64().is_some() && s["avg"].as_f64().is_some(),
+            "{row}"
+        );
+    }
+    let accuracy = doc["accuracy"].as_array().expect("accuracy");
+    assert_eq!(accuracy.len(), OURS_WITH_TWINS.len(), "{doc}");
+    for (row, (ours, kernel)) in accuracy.iter().zip(OURS_WITH_TWINS) {
+        assert_eq!(row["label"], ours);
+        assert_eq!(row["against"], kernel);
+        assert!(row["offset_ns"].as_i64().is_some(), "{row}");
+        assert!(row["bracket_ns"].as_u64().is_some(), "{row}");
+    }
+}
+
+#[test]
+fn out_writes_the_plots_and_a_page_that_shows_them() {
+    let dir = scratch("report-out").join("new");
+    let text = stdout(&args(&["report", "--out", dir.to_str().expect("utf-8")]));
+    assert_svg(&dir.join("cost.svg"));
+    assert_svg(&dir.join("accuracy.svg"));
+    let html = std::fs::read_to_string(dir.join("index.html")).expect("index.html");
+    assert!(
+        html.contains("src=\"cost.svg\"") && html.contains("src=\"accuracy.svg\""),
+        "{html}"
+    );
+    let first_row = text
+        .lines()
+        .find(|l| l.starts_with("timehands now() "))
+        .expect("a row");
+    assert!(
+        html.contains(first_row),
+        "the page lacks the text report:\n{html}"
+    );
+    let cost = std::fs::read_to_string(dir.join("cost.svg")).expect("cost.svg");
+    assert!(
+        cost.contains("CLOCK_MONOTONIC_RAW"),
+        "no clock names in the plot"
+    );
+}
+
+#[test]
+fn bad_flags_and_unwritable_directories_fail_in_one_line() {
+    fails_in_one_line(&["report", "--bogus"], "--bogus");
+    fails_in_one_line(&["report", "--rounds", "0"], "--rounds");
+    fails_in_one_line(&["report", "--calls", "ten"], "ten");
+    fails_in_one_line(&["report", "--brackets", "-3"], "-3");
+    fails_in_one_line(&["report", "--out", "/proc/x"], "/proc/x");
+    let under = under_a_file();
+    fails_in_one_line(&["report", "--out", &under], &under);
+    fails_in_one_line(&["--rounds", "x"], "x");
+}

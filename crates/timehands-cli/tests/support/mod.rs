@@ -1,0 +1,70 @@
+//! What every subcommand's tests do: run the binary, read its output, and
+//! check that a bad command line fails in one line.
+
+#![allow(dead_code)] // each test file uses its own part
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_timehands");
+
+/// Runs the binary with `args`.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// Runs the binary, checks that it succeeded, and returns its stdout.
+pub fn stdout(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Runs the binary and parses its stdout as one JSON document.
+pub fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&stdout(args)).expect("one JSON document")
+}
+
+/// Checks that `args` fail with a non-zero exit and exactly one line on
+/// stderr that contains `naming` (the input at fault), and nothing on stdout.
+pub fn fails_in_one_line(args: &[&str], naming: &str) {
+    let out = run(args);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert_ne!(out.status.code(), None, "{args:?} died of a signal");
+    let err = String::from_utf8(out.stderr).expect("utf-8");
+    assert_eq!(err.lines().count(), 1, "{args:?}: not one line:\n{err}");
+    assert!(err.starts_with("timehands: "), "{args:?}: {err}");
+    assert!(err.contains(naming), "{args:?}: {naming:?} not in {err}");
+    assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
+}
+
+/// A fresh, empty directory for one test's files.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    dir
+}
+
+/// A path below a regular file, which no one can create.
+pub fn under_a_file() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml/x").to_string()
+}
+
+/// Reads an SVG file and checks that it is one.
+pub fn assert_svg(path: &std::path::Path) {
+    let svg = std::fs::read_to_string(path).expect("the SVG was written");
+    assert!(
+        svg.contains("<svg") && svg.trim_end().ends_with("</svg>"),
+        "{}",
+        path.display()
+    );
+}
