@@ -8,12 +8,13 @@
 //! - the slew of `adjtime`: while an amount remains, time runs up to 500 ppm
 //!   fast (or slow) until the amount is used up.
 //!
-//! The slew is accounted exactly: over a segment of `n` counts the clock gains
-//! `n * slew_part` units of 2^-64 s, and that product is what is taken off the
-//! remainder. So the total correction equals the request to within one unit per
-//! count of the last segment, whatever the windups' timing; a windup that comes
-//! late overshoots (at most 500 ppm of the lateness) and the next segments slew
-//! the overshoot back.
+//! A slew runs for one windup interval's counts after a switch point and then
+//! stops (the hands' `slew_len`), however late the next windup comes: a clock
+//! wound up only by readers seconds apart never runs a slew past its amount.
+//! It is accounted exactly: a slew segment of `n` counts gains `n * slew_part`
+//! units of 2^-64 s, and that product is what is taken off the remainder. So
+//! the total correction equals the request to within one unit per count of the
+//! last segment, whatever the windups' timing.
 
 use crate::{BinTime, Error};
 
@@ -44,7 +45,7 @@ pub(crate) struct Discipline {
     pub frequency_ppb: i64,
     /// What the slew still has to add, in 2^-64 s units (negative: take away).
     pub slew_remaining: i128,
-    /// The slew's part of the scale in the current segment.
+    /// The slew's part of the scale in the current slew segment.
     pub slew_part: i64,
 }
 
@@ -60,20 +61,30 @@ impl Discipline {
         }
     }
 
-    /// The scale of the current segment.
+    /// The scale of the current slew segment.
     pub fn scale(&self) -> u64 {
-        let scale = self.nominal as i128 + part_of(self.nominal, self.frequency_ppb) as i128;
-        (scale + self.slew_part as i128) as u64
+        (self.settled() as i128 + self.slew_part as i128) as u64
     }
 
-    /// Takes the slew of `counts` counts of the current segment off the remainder.
+    /// The scale without the slew: the nominal one and the frequency adjustment.
+    pub fn settled(&self) -> u64 {
+        (self.nominal as i128 + part_of(self.nominal, self.frequency_ppb) as i128) as u64
+    }
+
+    /// Takes the slew of `counts` counts of the current slew segment off the
+    /// remainder.
     pub fn charge(&mut self, counts: u64) {
         self.slew_remaining -= counts as i128 * self.slew_part as i128;
     }
 
-    /// Chooses the slew for the next segment: 500 ppm toward zero, or, when less
-    /// than one interval at 500 ppm remains, exactly what one interval needs.
-    /// Returns the next segment's scale.
+    /// The current slew segment is over (and charged).
+    pub fn end_slew(&mut self) {
+        self.slew_part = 0;
+    }
+
+    /// Chooses the slew for the next slew segment (one interval long): 500 ppm
+    /// toward zero, or, when less than one interval at 500 ppm remains, exactly
+    /// what one interval needs. Returns that segment's scale.
     pub fn retune(&mut self) -> u64 {
         let max = part_of(self.nominal, MAX_PPB) as i128;
         let part = self.slew_remaining / self.interval as i128;

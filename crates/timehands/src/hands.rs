@@ -5,9 +5,13 @@
 //! Time is a function of the counter, built of straight segments. A *hands*
 //! describes the function from its `base` (the counter value the writer sampled)
 //! onward: up to its `switch` point time runs at `scale_before`, after it at
-//! `scale_after`, and `at_switch` is the time at the switch point. A reader takes
-//! the current hands, reads the counter and evaluates; [`Hands::uptime_at`] is the
-//! one conversion routine that readers and the writer share.
+//! `scale_after` for `slew_len` counts and then at `settled`, and `at_switch` is
+//! the time at the switch point. The middle segment is an `adjtime` slew: it
+//! lasts one windup interval's counts and then stops, so a windup that comes
+//! late (readers that wind up only when they read, seconds apart) never runs a
+//! slew past its amount. A reader takes the current hands, reads the counter
+//! and evaluates; [`Hands::uptime_at`] is the one conversion routine that
+//! readers and the writer share.
 //!
 //! A windup samples the counter and publishes a new hands that continues the old
 //! function exactly (so no windup ever steps time, however late it comes: the
@@ -113,8 +117,13 @@ struct Hands {
     switch: u64,
     /// Seconds per count (0.64 fixed point) before the switch point.
     scale_before: u64,
-    /// Seconds per count after the switch point.
+    /// Seconds per count for `slew_len` counts after the switch point.
     scale_after: u64,
+    /// Counts after the switch point that run at `scale_after`: a slew's
+    /// length, or `u64::MAX` when there is no slew (`settled == scale_after`).
+    slew_len: u64,
+    /// Seconds per count after the slew.
+    settled: u64,
     /// Uptime at the switch point.
     at_switch: BinTime,
     /// Realtime minus uptime.
@@ -124,12 +133,24 @@ struct Hands {
 }
 
 impl Hands {
+    /// Where the slew ends, in counts from `base`, if there is one.
+    fn slew_end(&self) -> Option<u64> {
+        (self.slew_len != u64::MAX).then(|| self.switch.saturating_add(self.slew_len))
+    }
+
     /// Uptime `delta` counts after `base`: the one conversion routine.
     #[inline]
     fn uptime_at(&self, delta: u64) -> BinTime {
         if delta >= self.switch {
-            let since = BinTime::from_counts(delta - self.switch, self.scale_after);
-            self.at_switch.saturating_add(since)
+            let since = delta - self.switch;
+            if since <= self.slew_len {
+                self.at_switch
+                    .saturating_add(BinTime::from_counts(since, self.scale_after))
+            } else {
+                self.at_switch
+                    .saturating_add(BinTime::from_counts(self.slew_len, self.scale_after))
+                    .saturating_add(BinTime::from_counts(since - self.slew_len, self.settled))
+            }
         } else {
             let until = BinTime::from_counts(self.switch - delta, self.scale_before);
             self.at_switch.saturating_sub(until)
@@ -146,6 +167,8 @@ struct Slot {
     switch: Word,
     scale_before: Word,
     scale_after: Word,
+    slew_len: Word,
+    settled: Word,
     at_switch_sec: Word,
     at_switch_frac: Word,
     coarse: Word,
@@ -161,6 +184,8 @@ impl Slot {
             switch: Word::new(0),
             scale_before: Word::new(0),
             scale_after: Word::new(0),
+            slew_len: Word::new(0),
+            settled: Word::new(0),
             at_switch_sec: Word::new(0),
             at_switch_frac: Word::new(0),
             coarse: Word::new(0),
@@ -189,6 +214,8 @@ impl Slot {
             switch: self.switch.load(),
             scale_before: self.scale_before.load(),
             scale_after: self.scale_after.load(),
+            slew_len: self.slew_len.load(),
+            settled: self.settled.load(),
             at_switch: BinTime::new(self.at_switch_sec.load() as i64, self.at_switch_frac.load()),
             boottime: self.boottime(),
             coarse: self.coarse.load(),
@@ -209,6 +236,8 @@ impl Slot {
         self.switch.store(hands.switch);
         self.scale_before.store(hands.scale_before);
         self.scale_after.store(hands.scale_after);
+        self.slew_len.store(hands.slew_len);
+        self.settled.store(hands.settled);
         self.at_switch_sec.store(hands.at_switch.sec() as u64);
         self.at_switch_frac.store(hands.at_switch.frac());
         self.coarse.store(hands.coarse);
@@ -358,6 +387,8 @@ impl<C: Counter> Builder<C> {
             switch: 0,
             scale_before: nominal,
             scale_after: nominal,
+            slew_len: u64::MAX,
+            settled: nominal,
             at_switch: self.start,
             boottime: BinTime::ZERO,
             coarse: coarse_of(self.start),
@@ -709,31 +740,47 @@ impl<C: Counter> Timekeeper<C> {
                 None => hands.boottime,
             };
             let reschedule = step.is_none() && switch_passed && attempt < RATE_CHANGE_ATTEMPTS;
-            let next = if reschedule {
-                // The last switch point has passed: schedule the next rate at
-                // the lead or the promise, whichever is later, and account the
-                // slew of the old rate up to there.
-                let promise = (hands.switch + self.interval).saturating_sub(delta);
-                let switch = promise.max(self.lead);
-                discipline.charge(delta - hands.switch + switch);
+            let next = if switch_passed {
+                // The current hands' slew is accounted whole: what has run, and
+                // what the next hands runs up to its end.
+                if hands.slew_len != u64::MAX {
+                    discipline.charge(hands.slew_len);
+                }
+                discipline.end_slew();
+                let (switch, scale_before) = match hands.slew_end().filter(|&end| delta < end) {
+                    // The rest of the slew first. A slew lasts one interval,
+                    // so it ends at the current hands' promise.
+                    Some(end) => (end - delta, hands.scale_after),
+                    // The next rate at the lead or the promise, whichever is
+                    // later.
+                    None if reschedule => {
+                        let promise = (hands.switch + self.interval).saturating_sub(delta);
+                        (promise.max(self.lead), hands.settled)
+                    }
+                    // Keep the rate (a realtime step, or readers keep
+                    // cancelling).
+                    None => (0, hands.settled),
+                };
+                let (scale_after, slew_len, settled) = if reschedule {
+                    let scale = discipline.retune();
+                    let settled = discipline.settled();
+                    let slew_len = if scale == settled {
+                        u64::MAX
+                    } else {
+                        self.interval
+                    };
+                    (scale, slew_len, settled)
+                } else {
+                    (hands.settled, u64::MAX, hands.settled)
+                };
                 Hands {
                     base: count,
                     switch,
-                    scale_before: hands.scale_after,
-                    scale_after: discipline.retune(),
-                    at_switch: now.saturating_add(BinTime::from_counts(switch, hands.scale_after)),
-                    boottime,
-                    coarse: coarse_of(now),
-                }
-            } else if switch_passed {
-                // Keep the rate (a realtime step, or readers keep cancelling).
-                discipline.charge(delta - hands.switch);
-                Hands {
-                    base: count,
-                    switch: 0,
-                    scale_before: hands.scale_after,
-                    scale_after: hands.scale_after,
-                    at_switch: now,
+                    scale_before,
+                    scale_after,
+                    slew_len,
+                    settled,
+                    at_switch: now.saturating_add(BinTime::from_counts(switch, scale_before)),
                     boottime,
                     coarse: coarse_of(now),
                 }
@@ -747,7 +794,10 @@ impl<C: Counter> Timekeeper<C> {
                     ..hands
                 }
             };
-            let changes_rate = reschedule && next.scale_after != next.scale_before;
+            // After its switch point the candidate runs at other rates than the
+            // current hands (which runs `settled` there).
+            let changes_rate =
+                reschedule && (next.scale_after != hands.settled || next.settled != hands.settled);
             // The candidate's switch point, seen from the current hands.
             let switch_from_current = delta.saturating_add(next.switch);
             if self.publish(

@@ -376,6 +376,32 @@ fn adjtime_slews_at_500_ppm_until_done() {
     }
 }
 
+/// A slew lasts one interval after its switch point, however late the next
+/// windup comes: a clock wound up by readers half a second apart gains what
+/// was asked, one interval's worth (500 ns at 500 ppm) a windup, and never
+/// more (before, each late windup ran the slew for the whole gap: 250 µs).
+#[test]
+fn a_slew_never_outruns_late_windups() {
+    for hands in RINGS {
+        let counter = SimCounter::new(1_000_000_000);
+        let tk = timekeeper(&counter, hands);
+        let half_second = 500_000_000;
+        tk.adjtime(12_000);
+        let mut elapsed = 0i128;
+        let mut last = 0;
+        for _ in 0..40 {
+            counter.advance(half_second);
+            elapsed += half_second as i128;
+            let gained = tk.uptime().as_nanos() - elapsed;
+            assert!((last..=12_000).contains(&gained), "{last} then {gained}");
+            last = gained;
+            tk.windup();
+        }
+        assert!((11_999..=12_000).contains(&last), "{last}");
+        assert_eq!(tk.adjtime(0), 0);
+    }
+}
+
 /// `set_realtime` steps realtime only; uptime does not move.
 #[test]
 fn set_realtime_steps_only_realtime() {
