@@ -108,9 +108,10 @@ fn next_ticket(ticket: usize) -> usize {
     if ticket == MAX_TICKET { 1 } else { ticket + 1 }
 }
 
-/// One published description of the timeline; see the module docs.
+/// The timeline a hands describes: what readers of uptime need, and all
+/// they load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Hands {
+struct Line {
     /// The counter value the writer sampled.
     base: u64,
     /// Counts from `base` to the switch point.
@@ -120,19 +121,17 @@ struct Hands {
     /// Seconds per count for `slew_len` counts after the switch point.
     scale_after: u64,
     /// Counts after the switch point that run at `scale_after`: a slew's
-    /// length, or `u64::MAX` when there is no slew (`settled == scale_after`).
+    /// length (one windup interval), or `u64::MAX` when there is no slew
+    /// (`settled == scale_after`). Not stored: which it is follows from the
+    /// scales.
     slew_len: u64,
     /// Seconds per count after the slew.
     settled: u64,
     /// Uptime at the switch point.
     at_switch: BinTime,
-    /// Realtime minus uptime.
-    boottime: BinTime,
-    /// Uptime at `base` as 32.32 fixed point, rounded down: the coarse clock.
-    coarse: u64,
 }
 
-impl Hands {
+impl Line {
     /// Where the slew ends, in counts from `base`, if there is one.
     fn slew_end(&self) -> Option<u64> {
         (self.slew_len != u64::MAX).then(|| self.switch.saturating_add(self.slew_len))
@@ -158,8 +157,20 @@ impl Hands {
     }
 }
 
+/// One published description of the timeline; see the module docs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Hands {
+    /// Uptime as a function of the counter.
+    line: Line,
+    /// Realtime minus uptime.
+    boottime: BinTime,
+    /// Uptime at `base` as 32.32 fixed point, rounded down: the coarse clock.
+    coarse: u64,
+}
+
 /// A ring slot: a hands in atomics, with the ticket that makes a copy of it
-/// consistent (a seqlock per slot).
+/// consistent (a seqlock per slot). The ticket and the timeline fill the first
+/// cache line, so that a read of uptime touches one line.
 #[repr(C, align(64))]
 struct Slot {
     ticket: AtomicUsize,
@@ -167,7 +178,6 @@ struct Slot {
     switch: Word,
     scale_before: Word,
     scale_after: Word,
-    slew_len: Word,
     settled: Word,
     at_switch_sec: Word,
     at_switch_frac: Word,
@@ -184,7 +194,6 @@ impl Slot {
             switch: Word::new(0),
             scale_before: Word::new(0),
             scale_after: Word::new(0),
-            slew_len: Word::new(0),
             settled: Word::new(0),
             at_switch_sec: Word::new(0),
             at_switch_frac: Word::new(0),
@@ -207,16 +216,31 @@ impl Slot {
         (self.ticket.load(Ordering::Relaxed) == ticket).then_some(value)
     }
 
+    /// The timeline, whose slews last `interval` counts.
     #[inline]
-    fn hands(&self) -> Hands {
-        Hands {
+    fn line(&self, interval: u64) -> Line {
+        let scale_after = self.scale_after.load();
+        let settled = self.settled.load();
+        Line {
             base: self.base.load(),
             switch: self.switch.load(),
             scale_before: self.scale_before.load(),
-            scale_after: self.scale_after.load(),
-            slew_len: self.slew_len.load(),
-            settled: self.settled.load(),
+            scale_after,
+            slew_len: if settled == scale_after {
+                u64::MAX
+            } else {
+                interval
+            },
+            settled,
             at_switch: BinTime::new(self.at_switch_sec.load() as i64, self.at_switch_frac.load()),
+        }
+    }
+
+    /// The whole hands, whose slews last `interval` counts.
+    #[inline]
+    fn hands(&self, interval: u64) -> Hands {
+        Hands {
+            line: self.line(interval),
             boottime: self.boottime(),
             coarse: self.coarse.load(),
         }
@@ -229,17 +253,17 @@ impl Slot {
 
     /// Writes `hands` as ticket `ticket` (writer only).
     fn store(&self, hands: &Hands, ticket: usize) {
+        let line = &hands.line;
         self.ticket.store(0, Ordering::Relaxed);
         // Readers that see any field below see the 0 above.
         fence(Ordering::Release);
-        self.base.store(hands.base);
-        self.switch.store(hands.switch);
-        self.scale_before.store(hands.scale_before);
-        self.scale_after.store(hands.scale_after);
-        self.slew_len.store(hands.slew_len);
-        self.settled.store(hands.settled);
-        self.at_switch_sec.store(hands.at_switch.sec() as u64);
-        self.at_switch_frac.store(hands.at_switch.frac());
+        self.base.store(line.base);
+        self.switch.store(line.switch);
+        self.scale_before.store(line.scale_before);
+        self.scale_after.store(line.scale_after);
+        self.settled.store(line.settled);
+        self.at_switch_sec.store(line.at_switch.sec() as u64);
+        self.at_switch_frac.store(line.at_switch.frac());
         self.coarse.store(hands.coarse);
         self.boottime_sec.store(hands.boottime.sec() as u64);
         self.boottime_frac.store(hands.boottime.frac());
@@ -383,13 +407,15 @@ impl<C: Counter> Builder<C> {
             counter: self.counter,
         };
         let first = Hands {
-            base: self.start_count.unwrap_or_else(|| tk.counter.read()) & mask,
-            switch: 0,
-            scale_before: nominal,
-            scale_after: nominal,
-            slew_len: u64::MAX,
-            settled: nominal,
-            at_switch: self.start,
+            line: Line {
+                base: self.start_count.unwrap_or_else(|| tk.counter.read()) & mask,
+                switch: 0,
+                scale_before: nominal,
+                scale_after: nominal,
+                slew_len: u64::MAX,
+                settled: nominal,
+                at_switch: self.start,
+            },
             boottime: BinTime::ZERO,
             coarse: coarse_of(self.start),
         };
@@ -488,8 +514,8 @@ impl<C: Counter> Timekeeper<C> {
         }
     }
 
-    /// The hands a read is evaluated with, and the counter's delta from its base
-    /// as `sample` reads it.
+    /// The uptime a read gives, as `sample` reads the counter, and what `also`
+    /// loads from the same hands.
     ///
     /// The counter is read first: an ordered read waits for the memory accesses
     /// before it, so loading the hands after it lets the loads run while the
@@ -497,24 +523,23 @@ impl<C: Counter> Timekeeper<C> {
     /// has a base later than the count, which clamps to that base: a time no
     /// earlier than the truth and no later than any read that follows.
     #[inline]
-    fn read_with(&self, sample: impl Fn(&C) -> u64) -> (Hands, u64) {
+    fn read_with<R>(
+        &self,
+        sample: impl Fn(&C) -> u64,
+        also: impl Fn(&Slot) -> R,
+    ) -> (BinTime, u64, R) {
+        let interval = self.interval;
         loop {
             let count = sample(&self.counter);
-            let (state, hands) = self.current(Slot::hands);
-            let delta = self.delta(hands.base, count);
-            if delta < hands.switch.saturating_add(self.interval) {
-                return (hands, delta);
+            let (state, (line, extra)) = self.current(|slot| (slot.line(interval), also(slot)));
+            let delta = self.delta(line.base, count);
+            if delta < line.switch.saturating_add(interval) {
+                return (line.uptime_at(delta), delta, extra);
             }
             if let Some(delta) = self.past_promise(state, delta) {
-                return (hands, delta);
+                return (line.uptime_at(delta), delta, extra);
             }
         }
-    }
-
-    /// The hands and delta of an ordered read.
-    #[inline]
-    fn read(&self) -> (Hands, u64) {
-        self.read_with(C::read)
     }
 
     /// The slow path of a read whose counter is past its hands' promise: may it
@@ -561,8 +586,7 @@ impl<C: Counter> Timekeeper<C> {
     /// and slews run meanwhile. Never takes a lock, never waits for a writer.
     #[inline]
     pub fn uptime(&self) -> BinTime {
-        let (hands, delta) = self.read();
-        hands.uptime_at(delta)
+        self.read_with(C::read, |_| ()).0
     }
 
     /// Uptime from an unordered counter read ([`Counter::read_unordered`]):
@@ -570,8 +594,7 @@ impl<C: Counter> Timekeeper<C> {
     /// thread's time may read an earlier one. For timing intervals on one thread.
     #[inline]
     pub fn uptime_unordered(&self) -> BinTime {
-        let (hands, delta) = self.read_with(C::read_unordered);
-        hands.uptime_at(delta)
+        self.read_with(C::read_unordered, |_| ()).0
     }
 
     /// Uptime, and whether a windup is due: the hands read is a windup interval
@@ -580,16 +603,16 @@ impl<C: Counter> Timekeeper<C> {
     /// returns at once if another reader is already at it.
     #[inline]
     pub fn uptime_and_due(&self) -> (BinTime, bool) {
-        let (hands, delta) = self.read();
-        (hands.uptime_at(delta), delta >= self.interval)
+        let (uptime, delta, ()) = self.read_with(C::read, |_| ());
+        (uptime, delta >= self.interval)
     }
 
     /// Realtime: uptime plus the boottime offset set by
     /// [`set_realtime`](Timekeeper::set_realtime) (zero until then).
     #[inline]
     pub fn realtime(&self) -> BinTime {
-        let (hands, delta) = self.read();
-        hands.uptime_at(delta).saturating_add(hands.boottime)
+        let (uptime, _, boottime) = self.read_with(C::read, Slot::boottime);
+        uptime.saturating_add(boottime)
     }
 
     /// Uptime at the last windup, to 2^-32 s: one load and no counter read.
@@ -648,20 +671,20 @@ impl<C: Counter> Timekeeper<C> {
     pub fn retire(&self) -> BinTime {
         let _writer = self.writer.lock();
         loop {
-            let (state, hands) = self.current(Slot::hands);
+            let (state, line) = self.current(|slot| slot.line(self.interval));
             if state & RETIRED != 0 {
                 let point = self.pending_switch.load(Ordering::Acquire) as u64;
-                return hands.uptime_at(point);
+                return line.uptime_at(point);
             }
-            let delta = self.delta(hands.base, self.counter.read());
+            let delta = self.delta(line.base, self.counter.read());
             // As late as any reader may go without looking at the state (the
             // promise), and a lead ahead of now, so that readers rarely cancel;
             // within what the pending switch point can hold on 32-bit targets.
-            let point = (hands.switch.saturating_add(self.interval))
+            let point = (line.switch.saturating_add(self.interval))
                 .max(delta.saturating_add(self.lead))
                 .min(usize::MAX as u64);
-            if self.commit(state, hands.base, point, state | RETIRED) {
-                return hands.uptime_at(point);
+            if self.commit(state, line.base, point, state | RETIRED) {
+                return line.uptime_at(point);
             }
         }
     }
@@ -723,17 +746,18 @@ impl<C: Counter> Timekeeper<C> {
     fn windup_locked(&self, writer: &mut WriterState, step: Option<Step>) -> Windup {
         let mut attempt = 0;
         loop {
-            let (state, hands) = self.current(Slot::hands);
+            let (state, hands) = self.current(|slot| slot.hands(self.interval));
+            let line = hands.line;
             if state & RETIRED != 0 {
                 return Windup::Retired;
             }
-            let delta = self.delta(hands.base, self.counter.read());
+            let delta = self.delta(line.base, self.counter.read());
             // A count behind the base (this CPU's counter a little behind) is
             // taken as the base itself, so that the skew is not kept.
-            let count = hands.base.wrapping_add(delta) & self.mask;
-            let now = hands.uptime_at(delta);
+            let count = line.base.wrapping_add(delta) & self.mask;
+            let now = line.uptime_at(delta);
             let mut discipline = writer.discipline;
-            let switch_passed = delta >= hands.switch;
+            let switch_passed = delta >= line.switch;
             let boottime = match step {
                 Some(Step::Realtime(realtime)) => realtime.saturating_sub(now),
                 Some(Step::Boottime(offset)) => offset,
@@ -743,23 +767,23 @@ impl<C: Counter> Timekeeper<C> {
             let next = if switch_passed {
                 // The current hands' slew is accounted whole: what has run, and
                 // what the next hands runs up to its end.
-                if hands.slew_len != u64::MAX {
-                    discipline.charge(hands.slew_len);
+                if line.slew_len != u64::MAX {
+                    discipline.charge(line.slew_len);
                 }
                 discipline.end_slew();
-                let (switch, scale_before) = match hands.slew_end().filter(|&end| delta < end) {
+                let (switch, scale_before) = match line.slew_end().filter(|&end| delta < end) {
                     // The rest of the slew first. A slew lasts one interval,
                     // so it ends at the current hands' promise.
-                    Some(end) => (end - delta, hands.scale_after),
+                    Some(end) => (end - delta, line.scale_after),
                     // The next rate at the lead or the promise, whichever is
                     // later.
                     None if reschedule => {
-                        let promise = (hands.switch + self.interval).saturating_sub(delta);
-                        (promise.max(self.lead), hands.settled)
+                        let promise = (line.switch + self.interval).saturating_sub(delta);
+                        (promise.max(self.lead), line.settled)
                     }
                     // Keep the rate (a realtime step, or readers keep
                     // cancelling).
-                    None => (0, hands.settled),
+                    None => (0, line.settled),
                 };
                 let (scale_after, slew_len, settled) = if reschedule {
                     let scale = discipline.retune();
@@ -771,38 +795,42 @@ impl<C: Counter> Timekeeper<C> {
                     };
                     (scale, slew_len, settled)
                 } else {
-                    (hands.settled, u64::MAX, hands.settled)
+                    (line.settled, u64::MAX, line.settled)
                 };
                 Hands {
-                    base: count,
-                    switch,
-                    scale_before,
-                    scale_after,
-                    slew_len,
-                    settled,
-                    at_switch: now.saturating_add(BinTime::from_counts(switch, scale_before)),
+                    line: Line {
+                        base: count,
+                        switch,
+                        scale_before,
+                        scale_after,
+                        slew_len,
+                        settled,
+                        at_switch: now.saturating_add(BinTime::from_counts(switch, scale_before)),
+                    },
                     boottime,
                     coarse: coarse_of(now),
                 }
             } else {
                 // The scheduled switch has not come: the same function, later base.
                 Hands {
-                    base: count,
-                    switch: hands.switch - delta,
+                    line: Line {
+                        base: count,
+                        switch: line.switch - delta,
+                        ..line
+                    },
                     boottime,
                     coarse: coarse_of(now),
-                    ..hands
                 }
             };
             // After its switch point the candidate runs at other rates than the
             // current hands (which runs `settled` there).
-            let changes_rate =
-                reschedule && (next.scale_after != hands.settled || next.settled != hands.settled);
+            let changes_rate = reschedule
+                && (next.line.scale_after != line.settled || next.line.settled != line.settled);
             // The candidate's switch point, seen from the current hands.
-            let switch_from_current = delta.saturating_add(next.switch);
+            let switch_from_current = delta.saturating_add(next.line.switch);
             if self.publish(
                 state,
-                hands.base,
+                line.base,
                 &next,
                 changes_rate.then_some(switch_from_current),
             ) {
