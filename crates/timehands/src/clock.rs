@@ -439,6 +439,16 @@ impl HostClock {
         }
     }
 
+    /// What a reader (or the upkeep thread) does when the clock is due: winds
+    /// it up, and starts the cross-CPU check the first time. Out of line, so
+    /// that readers do not carry its frame.
+    #[cold]
+    #[inline(never)]
+    fn wind_up(&'static self) {
+        self.maintain();
+        self.check_cross_cpu();
+    }
+
     /// Winds up, steering first when a steering is due; returns at once if
     /// another thread is at it.
     pub(crate) fn maintain(&self) {
@@ -457,8 +467,7 @@ impl HostClock {
             .spawn(move || {
                 loop {
                     std::thread::sleep(WINDUP_INTERVAL);
-                    self.maintain();
-                    self.check_cross_cpu();
+                    self.wind_up();
                 }
             });
         if spawned.is_err() {
@@ -580,13 +589,7 @@ fn nanos(t: BinTime) -> u64 {
 /// ```
 #[inline]
 pub fn now() -> Instant {
-    let clock = clock();
-    let (uptime, due) = clock.engine().uptime_and_due();
-    if due {
-        clock.maintain();
-        clock.check_cross_cpu();
-    }
-    Instant::from_nanos(nanos(uptime))
+    read_winding(Timekeeper::uptime_and_due)
 }
 
 /// Now, from an unordered counter read: cheaper than [`now`], monotonic on one
@@ -594,7 +597,18 @@ pub fn now() -> Instant {
 /// earlier one. For timing intervals on one thread only.
 #[inline]
 pub fn now_unordered() -> Instant {
-    Instant::from_nanos(nanos(clock().engine().uptime_unordered()))
+    read_winding(Timekeeper::uptime_unordered_and_due)
+}
+
+/// The time `read` gives, winding the clock up when the read finds it due.
+#[inline]
+fn read_winding(read: impl Fn(&Timekeeper<HostCounter>) -> (BinTime, bool)) -> Instant {
+    let clock = clock();
+    let (uptime, due) = read(clock.engine());
+    if due {
+        clock.wind_up();
+    }
+    Instant::from_nanos(nanos(uptime))
 }
 
 /// The time of the last windup: no counter read at all, at most a windup

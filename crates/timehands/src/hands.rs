@@ -90,7 +90,9 @@ const RATE_CHANGE_ATTEMPTS: u32 = 3;
 // MAX_TICKET to 1 (2^54 windups on 64-bit targets, 2^22 on 32-bit ones, where a
 // reader would have to stall across a multiple of that many windups to be
 // fooled); a slot holds ticket 0 while it is being written.
-const SLOT_MASK: usize = 0xff;
+// MAX_HANDS is a power of two: a slot index masked from the state is in range
+// without a bounds check.
+const SLOT_MASK: usize = MAX_HANDS - 1;
 const PENDING: usize = 1 << 8;
 const RETIRED: usize = 1 << 9;
 const TICKET_SHIFT: u32 = 10;
@@ -529,14 +531,38 @@ impl<C: Counter> Timekeeper<C> {
         also: impl Fn(&Slot) -> R,
     ) -> (BinTime, u64, R) {
         let interval = self.interval;
+        let count = sample(&self.counter);
+        let (state, (line, extra)) = self.current(|slot| (slot.line(interval), also(slot)));
+        let delta = self.delta(line.base, count);
+        if delta < line.switch.saturating_add(interval) {
+            return (line.uptime_at(delta), delta, extra);
+        }
+        // Out of line, so that the common case above keeps the hands in
+        // registers rather than saving them across a call.
+        self.read_past_promise(state, line, delta, extra, sample, also)
+    }
+
+    /// A read whose counter is past its hands' promise: asks `past_promise`
+    /// whether it may use these hands, and reads again until it may.
+    #[cold]
+    #[inline(never)]
+    fn read_past_promise<R>(
+        &self,
+        mut state: usize,
+        mut line: Line,
+        mut delta: u64,
+        mut extra: R,
+        sample: impl Fn(&C) -> u64,
+        also: impl Fn(&Slot) -> R,
+    ) -> (BinTime, u64, R) {
         loop {
-            let count = sample(&self.counter);
-            let (state, (line, extra)) = self.current(|slot| (slot.line(interval), also(slot)));
-            let delta = self.delta(line.base, count);
-            if delta < line.switch.saturating_add(interval) {
+            if let Some(delta) = self.past_promise(state, delta) {
                 return (line.uptime_at(delta), delta, extra);
             }
-            if let Some(delta) = self.past_promise(state, delta) {
+            let count = sample(&self.counter);
+            (state, (line, extra)) = self.current(|slot| (slot.line(self.interval), also(slot)));
+            delta = self.delta(line.base, count);
+            if delta < line.switch.saturating_add(self.interval) {
                 return (line.uptime_at(delta), delta, extra);
             }
         }
@@ -603,7 +629,20 @@ impl<C: Counter> Timekeeper<C> {
     /// returns at once if another reader is already at it.
     #[inline]
     pub fn uptime_and_due(&self) -> (BinTime, bool) {
-        let (uptime, delta, ()) = self.read_with(C::read, |_| ());
+        self.read_and_due(C::read)
+    }
+
+    /// [`uptime_unordered`](Timekeeper::uptime_unordered), and whether a
+    /// windup is due, as [`uptime_and_due`](Timekeeper::uptime_and_due) tells.
+    #[inline]
+    pub fn uptime_unordered_and_due(&self) -> (BinTime, bool) {
+        self.read_and_due(C::read_unordered)
+    }
+
+    /// Uptime as `sample` reads the counter, and whether a windup is due.
+    #[inline]
+    fn read_and_due(&self, sample: impl Fn(&C) -> u64) -> (BinTime, bool) {
+        let (uptime, delta, ()) = self.read_with(sample, |_| ());
         (uptime, delta >= self.interval)
     }
 

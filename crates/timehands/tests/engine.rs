@@ -535,8 +535,10 @@ fn start_at_and_windup_due() {
         let (uptime, due) = tk.uptime_and_due();
         assert!(due, "a whole interval since the last windup");
         assert_eq!(uptime, tk.uptime());
+        assert_eq!(tk.uptime_unordered_and_due(), (uptime, true));
         tk.windup();
         assert!(!tk.uptime_and_due().1, "a windup resets it");
+        assert!(!tk.uptime_unordered_and_due().1);
     }
 }
 

@@ -11,7 +11,9 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use timehands::{AtomicInstant, ClockId, Instant, getres, gettime, info, now, now_coarse};
+use timehands::{
+    AtomicInstant, ClockId, Instant, getres, gettime, info, now, now_coarse, now_unordered,
+};
 
 /// A loose bound: the clocks agree to microseconds; this only catches a clock
 /// that is wrong.
@@ -284,12 +286,20 @@ fn a_forked_child_reads_time() {
 /// Runs this test binary again, filtered to `test`, with `TIMEHANDS_COUNTER`
 /// set: the counter is chosen once per process.
 fn child_with_counter(value: &str, test: &str) -> std::process::Output {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+    child(test)
         .env("TIMEHANDS_COUNTER", value)
-        .env("TIMEHANDS_CHILD", "1")
         .output()
         .unwrap()
+}
+
+/// This test binary again, filtered to `test` and told it is the child.
+fn child(test: &str) -> Command {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env_remove("TIMEHANDS_COUNTER")
+        .env("TIMEHANDS_CHILD", "1");
+    command
 }
 
 /// In a child process: prints what the clock chose, for the parent to read.
@@ -307,6 +317,32 @@ fn report_choice_in_child() {
             println!("VERDICT {} {} {}", v.check, v.passed, v.detail);
         }
     }
+}
+
+/// In a child process: a program that reads only `now_unordered` still winds
+/// the clock up (and so steers it).
+#[test]
+fn unordered_reads_wind_up_in_child() {
+    if std::env::var("TIMEHANDS_CHILD").is_ok() {
+        // Only unordered reads: `elapsed` would read `now`, which winds up.
+        let start = now_unordered();
+        while now_unordered().duration_since(start) < Duration::from_millis(30) {}
+        println!("WINDUPS={}", info().windups);
+    }
+}
+
+#[test]
+fn unordered_reads_wind_the_clock_up() {
+    let out = child("unordered_reads_wind_up_in_child").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let windups: u64 = stdout
+        .lines()
+        .find_map(|l| l.split_once("WINDUPS="))
+        .and_then(|(_, n)| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count in {stdout}"));
+    // 30 ms of reads, a windup due every millisecond.
+    assert!(windups >= 10, "{windups} windups");
 }
 
 #[test]

@@ -54,8 +54,10 @@ impl KernelCounter {
 }
 
 impl Counter for KernelCounter {
-    /// The clock's nanoseconds, which wrap only after 584 years.
-    #[inline]
+    /// The clock's nanoseconds, which wrap only after 584 years. Out of line
+    /// (it is a call anyway), so that a caller choosing between it and a
+    /// hardware counter does not pay for its stack frame on the other path.
+    #[inline(never)]
     fn read(&self) -> u64 {
         let mut now = MaybeUninit::<libc::timespec>::zeroed();
         // SAFETY: `now` is valid for writes for the call; all zeros is a valid
