@@ -311,6 +311,8 @@ pub(crate) struct HostClock {
     successor: OnceLock<Timekeeper<HostCounter>>,
     /// Why the successor took over.
     failover: OnceLock<String>,
+    /// Whether the successor is set: the readers' cheap test.
+    failed_over: AtomicBool,
     /// The cross-CPU check of the TSC: started, and its verdict once done.
     cross_cpu_started: AtomicBool,
     cross_cpu: OnceLock<Verdict>,
@@ -355,6 +357,7 @@ impl HostClock {
             primary: engine,
             successor: OnceLock::new(),
             failover: OnceLock::new(),
+            failed_over: AtomicBool::new(false),
             cross_cpu_started: AtomicBool::new(false),
             cross_cpu: OnceLock::new(),
             facts: Facts {
@@ -381,6 +384,20 @@ impl HostClock {
     /// The timekeeper in use: the primary one until the watchdog retires it.
     #[inline]
     pub(crate) fn engine(&self) -> &Timekeeper<HostCounter> {
+        // A predicted branch on a flag, so that the common case addresses the
+        // primary timekeeper directly (a `get` of the `OnceLock` here makes
+        // the compiler select every field's address between the two).
+        if self.failed_over.load(Ordering::Relaxed) {
+            self.successor()
+        } else {
+            &self.primary
+        }
+    }
+
+    /// The successor, once there is one.
+    #[cold]
+    #[inline(never)]
+    fn successor(&self) -> &Timekeeper<HostCounter> {
         self.successor.get().unwrap_or(&self.primary)
     }
 
@@ -398,6 +415,7 @@ impl HostClock {
                 .saturating_sub(self.primary.uptime_coarse()),
         );
         if self.successor.set(successor).is_ok() {
+            self.failed_over.store(true, Ordering::Relaxed);
             let _ = self.failover.set(format!(
                 "watchdog at {retired_at} s of CLOCK_MONOTONIC: {why}"
             ));
