@@ -6,6 +6,8 @@
 //! panics on user input.
 
 mod info;
+mod latency;
+mod load;
 
 use std::process::ExitCode;
 
@@ -30,12 +32,21 @@ enum Command {
     /// The counter, its frequency and where it came from, the trust verdicts,
     /// and the offset to the kernel's clock, without benchmarking.
     Info(info::Args),
+    /// Wakeup latency as cyclictest measures it (same flags, line and
+    /// histogram), plus missed periods, p50/p99/p99.9, the system and the
+    /// timer slack.
+    Latency(latency::Args),
+    /// The timer stress of seed 001: N threads doing random sub-millisecond
+    /// sleeps, until the duration or Ctrl-C.
+    Load(load::Args),
 }
 
 fn main() -> ExitCode {
     let cli = parse();
     let result = match cli.command {
         Some(Command::Info(args)) => info::run(&args),
+        Some(Command::Latency(args)) => latency::run(&args),
+        Some(Command::Load(args)) => load::run(&args),
         None => info::run(&info::Args::default()),
     };
     match result {
