@@ -42,23 +42,32 @@ pub struct Args {
 /// Runs `timehands load`.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let stop = interrupt::stop_on_interrupt()?;
+    let until = args.duration.map_or("Ctrl-C".to_string(), |d| {
+        format!("{} s or Ctrl-C", d.as_secs())
+    });
+    println!(
+        "load: {} threads sleeping random times below 1 ms until {until}",
+        args.threads
+    );
     let started = Instant::now();
-    let sleeps = std::thread::scope(|scope| {
-        let handles: anyhow::Result<Vec<_>> = (0..args.threads)
-            .map(|i| {
-                std::thread::Builder::new()
-                    .name(format!("load-{i}"))
-                    .spawn_scoped(scope, || sleep_randomly(stop))
-                    .context("cannot start a load thread")
-            })
-            .collect::<anyhow::Result<_>>();
-        // Whatever happens next, the threads that did start must see the flag.
-        let outcome = handles.map(|handles| {
-            wait(stop, args.duration, started);
-            handles
-        });
+    let sleeps = std::thread::scope(|scope| -> anyhow::Result<u64> {
+        let mut handles = Vec::new();
+        for i in 0..args.threads {
+            let spawned = std::thread::Builder::new()
+                .name(format!("load-{i}"))
+                .spawn_scoped(scope, || sleep_randomly(stop));
+            match spawned {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    // The threads that did start must end for the scope to.
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(e).context("cannot start a load thread");
+                }
+            }
+        }
+        wait(stop, args.duration, started);
         stop.store(true, Ordering::Relaxed);
-        outcome.map(|handles| -> u64 { handles.into_iter().map(|h| h.join().unwrap_or(0)).sum() })
+        Ok(handles.into_iter().map(|h| h.join().unwrap_or(0)).sum())
     })?;
     let seconds = started.elapsed().as_secs_f64();
     println!(
