@@ -60,7 +60,7 @@ pub struct Limits {
 }
 
 /// What a thread reports once it has set itself up, before it measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Setup {
     /// Its kernel thread id, as cyclictest prints it.
     pub tid: i32,

@@ -347,69 +347,70 @@ fn measure_all<W: Waiter>(
 ) -> anyhow::Result<Vec<ThreadResult>> {
     let progress: Vec<Progress> = plan.threads.iter().map(|_| Progress::default()).collect();
     let (ready, setups) = mpsc::channel();
+    let (progress, waiter) = (&progress, &waiter);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = plan
-            .threads
-            .iter()
-            .zip(&progress)
-            .map(|(thread, progress)| {
-                let ready = ready.clone();
-                let waiter = &waiter;
-                std::thread::Builder::new()
-                    .name(format!("latency-{}", thread.index))
-                    .spawn_scoped(scope, move || {
-                        measure::run(thread, plan.limits, &mut waiter(), stop, progress, &ready)
-                    })
-                    .context("cannot start a measuring thread")
-            })
-            .collect::<anyhow::Result<_>>()?;
-        let mut tids = vec![
-            Setup {
-                tid: 0,
-                timer_slack_ns: 0
-            };
-            plan.threads.len()
-        ];
-        let mut refusal = None;
-        for _ in &plan.threads {
-            let (index, setup) = setups.recv().context("a measuring thread died")?;
-            match setup {
-                Ok(setup) => tids[index] = setup,
-                Err(e) => {
-                    stop.store(true, Ordering::Relaxed);
-                    refusal.get_or_insert(e);
+        let outcome = (move || {
+            let handles: Vec<_> = plan
+                .threads
+                .iter()
+                .zip(progress)
+                .map(|(thread, progress)| {
+                    let ready = ready.clone();
+                    std::thread::Builder::new()
+                        .name(format!("latency-{}", thread.index))
+                        .spawn_scoped(scope, move || {
+                            measure::run(thread, plan.limits, &mut waiter(), stop, progress, &ready)
+                        })
+                        .context("cannot start a measuring thread")
+                })
+                .collect::<anyhow::Result<_>>()?;
+            // Only the threads hold senders now: one that dies unannounced ends
+            // the wait below instead of hanging it.
+            drop(ready);
+            let mut tids = vec![Setup::default(); plan.threads.len()];
+            let mut refusal = None;
+            for _ in &plan.threads {
+                let (index, setup) = setups.recv().context("a measuring thread died")?;
+                match setup {
+                    Ok(setup) => tids[index] = setup,
+                    Err(e) => {
+                        stop.store(true, Ordering::Relaxed);
+                        refusal.get_or_insert(e);
+                    }
                 }
             }
-        }
-        if let Some(e) = refusal {
-            for h in handles {
-                let _ = h.join();
+            if let Some(e) = refusal {
+                return Err(e);
             }
-            return Err(e);
-        }
-        if live {
-            while !handles.iter().all(|h| h.is_finished()) {
-                let frame = status_frame(plan, &tids, &progress);
-                print!("{frame}\x1b[{}A", plan.threads.len() + 2);
-                let _ = io::stdout().flush();
-                std::thread::sleep(REDRAW);
+            if live {
+                while !handles.iter().all(|h| h.is_finished()) {
+                    let frame = status_frame(plan, &tids, progress);
+                    print!("{frame}\x1b[{}A", plan.threads.len() + 2);
+                    let _ = io::stdout().flush();
+                    std::thread::sleep(REDRAW);
+                }
             }
-        }
-        let mut results = Vec::new();
-        for (h, (thread, setup)) in handles.into_iter().zip(plan.threads.iter().zip(tids)) {
-            let stats = match h.join() {
-                Ok(outcome) => outcome?,
-                Err(_) => bail!("measuring thread {} panicked", thread.index),
-            };
-            if let Some(stats) = stats {
-                results.push(ThreadResult {
-                    plan: thread.clone(),
-                    setup,
-                    stats,
-                });
+            let mut results = Vec::new();
+            for (h, (thread, setup)) in handles.into_iter().zip(plan.threads.iter().zip(tids)) {
+                let stats = match h.join() {
+                    Ok(outcome) => outcome?,
+                    Err(_) => bail!("measuring thread {} panicked", thread.index),
+                };
+                if let Some(stats) = stats {
+                    results.push(ThreadResult {
+                        plan: thread.clone(),
+                        setup,
+                        stats,
+                    });
+                }
             }
+            Ok(results)
+        })();
+        // Threads still running on an error must end for the scope to end.
+        if outcome.is_err() {
+            stop.store(true, Ordering::Relaxed);
         }
-        Ok(results)
+        outcome
     })
 }
 

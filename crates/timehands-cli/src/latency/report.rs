@@ -71,8 +71,14 @@ pub fn slack_line(results: &[ThreadResult]) -> String {
     slacks.sort_unstable();
     slacks.dedup();
     let list: Vec<String> = slacks.iter().map(|ns| format!("{ns} ns")).collect();
+    // Linux gives real-time threads no slack at all, whatever they ask.
+    let why = if slacks.contains(&0) {
+        "; real-time threads have none"
+    } else {
+        ""
+    };
     format!(
-        "# timer slack: {} (asked for the least, 1 ns; Linux gives real-time threads none)",
+        "# timer slack: {} (asked for the least, 1 ns{why})",
         list.join(", ")
     )
 }
