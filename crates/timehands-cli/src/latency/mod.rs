@@ -290,43 +290,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         print_text(args, &plan, &results, histfile, &sysinfo)?;
     }
     if let Some(out) = json {
-        let doc = report::Document {
-            schema_version: report::SCHEMA_VERSION,
-            tool: "timehands latency",
-            version: env!("CARGO_PKG_VERSION"),
-            cmdline: std::env::args().collect::<Vec<_>>().join(" "),
+        let run = RunFacts {
             start_unix_s,
-            end_unix_s: unix_seconds(),
             stopped_by,
-            sysinfo: &sysinfo,
-            settings: report::Settings {
-                interval_us: u64::from(args.interval),
-                distance_us: plan.distance_us,
-                priority: plan.threads[0].priority,
-                policy: if plan.threads[0].priority > 0 {
-                    "fifo"
-                } else {
-                    "other"
-                },
-                loops: plan.limits.loops,
-                duration_s: plan.limits.duration.map(|d| d.as_secs()),
-                mlockall: args.mlockall,
-                histogram_us: plan.limits.bound_us,
-                cpu_dma_latency,
-            },
-            num_threads: results.len(),
-            resolution_in_ns: 0,
-            histogram_overflows: plan.limits.bound_us.map(|_| {
-                results
-                    .iter()
-                    .filter_map(|r| r.stats.buckets())
-                    .map(|b| b.overflows())
-                    .sum()
-            }),
-            missed_periods: results.iter().map(|r| r.stats.missed()).sum(),
-            thread: report::Threads(&results),
+            cpu_dma_latency,
         };
-        let body = serde_json::to_string_pretty(&doc)?;
+        let body = serde_json::to_string_pretty(&document(args, &plan, &results, &sysinfo, run))?;
         match out {
             JsonOut::Stdout => println!("{body}"),
             JsonOut::File(path, mut file) => writeln!(file, "{body}")
@@ -334,6 +303,55 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What the JSON says about the run besides the flags and the figures.
+struct RunFacts {
+    start_unix_s: u64,
+    stopped_by: &'static str,
+    cpu_dma_latency: String,
+}
+
+fn document<'a>(
+    args: &Args,
+    plan: &Plan,
+    results: &'a [ThreadResult],
+    sysinfo: &'a SysInfo,
+    run: RunFacts,
+) -> report::Document<'a> {
+    let priority = plan.threads[0].priority;
+    report::Document {
+        schema_version: report::SCHEMA_VERSION,
+        tool: "timehands latency",
+        version: env!("CARGO_PKG_VERSION"),
+        cmdline: std::env::args().collect::<Vec<_>>().join(" "),
+        start_unix_s: run.start_unix_s,
+        end_unix_s: unix_seconds(),
+        stopped_by: run.stopped_by,
+        sysinfo,
+        settings: report::Settings {
+            interval_us: u64::from(args.interval),
+            distance_us: plan.distance_us,
+            priority,
+            policy: if priority > 0 { "fifo" } else { "other" },
+            loops: plan.limits.loops,
+            duration_s: plan.limits.duration.map(|d| d.as_secs()),
+            mlockall: args.mlockall,
+            histogram_us: plan.limits.bound_us,
+            cpu_dma_latency: run.cpu_dma_latency,
+        },
+        num_threads: results.len(),
+        resolution_in_ns: 0,
+        histogram_overflows: plan.limits.bound_us.map(|_| {
+            results
+                .iter()
+                .filter_map(|r| r.stats.buckets())
+                .map(|b| b.overflows())
+                .sum()
+        }),
+        missed_periods: results.iter().map(|r| r.stats.missed()).sum(),
+        thread: report::Threads(results),
+    }
 }
 
 /// Starts one thread per plan, each waiting with a waiter from `waiter`,
