@@ -330,6 +330,10 @@ fn bad_input_is_one_line_naming_it_and_a_non_zero_exit() {
         (&["-a", "99999"][..], "-a 99999"),
         (&["-a", "zero"][..], "-a zero"),
         (
+            &["-h", "1000000", "-t", "200"][..],
+            "-h 1000000 with 200 threads",
+        ),
+        (
             &["-l", "1", "-h", "5", "--histfile", missing][..],
             "--histfile",
         ),

@@ -47,6 +47,8 @@ const DEFAULT_INTERVAL_US: u32 = 1000;
 const DEFAULT_DISTANCE_US: u32 = 500;
 /// cyclictest's largest histogram, µs.
 const MAX_HISTOGRAM_US: u32 = 1_000_000;
+/// The most memory the histograms of all threads may take, 1 GiB.
+const MAX_HISTOGRAM_BYTES: usize = 1 << 30;
 /// More measuring threads than this is a typo, not a test.
 const MAX_THREADS: usize = 4096;
 /// How often the live display is redrawn (cyclictest's 10 ms).
@@ -188,6 +190,16 @@ impl Plan {
             (None, false) => 1,
         };
         let bound_us = args.histogram.or(args.histofall).map(|us| us as usize);
+        if let Some(bound) = bound_us {
+            let bytes = bound.saturating_mul(count).saturating_mul(size_of::<u64>());
+            if bytes > MAX_HISTOGRAM_BYTES {
+                bail!(
+                    "-h {bound} with {count} threads needs {} MiB of buckets: \
+                     use a smaller bound or fewer threads",
+                    bytes >> 20
+                );
+            }
+        }
         let distance_us = match (bound_us, args.distance) {
             (Some(_), Some(_)) => {
                 eprintln!("WARN: distance is ignored and set to 0, if histogram enabled");
