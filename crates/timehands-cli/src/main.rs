@@ -9,6 +9,8 @@ mod bench;
 mod bracket;
 mod clocks;
 mod info;
+mod latency;
+mod load;
 mod output;
 mod plot;
 mod progress;
@@ -46,6 +48,8 @@ Examples:
   timehands scale             reads per second for 1..N threads
   timehands tsc-sync          bounds on every CPU pair's TSC offset, and a verdict
   timehands track -D 10       our clock's offset and rate against the kernel's
+  timehands latency -p 80 -l 10000 -q   wakeup latency, as cyclictest measures it
+  timehands load -t 6 -D 60   the timer stress of seed 001, beside latency
   timehands timers            hard-timer lateness under a soft-timer storm
   timehands info              the counter, its frequency and the trust verdicts
   timehands info --json       the same as one JSON document";
@@ -74,6 +78,13 @@ enum Command {
     /// Hard-timer lateness (p50, p99, max) under a storm of soft timers: the
     /// timehands timer service against one naive queue, in the same run.
     Timers(timers::Args),
+    /// Wakeup latency as cyclictest measures it (same flags, line and
+    /// histogram), plus missed periods, p50/p99/p99.9, the system and the
+    /// timer slack.
+    Latency(latency::Args),
+    /// The timer stress of seed 001: N threads doing random sub-millisecond
+    /// sleeps, until the duration or Ctrl-C.
+    Load(load::Args),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +98,8 @@ fn main() -> ExitCode {
         Some(Command::TscSync(args)) => tsc_sync::run(&args),
         Some(Command::Track(args)) => track::run(&args),
         Some(Command::Timers(args)) => timers::run(&args),
+        Some(Command::Latency(args)) => latency::run(&args),
+        Some(Command::Load(args)) => load::run(&args),
         None => report::run(&cli.report),
     };
     match result {
