@@ -112,6 +112,32 @@ fn quiet_prints_one_cyclictest_line_per_thread_with_distance_applied() {
     assert!(text.lines().any(|l| l.starts_with("# kernel ")), "{text}");
 }
 
+/// `--service`: the same loop and lines, each wakeup from a hard timer of the
+/// timer service; the run says so in a `#` line and in the JSON settings.
+#[test]
+fn service_waits_on_the_timer_service() {
+    let text = stdout_of(&["-q", "-l", "20", "-i", "200", "-t", "2", "--service"]);
+    let lines: Vec<Line> = text
+        .lines()
+        .filter(|l| l.starts_with("T:"))
+        .map(parse_line)
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines.iter().all(|l| l.cycles == 20), "{text}");
+    let service = text
+        .lines()
+        .find(|l| l.starts_with("# timer service: hard expiry thread "))
+        .unwrap_or_else(|| panic!("no service line in {text}"));
+    // No -p: the service was not asked for SCHED_FIFO.
+    assert!(service.contains("SCHED_OTHER"), "{service}");
+
+    let doc = json_of(&["-l", "10", "-i", "200", "--service", "--json"]);
+    assert_eq!(doc["settings"]["waiter"], "timer service");
+    assert_eq!(doc["thread"]["0"]["cycles"], 10);
+    let doc = json_of(&["-l", "10", "-i", "200", "--json"]);
+    assert_eq!(doc["settings"]["waiter"], "clock_nanosleep");
+}
+
 #[test]
 fn without_quiet_the_last_frame_has_the_policy_line() {
     let text = stdout_of(&["-l", "5", "-i", "200"]);

@@ -3,16 +3,18 @@
 //! The thread takes its CPU, its priority and the smallest timer slack, then
 //! sleeps to absolute deadlines one interval apart and records, after each
 //! wakeup, how late it runs. How it waits is a [`Waiter`]: `clock_nanosleep`
-//! with TIMER_ABSTIME ([`Nanosleep`]), as cyclictest waits; a hard timer of
-//! the timer service (timehands-timer) is meant to be the other, so that both
-//! are measured by the same loop and printed the same way.
+//! with TIMER_ABSTIME ([`Nanosleep`]), as cyclictest waits, or a hard timer of
+//! the timer service ([`ServiceTimer`], `--service`), so that both are
+//! measured by the same loop and printed the same way.
 
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use timehands::Instant;
+use timehands_timer::TimerService;
 
 use super::clock;
 use super::deadline::Deadline;
@@ -32,6 +34,43 @@ pub struct Nanosleep;
 impl Waiter for Nanosleep {
     fn wait_until(&mut self, deadline: Instant) -> io::Result<()> {
         clock::sleep_until(deadline)
+    }
+}
+
+/// A hard timer of the timehands timer service: the service's expiry thread
+/// runs the timer's callback at the deadline, and the callback wakes the
+/// measuring thread. What is measured is that whole path: the service's
+/// wakeup and expiry, and the hand-off to the waiting thread (a futex wake),
+/// which is what a program waiting on a hard timer sees.
+pub struct ServiceTimer<'a> {
+    service: &'a TimerService,
+    fired: Arc<AtomicBool>,
+}
+
+impl<'a> ServiceTimer<'a> {
+    /// A waiter on `service`'s hard timers.
+    pub fn new(service: &'a TimerService) -> ServiceTimer<'a> {
+        ServiceTimer {
+            service,
+            fired: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+impl Waiter for ServiceTimer<'_> {
+    fn wait_until(&mut self, deadline: Instant) -> io::Result<()> {
+        self.fired.store(false, Ordering::Relaxed);
+        let (fired, waiter) = (self.fired.clone(), std::thread::current());
+        self.service.hard_at(deadline, move |_| {
+            fired.store(true, Ordering::Release);
+            waiter.unpark();
+        });
+        // A park may return early (spuriously, or for an old unpark): the
+        // flag says whether this deadline's timer has fired.
+        while !self.fired.load(Ordering::Acquire) {
+            std::thread::park();
+        }
+        Ok(())
     }
 }
 

@@ -11,9 +11,9 @@
 //! the minimum, as a SCHED_OTHER thread otherwise sleeps up to 50 µs long on
 //! purpose).
 //!
-//! How a thread waits is [`measure::Waiter`]; [`run`] picks
-//! [`measure::Nanosleep`]. A hard timer of the timer service fits there too,
-//! with a flag that picks it.
+//! How a thread waits is [`measure::Waiter`]: [`measure::Nanosleep`] as
+//! cyclictest, or with `--service` a hard timer of the timehands timer service
+//! ([`measure::ServiceTimer`]), whose expiry thread runs at the `-p` priority.
 
 mod affinity;
 mod clock;
@@ -37,7 +37,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 
-use measure::{Limits, Nanosleep, Progress, Setup, ThreadPlan, Waiter};
+use measure::{Limits, Nanosleep, Progress, ServiceTimer, Setup, ThreadPlan, Waiter};
 use report::ThreadResult;
 use sysinfo::SysInfo;
 
@@ -119,6 +119,12 @@ pub struct Args {
     /// Print the summary only, on exit.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
+
+    /// Wait on hard timers of the timehands timer service instead of
+    /// clock_nanosleep: the service's expiry thread (SCHED_FIFO at -p) fires
+    /// each timer and wakes the measuring thread
+    #[arg(long = "service")]
+    pub service: bool,
 
     /// One thread per CPU, each pinned to its CPU, all at the same priority.
     #[arg(short = 'S', long = "smp")]
@@ -284,7 +290,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let start_unix_s = unix_seconds();
     let live = text && !args.quiet && io::stdout().is_terminal();
-    let results = measure_all(&plan, stop, live, || Nanosleep)?;
+    let results = if args.service {
+        let service = timer_service(plan.threads[0].priority)?;
+        if text {
+            println!(
+                "# timer service: hard expiry thread {}",
+                service.scheduling()
+            );
+        }
+        measure_all(&plan, stop, live, || ServiceTimer::new(&service))?
+    } else {
+        measure_all(&plan, stop, live, || Nanosleep)?
+    };
     drop(idle_limit);
     let stopped_by = if stop.load(Ordering::Relaxed) {
         "signal"
@@ -315,6 +332,24 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The timer service for `--service`, its hard thread asking for SCHED_FIFO
+/// at `priority` (none at 0). A priority it may not have is the error, as for
+/// the measuring threads.
+fn timer_service(priority: u8) -> anyhow::Result<timehands_timer::TimerService> {
+    let service = timehands_timer::Builder::new()
+        .realtime_priority((priority > 0).then_some(i32::from(priority)))
+        .build()
+        .context("--service: cannot start the timer service")?;
+    if let (true, timehands_timer::Scheduling::Normal { reason }) =
+        (priority > 0, service.scheduling())
+    {
+        bail!(
+            "--service -p {priority}: the timer service's thread cannot have SCHED_FIFO: {reason}"
+        );
+    }
+    Ok(service)
 }
 
 /// What the JSON says about the run besides the flags and the figures.
@@ -351,6 +386,11 @@ fn document<'a>(
             mlockall: args.mlockall,
             histogram_us: plan.limits.bound_us,
             cpu_dma_latency: run.cpu_dma_latency,
+            waiter: if args.service {
+                "timer service"
+            } else {
+                "clock_nanosleep"
+            },
         },
         num_threads: results.len(),
         resolution_in_ns: 0,

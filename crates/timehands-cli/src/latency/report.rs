@@ -171,6 +171,9 @@ pub struct Settings {
     /// The PM QoS request (cyclictest's /dev/cpu_dma_latency), or why it
     /// could not be made.
     pub cpu_dma_latency: String,
+    /// How the threads waited: `clock_nanosleep`, or `timer service`
+    /// (`--service`).
+    pub waiter: &'static str,
 }
 
 /// The JSON document: cyclictest's fields (`sysinfo`, `num_threads`,
