@@ -29,10 +29,23 @@
 //! # When the counter goes wrong
 //!
 //! Each steering also asks the watchdog (`watchdog.rs`) whether the counter
-//! still advances as the kernel's clock says. One that went backwards, stopped
-//! or strayed in rate is retired ([`Timekeeper::retire`]) for a timekeeper on
-//! the kernel's CLOCK_MONOTONIC that starts where the retired one stopped, so
-//! time never steps back; [`info`] reports the fallback and its reason.
+//! still advances as CLOCK_MONOTONIC_RAW (plus any suspend) says. One that went
+//! backwards, stopped or strayed in rate is retired ([`Timekeeper::retire`])
+//! for a timekeeper on the kernel's CLOCK_MONOTONIC that starts where the
+//! retired one stopped, so time never steps back (but for reads behind the
+//! base, which the engine clamps to it: a counter that went back shows as time
+//! standing at the last windup, a step back of at most the reads made since);
+//! [`info`] reports the fallback and its reason. Readers find windups due
+//! after a counter went back too, and a thread started at the first windup
+//! (the cross-CPU check's, on the TSC) winds up every
+//! [`WATCHDOG_INTERVAL`], so that a counter that stopped, which no reader can
+//! notice, is caught as well.
+//!
+//! A suspend is not a failure: an invariant TSC counts on through s2idle,
+//! where CLOCK_MONOTONIC stops, and the watchdog's reference counts the
+//! suspend in. Our clock then stands ahead of CLOCK_MONOTONIC by the time
+//! suspended (time already read cannot be taken back), and the steering slews
+//! that away at 500 ppm; [`info`] and [`getres`] show the offset meanwhile.
 //!
 //! # Who winds up
 //!
@@ -313,8 +326,9 @@ pub(crate) struct HostClock {
     failover: OnceLock<String>,
     /// Whether the successor is set: the readers' cheap test.
     failed_over: AtomicBool,
-    /// The cross-CPU check of the TSC: started, and its verdict once done.
-    cross_cpu_started: AtomicBool,
+    /// Whether the watchdog's thread was started.
+    watchdog_started: AtomicBool,
+    /// The verdict of the cross-CPU check of the TSC, once done.
     cross_cpu: OnceLock<Verdict>,
     facts: Facts,
     /// The steering state; one steering at a time, by whoever winds up.
@@ -330,6 +344,10 @@ pub(crate) struct HostClock {
 
 impl HostClock {
     fn start() -> HostClock {
+        // SAFETY: registers a handler that runs in the child after fork(); it
+        // only stores to atomics, which is safe there. A failure (no memory)
+        // leaves a child without restarted threads, as before.
+        unsafe { libc::pthread_atfork(None, None, Some(forget_threads_in_child)) };
         HostClock::new(choose())
     }
 
@@ -358,7 +376,7 @@ impl HostClock {
             successor: OnceLock::new(),
             failover: OnceLock::new(),
             failed_over: AtomicBool::new(false),
-            cross_cpu_started: AtomicBool::new(false),
+            watchdog_started: AtomicBool::new(false),
             cross_cpu: OnceLock::new(),
             facts: Facts {
                 frequency_source: choice.frequency_source,
@@ -370,11 +388,7 @@ impl HostClock {
             last_offset: AtomicI64::new(0),
             upkeep_started: AtomicBool::new(false),
         };
-        clock
-            .steering
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .follow_offsets(&clock);
+        clock.steering().follow_offsets(&clock);
         // An error bound from the start (some hundreds of ns of brackets),
         // not a zero that nothing measured.
         crate::steer::measure_phase(clock.engine(), &clock);
@@ -402,11 +416,27 @@ impl HostClock {
     }
 
     /// Retires the primary timekeeper for one on CLOCK_MONOTONIC that starts
-    /// where it stopped, because of `why`. Called by the steering, under its
-    /// lock, at most once.
+    /// where it stopped, because of `why`. Called with the steering lock held
+    /// (by the steering's watchdog, or by the cross-CPU check); the first call
+    /// fails over, later ones do nothing.
     pub(crate) fn fail_over(&self, why: String) {
+        if self.failed_over.load(Ordering::Relaxed) {
+            return;
+        }
         let retired_at = self.primary.retire();
-        let successor = kernel_timekeeper(retired_at);
+        // The retire point may lie up to two windup intervals ahead of the
+        // primary's now: the successor reaches it that much later on the
+        // kernel's clock, and stands at it until then, rather than running
+        // ahead of CLOCK_MONOTONIC by as much.
+        let ahead = retired_at.saturating_sub(self.primary.uptime());
+        let due = kernel_nanos(libc::CLOCK_MONOTONIC)
+            .saturating_add(u64::try_from(ahead.as_nanos()).unwrap_or(0));
+        let successor = build(
+            HostCounter::Kernel(KernelCounter::monotonic()),
+            retired_at,
+            Some(due),
+        )
+        .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
         // Realtime carries on: the retired timekeeper's offset, until the
         // steering re-reads the kernel's.
         successor.set_boottime(
@@ -417,60 +447,78 @@ impl HostClock {
         if self.successor.set(successor).is_ok() {
             self.failed_over.store(true, Ordering::Relaxed);
             let _ = self.failover.set(format!(
-                "watchdog at {retired_at} s of CLOCK_MONOTONIC: {why}"
+                "{why}: CLOCK_MONOTONIC took over at {retired_at} s"
             ));
         }
     }
 
-    /// Starts, once, the cross-CPU check of the TSC on a thread of its own
-    /// (see [`CROSS_CPU_HANDOFFS`]): not at startup, which must stay cheap,
-    /// but at the first windup a reader makes. A TSC that two CPUs read apart
-    /// is retired for the kernel's counter, as the watchdog retires one.
-    fn check_cross_cpu(&'static self) {
-        if self.cross_cpu_started.load(Ordering::Relaxed)
-            || self.cross_cpu_started.swap(true, Ordering::Relaxed)
+    /// Starts, once, the watchdog's thread, for a hardware counter: not at
+    /// startup, which must stay cheap, but at the first windup a reader
+    /// makes. On the TSC it first runs the cross-CPU check (see
+    /// [`CROSS_CPU_HANDOFFS`]): TSCs that two CPUs read apart are retired for
+    /// the kernel's counter. Then it winds up every [`WATCHDOG_INTERVAL`], so
+    /// that the watchdog runs in a program whose readers cannot notice that
+    /// the counter stopped (their reads never find a windup due). It ends at
+    /// a failover.
+    fn start_watchdog(&'static self) {
+        if self.watchdog_started.load(Ordering::Relaxed)
+            || self.watchdog_started.swap(true, Ordering::Relaxed)
+            || matches!(self.primary.counter(), HostCounter::Kernel(_))
         {
             return;
         }
-        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        if matches!(self.primary.counter(), HostCounter::Tsc(_)) {
-            let hz = self.primary.counter().frequency();
-            let spawned = std::thread::Builder::new()
-                .name("timehands-tsc-check".to_string())
-                .spawn(move || {
-                    let verdict = cross_cpu_verdict(hz);
-                    if let Some(why) = &verdict.1 {
-                        self.steering
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .fail_over(self, why.clone());
+        let spawned = std::thread::Builder::new()
+            .name("timehands-watchdog".to_string())
+            .spawn(move || {
+                #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+                if matches!(self.primary.counter(), HostCounter::Tsc(_)) {
+                    let (verdict, why) = cross_cpu_verdict(self.primary.counter().frequency());
+                    if let Some(why) = why {
+                        self.steering().fail_over(self, why);
                     }
-                    let _ = self.cross_cpu.set(verdict.0);
-                });
-            if let Err(e) = spawned {
-                let _ = self.cross_cpu.set(Verdict {
-                    check: CROSS_CPU_CHECK,
-                    passed: false,
-                    detail: format!("not run: no thread for it ({e})"),
-                });
-            }
+                    let _ = self.cross_cpu.set(verdict);
+                }
+                while !self.failed_over.load(Ordering::Relaxed) {
+                    std::thread::sleep(WATCHDOG_INTERVAL);
+                    self.maintain();
+                }
+            });
+        if let Err(e) = spawned {
+            // No thread: the watchdog still runs with the readers' windups.
+            let _ = self.cross_cpu.set(Verdict {
+                check: CROSS_CPU_CHECK,
+                passed: false,
+                detail: format!("not run: no thread for it ({e})"),
+            });
         }
     }
 
+    /// The steering, whoever panicked holding it (the steering keeps no
+    /// invariant a panic could break halfway).
+    fn steering(&self) -> std::sync::MutexGuard<'_, Steering> {
+        self.steering.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// What a reader (or the upkeep thread) does when the clock is due: winds
-    /// it up, and starts the cross-CPU check the first time. Out of line, so
+    /// it up, and starts the watchdog's thread the first time. Out of line, so
     /// that readers do not carry its frame.
     #[cold]
     #[inline(never)]
     fn wind_up(&'static self) {
         self.maintain();
-        self.check_cross_cpu();
+        self.start_watchdog();
     }
 
     /// Winds up, steering first when a steering is due; returns at once if
     /// another thread is at it.
     pub(crate) fn maintain(&self) {
-        if let Ok(mut steering) = self.steering.try_lock() {
+        let steering = match self.steering.try_lock() {
+            Ok(steering) => Some(steering),
+            // A panic under the lock must not end steering (and the watchdog).
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        if let Some(mut steering) = steering {
             steering.steer(self);
         }
         self.engine().windup();
@@ -499,6 +547,10 @@ impl HostClock {
 /// What the cross-CPU check is called in the verdicts.
 const CROSS_CPU_CHECK: &str = "cross-CPU TSC check";
 
+/// How often the watchdog's thread winds up (and so steers, and so checks
+/// the counter), whatever the readers do.
+const WATCHDOG_INTERVAL: Duration = Duration::from_millis(100);
+
 /// Hand-offs per CPU pair in the cross-CPU check: some milliseconds a pair,
 /// on a thread of its own, with bounds about a round trip wide.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -508,10 +560,29 @@ const CROSS_CPU_HANDOFFS: u64 = 2_000;
 /// verdict, and why to fail over if the TSCs disagree.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn cross_cpu_verdict(hz: u64) -> (Verdict, Option<String>) {
+    take_process_affinity();
     verdict_of(crate::tsc_sync::measure_against_first(
         CROSS_CPU_HANDOFFS,
         hz,
     ))
+}
+
+/// Gives the calling thread the affinity of the process's main thread: a
+/// check on it then covers the CPUs the process was given (`taskset`, a
+/// cpuset), not only those of the reader whose windup started the thread.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn take_process_affinity() {
+    // SAFETY: `cpu_set_t` is plain bits, for which all zeros is a valid (empty)
+    // set; both calls are given its size and write within it. A failure (a
+    // machine with more CPUs than a `cpu_set_t` holds) leaves the affinity as
+    // it was.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        if libc::sched_getaffinity(libc::getpid(), size, &mut set) == 0 {
+            libc::sched_setaffinity(0, size, &set);
+        }
+    }
 }
 
 /// The verdict of a cross-CPU measurement, and why to fail over if it found
@@ -531,6 +602,14 @@ fn verdict_of(
             return (verdict, None);
         }
     };
+    if report.pairs.is_empty() {
+        let verdict = Verdict {
+            check: CROSS_CPU_CHECK,
+            passed: false,
+            detail: "not run: the process may run on one CPU only".to_string(),
+        };
+        return (verdict, None);
+    }
     let apart = report.pairs.iter().find(|pair| !pair.synchronized());
     let widest = report
         .pairs
@@ -586,8 +665,19 @@ fn kernel_timekeeper(uptime: BinTime) -> Timekeeper<HostCounter> {
 /// The clock, started at its first use.
 #[inline]
 pub(crate) fn clock() -> &'static HostClock {
-    static CLOCK: OnceLock<HostClock> = OnceLock::new();
     CLOCK.get_or_init(HostClock::start)
+}
+
+/// The process's clock, once started.
+static CLOCK: OnceLock<HostClock> = OnceLock::new();
+
+/// In a `fork()`ed child, which has none of the parent's threads: the next
+/// coarse read and the next windup start the upkeep and watchdog threads anew.
+extern "C" fn forget_threads_in_child() {
+    if let Some(clock) = CLOCK.get() {
+        clock.upkeep_started.store(false, Ordering::Relaxed);
+        clock.watchdog_started.store(false, Ordering::Relaxed);
+    }
 }
 
 /// Nanoseconds of a CLOCK_MONOTONIC-origin time (never negative: the clock
@@ -801,7 +891,7 @@ pub fn info() -> Info {
         verdicts,
         fallback,
     } = clock.facts.clone();
-    let steering = clock.steering.lock().unwrap_or_else(|e| e.into_inner());
+    let steering = clock.steering();
     Info {
         counter: clock.engine().counter().name().to_string(),
         frequency_hz: steering.frequency_hz(),
@@ -816,7 +906,8 @@ pub fn info() -> Info {
             .chain(clock.cross_cpu.get().cloned())
             .collect(),
         fallback: clock.failover.get().cloned().or(fallback),
-        windups: clock.engine().stats().windups,
+        windups: clock.primary.stats().windups
+            + clock.successor.get().map_or(0, |s| s.stats().windups),
         offset_ns: clock.last_offset.load(Ordering::Relaxed),
         accuracy: Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed)),
     }
@@ -858,21 +949,23 @@ mod tests {
         steps_back: Vec<(BinTime, BinTime)>,
     }
 
-    /// A host clock on `counter`, read by a thread (that winds it up as
-    /// `now()` does) until the watchdog fails it over after `fault`. Returns
-    /// the clock and what the reader saw.
-    fn fail_over_after(counter: Faulty, fault: impl FnOnce(&Faulty)) -> (HostClock, Seen) {
-        let clock = Arc::new(HostClock::new(Choice {
+    /// A host clock on `counter`, read by a thread that winds it up as
+    /// `now()` does (and so starts the watchdog's thread), until the watchdog
+    /// fails it over after `fault`: no windup but the readers' and that
+    /// thread's. Returns the clock (leaked, as the process's clock is static)
+    /// and what the reader saw.
+    fn fail_over_after(counter: Faulty, fault: impl FnOnce(&Faulty)) -> (&'static HostClock, Seen) {
+        let clock: &'static HostClock = Box::leak(Box::new(HostClock::new(Choice {
             counter: HostCounter::Test(counter.clone()),
             frequency_source: "the test".to_string(),
             verdicts: Vec::new(),
             fallback: None,
             anchor: None,
             uncertainty_ppb: Some(0),
-        }));
+        })));
         let stop = Arc::new(AtomicBool::new(false));
         let reader = {
-            let (clock, stop) = (clock.clone(), stop.clone());
+            let stop = stop.clone();
             std::thread::spawn(move || {
                 let mut seen = Seen {
                     last: BinTime::ZERO,
@@ -885,32 +978,27 @@ mod tests {
                     }
                     seen.last = now;
                     if due {
-                        clock.maintain();
+                        clock.wind_up();
                     }
                 }
                 seen
             })
         };
-        // A few steerings of a counter that keeps time: no failover.
-        for _ in 0..5 {
-            std::thread::sleep(Duration::from_millis(11));
-            clock.maintain();
-        }
+        // Some steerings of a counter that keeps time, enough for the
+        // watchdog to know its rate: no failover.
+        std::thread::sleep(Duration::from_millis(60));
         assert!(clock.failover.get().is_none(), "{:?}", clock.failover);
         fault(&counter);
-        // The next steering (10 ms on) finds the fault; the loop bound only
-        // keeps a broken watchdog from hanging the test.
-        for _ in 0..1000 {
+        // The loop bound only keeps a broken watchdog from hanging the test.
+        for _ in 0..5000 {
             if clock.failover.get().is_some() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(1));
-            clock.maintain();
         }
         std::thread::sleep(Duration::from_millis(5));
         stop.store(true, Ordering::Relaxed);
         let seen = reader.join().expect("the reader ran");
-        let clock = Arc::into_inner(clock).expect("the reader is done");
         (clock, seen)
     }
 
@@ -950,6 +1038,9 @@ mod tests {
 
         // Not measured: no verdict against the TSC, and no failover.
         let (verdict, why) = verdict_of(Err(SyncError::Frequency));
+        assert!(!verdict.passed && verdict.detail.starts_with("not run: "));
+        assert!(why.is_none());
+        let (verdict, why) = verdict_of(Ok(Report { pairs: Vec::new() }));
         assert!(!verdict.passed && verdict.detail.starts_with("not run: "));
         assert!(why.is_none());
     }

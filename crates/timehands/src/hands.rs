@@ -93,6 +93,7 @@ const RATE_CHANGE_ATTEMPTS: u32 = 3;
 // MAX_HANDS is a power of two: a slot index masked from the state is in range
 // without a bounds check.
 const SLOT_MASK: usize = MAX_HANDS - 1;
+const _: () = assert!(MAX_HANDS.is_power_of_two() && MAX_HANDS <= PENDING);
 const PENDING: usize = 1 << 8;
 const RETIRED: usize = 1 << 9;
 const TICKET_SHIFT: u32 = 10;
@@ -384,7 +385,7 @@ impl<C: Counter> Builder<C> {
             .as_nanos()
             .checked_mul(frequency as u128)
             .map_or(u128::MAX, |n| n / 1_000_000_000);
-        if interval < 4 || interval > (mask / 8) as u128 {
+        if interval < 4 || interval > max_interval(mask) as u128 {
             return Err(Error::WindupInterval {
                 interval: self.windup_interval,
                 counts: interval,
@@ -529,17 +530,17 @@ impl<C: Counter> Timekeeper<C> {
         &self,
         sample: impl Fn(&C) -> u64,
         also: impl Fn(&Slot) -> R,
-    ) -> (BinTime, u64, R) {
+    ) -> (BinTime, bool, R) {
         let interval = self.interval;
         let count = sample(&self.counter);
         let (state, (line, extra)) = self.current(|slot| (slot.line(interval), also(slot)));
         let delta = self.delta(line.base, count);
         if delta < line.switch.saturating_add(interval) {
-            return (line.uptime_at(delta), delta, extra);
+            return (line.uptime_at(delta), self.due(line.base, count), extra);
         }
         // Out of line, so that the common case above keeps the hands in
         // registers rather than saving them across a call.
-        self.read_past_promise(state, line, delta, extra, sample, also)
+        self.read_past_promise(state, line, count, extra, sample, also)
     }
 
     /// A read whose counter is past its hands' promise: asks `past_promise`
@@ -550,21 +551,36 @@ impl<C: Counter> Timekeeper<C> {
         &self,
         mut state: usize,
         mut line: Line,
-        mut delta: u64,
+        mut count: u64,
         mut extra: R,
         sample: impl Fn(&C) -> u64,
         also: impl Fn(&Slot) -> R,
-    ) -> (BinTime, u64, R) {
+    ) -> (BinTime, bool, R) {
         loop {
-            if let Some(delta) = self.past_promise(state, delta) {
-                return (line.uptime_at(delta), delta, extra);
-            }
-            let count = sample(&self.counter);
-            (state, (line, extra)) = self.current(|slot| (slot.line(self.interval), also(slot)));
-            delta = self.delta(line.base, count);
+            let delta = self.delta(line.base, count);
             if delta < line.switch.saturating_add(self.interval) {
-                return (line.uptime_at(delta), delta, extra);
+                return (line.uptime_at(delta), self.due(line.base, count), extra);
             }
+            if let Some(delta) = self.past_promise(state, delta) {
+                return (line.uptime_at(delta), self.due(line.base, count), extra);
+            }
+            count = sample(&self.counter);
+            (state, (line, extra)) = self.current(|slot| (slot.line(self.interval), also(slot)));
+        }
+    }
+
+    /// Whether a read of `count` finds a windup due: an interval or more past
+    /// the base, or more than an interval behind it. The second is a counter
+    /// that went back (a reset), not a few cycles of skew between CPUs: its
+    /// reads all clamp to the base, and windups (and the host's watchdog with
+    /// them) must go on all the same.
+    #[inline]
+    fn due(&self, base: u64, count: u64) -> bool {
+        let ahead = count.wrapping_sub(base) & self.mask;
+        if ahead > self.behind {
+            self.mask - ahead >= self.interval
+        } else {
+            ahead >= self.interval
         }
     }
 
@@ -624,7 +640,8 @@ impl<C: Counter> Timekeeper<C> {
     }
 
     /// Uptime, and whether a windup is due: the hands read is a windup interval
-    /// old or older. For clocks wound up by their readers (no tick, no thread):
+    /// old or older, or the counter is more than an interval behind its base
+    /// (it went back). For clocks wound up by their readers (no tick, no thread):
     /// a reader that sees `true` calls [`windup`](Timekeeper::windup), which
     /// returns at once if another reader is already at it.
     #[inline]
@@ -642,8 +659,8 @@ impl<C: Counter> Timekeeper<C> {
     /// Uptime as `sample` reads the counter, and whether a windup is due.
     #[inline]
     fn read_and_due(&self, sample: impl Fn(&C) -> u64) -> (BinTime, bool) {
-        let (uptime, delta, ()) = self.read_with(sample, |_| ());
-        (uptime, delta >= self.interval)
+        let (uptime, due, ()) = self.read_with(sample, |_| ());
+        (uptime, due)
     }
 
     /// Realtime: uptime plus the boottime offset set by
@@ -684,11 +701,14 @@ impl<C: Counter> Timekeeper<C> {
     /// Retires the timekeeper for a successor (on another counter, when this
     /// one has gone wrong) and returns the uptime the successor starts at:
     /// [`Builder::start_at`] with it continues the timeline without a backward
-    /// step. From the retire point on (at most a windup interval and a quarter
-    /// ahead of now) the retired timekeeper's time stands still at that
-    /// uptime, so no read of it is ever later than a read of the successor
-    /// that follows; windups and steps do nothing any more. Waits for a windup
-    /// in progress; retiring twice returns the same uptime.
+    /// step. From the retire point on (at most two windup intervals ahead of
+    /// now: a candidate's point, at the promise or a lead ahead) the retired
+    /// timekeeper's time stands still at that uptime, so no read of it is ever
+    /// later than a read of the successor that follows; windups and steps do
+    /// nothing any more. A successor that should not run ahead meanwhile
+    /// starts at the counter value where that time is due
+    /// ([`Builder::start_count`]). Waits for a windup in progress; retiring
+    /// twice returns the same uptime.
     ///
     /// ```
     /// use timehands::{SimCounter, Timekeeper, Windup};
@@ -708,7 +728,7 @@ impl<C: Counter> Timekeeper<C> {
     /// # Ok::<(), timehands::Error>(())
     /// ```
     pub fn retire(&self) -> BinTime {
-        let _writer = self.writer.lock();
+        let mut writer = self.writer.lock();
         loop {
             let (state, line) = self.current(|slot| slot.line(self.interval));
             if state & RETIRED != 0 {
@@ -719,9 +739,15 @@ impl<C: Counter> Timekeeper<C> {
             // As late as any reader may go without looking at the state (the
             // promise), and a lead ahead of now, so that readers rarely cancel;
             // within what the pending switch point can hold on 32-bit targets.
-            let point = (line.switch.saturating_add(self.interval))
-                .max(delta.saturating_add(self.lead))
-                .min(usize::MAX as u64);
+            let point =
+                (line.switch.saturating_add(self.interval)).max(delta.saturating_add(self.lead));
+            if point > usize::MAX as u64 {
+                // On a 32-bit target the pending switch point cannot hold a
+                // point this far from an old base: a windup brings the base
+                // up first (the interval fits: see `max_interval`).
+                self.windup_locked(&mut writer, None);
+                continue;
+            }
             if self.commit(state, line.base, point, state | RETIRED) {
                 return line.uptime_at(point);
             }
@@ -758,9 +784,10 @@ impl<C: Counter> Timekeeper<C> {
 
     /// Slews uptime and realtime by `ns` nanoseconds, at 500 ppm, from the next
     /// windup on, as BSD `adjtime(2)`: a new request replaces what remains of the
-    /// last one, and the remainder (rounded toward zero) is returned. The slew
-    /// already scheduled up to the next switch point (at most about an interval
-    /// at 500 ppm) still runs and counts against the new request, so
+    /// last one, and the remainder (rounded toward zero) is returned. Each
+    /// windup schedules one interval of slew after its switch point, however
+    /// late the next windup comes. A slew already scheduled (at most an
+    /// interval at 500 ppm) still runs and counts against the new request, so
     /// `adjtime(0)` cancels the rest and then undoes that much.
     pub fn adjtime(&self, ns: i64) -> i64 {
         self.writer.lock().discipline.adjtime(ns)
@@ -951,6 +978,15 @@ impl<C: Counter> Timekeeper<C> {
         }
         committed
     }
+}
+
+/// The longest windup interval, in counts, for a counter of `mask`: an eighth
+/// of its range (so that a late windup is told from a read behind the base),
+/// and a quarter of `usize::MAX` (so that a switch or retire point, a promise
+/// and a lead ahead of a fresh base, fits the pending switch point on 32-bit
+/// targets).
+pub(crate) fn max_interval(mask: u64) -> u64 {
+    (mask / 8).min(usize::MAX as u64 / 4)
 }
 
 /// The coarse clock's value at `uptime`: 32.32 fixed point, rounded down (so

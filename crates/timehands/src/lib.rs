@@ -96,7 +96,8 @@ pub enum Error {
         /// The size asked for.
         count: usize,
     },
-    /// The windup interval is under 4 counts or over an eighth of the wrap.
+    /// The windup interval is under 4 counts, or over an eighth of the wrap or
+    /// a quarter of `usize::MAX` counts.
     WindupInterval {
         /// The interval asked for.
         interval: Duration,
@@ -135,8 +136,8 @@ impl fmt::Display for Error {
                 mask,
             } => write!(
                 f,
-                "windup interval {interval:?} is {counts} counts: it must be at least 4 counts and at most an eighth of the counter's range ({} counts)",
-                mask / 8
+                "windup interval {interval:?} is {counts} counts: it must be at least 4 counts and at most {} (an eighth of the counter's range, and a quarter of what a usize holds)",
+                hands::max_interval(*mask)
             ),
             Error::FrequencyAdjustment { ppb } => write!(
                 f,

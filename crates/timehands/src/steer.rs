@@ -17,6 +17,10 @@
 //!   the clock never steps. The rate is not estimated from our own time: slew
 //!   already scheduled up to the next switch point would bias it.
 //!
+//! Before those, the watchdog (`watchdog.rs`) samples the counter against
+//! CLOCK_MONOTONIC_RAW and the time suspended (`watch_pair`) and fails the
+//! clock over to the kernel's counter when the counter misbehaves.
+//!
 //! The error bound that [`getres`](crate::getres) reports is the last measured
 //! offset plus half its bracket.
 
@@ -60,10 +64,15 @@ impl Pair {
 
 /// The tightest of three `read, CLOCK_MONOTONIC, read` brackets.
 pub(crate) fn pair(read: impl Fn() -> u64) -> Pair {
+    pair_with(read, libc::CLOCK_MONOTONIC)
+}
+
+/// The tightest of three `read, clock, read` brackets.
+fn pair_with(read: impl Fn() -> u64, clock: libc::clockid_t) -> Pair {
     (0..3)
         .map(|_| {
             let before = read();
-            let kernel = kernel_nanos(libc::CLOCK_MONOTONIC);
+            let kernel = kernel_nanos(clock);
             let width = read().wrapping_sub(before);
             Pair {
                 count: before.wrapping_add(width / 2),
@@ -73,6 +82,20 @@ pub(crate) fn pair(read: impl Fn() -> u64) -> Pair {
         })
         .min_by_key(|p| p.width)
         .expect("three brackets")
+}
+
+/// What the watchdog compares the counter with: CLOCK_MONOTONIC_RAW, which no
+/// NTP slew moves (chrony slews CLOCK_MONOTONIC by up to 8% through the tick
+/// length), plus the time spent in suspend (BOOTTIME − MONOTONIC), which a
+/// counter that runs through suspend (an invariant TSC in s2idle) counts.
+fn watch_pair(read: impl Fn() -> u64) -> Pair {
+    let suspended =
+        kernel_nanos(libc::CLOCK_BOOTTIME).saturating_sub(kernel_nanos(libc::CLOCK_MONOTONIC));
+    let raw = pair_with(read, libc::CLOCK_MONOTONIC_RAW);
+    Pair {
+        kernel: raw.kernel + suspended,
+        ..raw
+    }
 }
 
 /// A frequency measured between two pairs, and how sure it is: each pair's
@@ -174,8 +197,9 @@ pub(crate) struct Steering {
     realtime_offset: Option<i64>,
     /// BOOTTIME − MONOTONIC as last given to the host clock, in ns.
     boottime_offset: Option<i64>,
-    /// The pair of the last steering, for the watchdog.
-    last: Option<Pair>,
+    /// The watchdog's first sample and its last (see `watch_pair`).
+    watch_anchor: Option<Pair>,
+    watched: Option<Pair>,
 }
 
 /// Whether a kernel offset `measured` (to within `width`) differs from the
@@ -203,7 +227,8 @@ impl Steering {
             last_steer: 0,
             realtime_offset: None,
             boottime_offset: None,
-            last: None,
+            watch_anchor: None,
+            watched: None,
         }
     }
 
@@ -234,11 +259,11 @@ impl Steering {
         }
         self.last_steer = now;
         let engine = clock.engine();
-        let current = pair(|| engine.counter().read());
-        if let Some(why) = self.watch(engine, current) {
-            self.fail_over(clock, why.to_string());
+        if let Some(why) = self.watch(engine) {
+            self.fail_over(clock, format!("watchdog: {why}"));
             return;
         }
+        let current = pair(|| engine.counter().read());
         self.steer_rate(engine, current);
         self.steer_phase(engine, clock);
     }
@@ -255,22 +280,17 @@ impl Steering {
 
     /// The watchdog's verdict on the counter from the last steering's pair to
     /// `current` (none on the kernel's own clock, which is the reference).
-    fn watch(
-        &mut self,
-        engine: &Timekeeper<HostCounter>,
-        current: Pair,
-    ) -> Option<watchdog::Misbehaviour> {
-        let earlier = self.last.replace(current)?;
+    fn watch(&mut self, engine: &Timekeeper<HostCounter>) -> Option<watchdog::Misbehaviour> {
         if matches!(engine.counter(), HostCounter::Kernel(_)) {
             return None;
         }
-        watchdog::check(
-            &earlier,
-            &current,
-            self.hz,
-            self.uncertainty_ppb.unwrap_or(0),
-            engine.counter().mask(),
-        )
+        let current = watch_pair(|| engine.counter().read());
+        let earlier = self.watched.replace(current)?;
+        // The rate the counter has kept since the first sample, up to the
+        // last one: what this interval is held to.
+        let anchor = *self.watch_anchor.get_or_insert(earlier);
+        let rate = anchor.frequency_to(&earlier, MIN_BASELINE);
+        watchdog::check(&earlier, &current, rate, engine.counter().mask())
     }
 
     /// Rate: the counter's frequency over the sliding baseline, to `current`.

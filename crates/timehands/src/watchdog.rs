@@ -1,19 +1,21 @@
 //! The watchdog: does the counter still keep time?
 //!
-//! At each steering the counter is paired with CLOCK_MONOTONIC (see
-//! `steer.rs`); between two pairs the counter must have advanced as the kernel
-//! says, at the frequency in use. A counter that went backwards, stopped, or
-//! ran at a rate the kernel disagrees with by more than [`RATE_BOUND_PPM`] plus
-//! what the brackets can tell (a VM migrated to a host whose TSC runs at
-//! another rate or from another value, a TSC reset by a suspend the hypervisor
-//! hid) no longer keeps time: the host clock retires it for the kernel's
-//! counter (`HostClock::fail_over`), without a backward step.
+//! At each steering the counter is paired with CLOCK_MONOTONIC_RAW plus the
+//! time spent in suspend (see `steer.rs`): a reference no NTP slew moves, and
+//! that a counter running through suspend keeps up with. Between two samples
+//! the counter must have advanced at the rate it kept against that reference
+//! since the first sample. A counter that went backwards, stopped, or ran at a
+//! rate off by more than [`RATE_BOUND_PPM`] plus what the brackets can tell (a
+//! VM migrated to a host whose TSC runs at another rate or from another value,
+//! a TSC reset by a suspend the hypervisor hid) no longer keeps time: the host
+//! clock retires it for the kernel's counter (`HostClock::fail_over`), without
+//! a backward step.
 
-use crate::steer::Pair;
+use crate::steer::{Measured, Pair};
 
-/// How far the counter's rate may stray from the kernel's before it is
-/// dropped: twice the 500 ppm that NTP may slew CLOCK_MONOTONIC by, so that no
-/// legitimate trim ever trips it.
+/// How far the counter's rate over one steering interval may stray from the
+/// rate it has kept against CLOCK_MONOTONIC_RAW: a healthy counter and the raw
+/// clock drift apart by a few ppm (the same crystal, or two), far below this.
 pub(crate) const RATE_BOUND_PPM: f64 = 1000.0;
 
 /// What the watchdog found wrong between two pairs.
@@ -45,25 +47,25 @@ impl core::fmt::Display for Misbehaviour {
             }
             Misbehaviour::Stopped { kernel_ns } => write!(
                 f,
-                "the counter stopped while CLOCK_MONOTONIC advanced {kernel_ns} ns"
+                "the counter stopped while CLOCK_MONOTONIC_RAW advanced {kernel_ns} ns"
             ),
             Misbehaviour::Rate { ppm } => write!(
                 f,
-                "the counter ran {ppm:+.0} ppm from its frequency against CLOCK_MONOTONIC (bound ±{RATE_BOUND_PPM} ppm)"
+                "the counter ran {ppm:+.0} ppm off the rate it kept against CLOCK_MONOTONIC_RAW (bound ±{RATE_BOUND_PPM} ppm)"
             ),
         }
     }
 }
 
-/// What went wrong with a counter of `mask` at `hz` (known to
-/// `hz_uncertainty_ppb`) between the pairs `earlier` and `later`, if anything.
-/// A kernel clock that did not advance tells nothing, and neither does a rate
-/// whose brackets are too wide to tell.
+/// What went wrong with a counter of `mask` between the samples `earlier` and
+/// `later`, if anything: backwards or stopped, and, once a `rate` against the
+/// reference is known, a rate off by more than the bound. A reference that did
+/// not advance tells nothing, and neither does a rate whose brackets are too
+/// wide to tell.
 pub(crate) fn check(
     earlier: &Pair,
     later: &Pair,
-    hz: u64,
-    hz_uncertainty_ppb: u64,
+    rate: Option<Measured>,
     mask: u64,
 ) -> Option<Misbehaviour> {
     let kernel_ns = later.kernel.checked_sub(earlier.kernel)?;
@@ -72,7 +74,7 @@ pub(crate) fn check(
     }
     let counts = later.count.wrapping_sub(earlier.count) & mask;
     // A difference in the top half of the range is a step back, as in the
-    // engine's clamp (which takes the top eighth: here a pair is never more
+    // engine's clamp (which takes the top eighth: here a sample is never more
     // than a few steering intervals old, so half is a safe divide).
     if counts > mask / 2 {
         return Some(Misbehaviour::Backwards {
@@ -82,11 +84,13 @@ pub(crate) fn check(
     if counts == 0 && earlier.width == 0 && later.width == 0 {
         return Some(Misbehaviour::Stopped { kernel_ns });
     }
-    let expected = kernel_ns as f64 * hz as f64 / 1e9;
+    let rate = rate?;
+    let expected = kernel_ns as f64 * rate.hz as f64 / 1e9;
     let ppm = (counts as f64 / expected - 1.0) * 1e6;
-    // Each pair's count is within half its bracket of the kernel's reading.
+    // Each sample's count is within half its bracket of the reference's
+    // reading, and the rate itself is known to its uncertainty.
     let slack_ppm = (earlier.width + later.width) as f64 / 2.0 / expected * 1e6
-        + hz_uncertainty_ppb as f64 / 1e3;
+        + rate.uncertainty_ppb as f64 / 1e3;
     if ppm.abs() <= RATE_BOUND_PPM + slack_ppm {
         return None;
     }
@@ -104,6 +108,14 @@ mod tests {
     const HZ: u64 = 3_000_000_000;
     const MASK: u64 = u64::MAX;
 
+    /// A rate known exactly.
+    fn exact(hz: u64) -> Option<Measured> {
+        Some(Measured {
+            hz,
+            uncertainty_ppb: 0,
+        })
+    }
+
     /// A pair at `ns` of the kernel's clock whose count is `count`, bracketed
     /// by `width` counts.
     fn pair(count: u64, ns: u64, width: u64) -> Pair {
@@ -114,15 +126,15 @@ mod tests {
     fn a_counter_at_its_frequency_passes() {
         let a = pair(1_000, 1_000_000, 60);
         let b = pair(1_000 + 30_000_000, 11_000_000, 60);
-        assert_eq!(check(&a, &b, HZ, 0, MASK), None);
+        assert_eq!(check(&a, &b, exact(HZ), MASK), None);
     }
 
     #[test]
-    fn ntp_trim_within_the_bound_passes() {
+    fn drift_within_the_bound_passes() {
         // 500 ppm slow over 10 ms.
         let a = pair(0, 0, 0);
         let b = pair(30_000_000 - 15_000, 10_000_000, 0);
-        assert_eq!(check(&a, &b, HZ, 0, MASK), None);
+        assert_eq!(check(&a, &b, exact(HZ), MASK), None);
     }
 
     #[test]
@@ -130,7 +142,7 @@ mod tests {
         // 10 ms of kernel time, 1 s of counts: a migration to a TSC ahead.
         let a = pair(0, 0, 60);
         let b = pair(HZ, 10_000_000, 60);
-        match check(&a, &b, HZ, 0, MASK) {
+        match check(&a, &b, exact(HZ), MASK) {
             Some(Misbehaviour::Rate { ppm }) => assert!((ppm - 99e6).abs() < 1.0, "{ppm}"),
             other => panic!("{other:?}"),
         }
@@ -141,7 +153,7 @@ mod tests {
         let a = pair(5_000, 0, 0);
         let b = pair(5_000, 10_000_000, 0);
         assert_eq!(
-            check(&a, &b, HZ, 0, MASK),
+            check(&a, &b, exact(HZ), MASK),
             Some(Misbehaviour::Stopped {
                 kernel_ns: 10_000_000
             })
@@ -151,7 +163,7 @@ mod tests {
         let a = pair(5_000, 0, 60);
         let b = pair(5_000, 10_000_000, 60);
         assert!(matches!(
-            check(&a, &b, HZ, 0, MASK),
+            check(&a, &b, exact(HZ), MASK),
             Some(Misbehaviour::Stopped { .. })
         ));
     }
@@ -161,13 +173,13 @@ mod tests {
         let a = pair(1_000_000, 0, 0);
         let b = pair(400_000, 10_000_000, 0);
         assert_eq!(
-            check(&a, &b, HZ, 0, MASK),
+            check(&a, &b, exact(HZ), MASK),
             Some(Misbehaviour::Backwards { counts: 600_000 })
         );
         // A 32-bit counter that wrapped forward is not a step back.
         let a = pair(0xffff_ff00, 0, 0);
         let b = pair(0x100, 1_000, 0);
-        assert_eq!(check(&a, &b, 512_000_000, 0, 0xffff_ffff), None);
+        assert_eq!(check(&a, &b, exact(512_000_000), 0xffff_ffff), None);
     }
 
     #[test]
@@ -175,19 +187,49 @@ mod tests {
         // 2000 ppm off, but each bracket is 100 µs wide over a 10 ms baseline.
         let a = pair(0, 0, 300_000);
         let b = pair(30_060_000, 10_000_000, 300_000);
-        assert_eq!(check(&a, &b, HZ, 0, MASK), None);
+        assert_eq!(check(&a, &b, exact(HZ), MASK), None);
         let a = pair(0, 0, 60);
         let b = pair(30_060_000, 10_000_000, 60);
         assert!(matches!(
-            check(&a, &b, HZ, 0, MASK),
+            check(&a, &b, exact(HZ), MASK),
             Some(Misbehaviour::Rate { .. })
         ));
     }
 
     #[test]
+    fn until_a_rate_is_known_only_order_is_checked() {
+        let a = pair(0, 0, 60);
+        // A jump: caught once the rate is known, not before.
+        let b = pair(HZ, 10_000_000, 60);
+        assert_eq!(check(&a, &b, None, MASK), None);
+        // Backwards and stopped need no rate.
+        assert!(matches!(
+            check(&pair(100, 0, 0), &pair(50, 10, 0), None, MASK),
+            Some(Misbehaviour::Backwards { counts: 50 })
+        ));
+        assert!(matches!(
+            check(&pair(100, 0, 0), &pair(100, 10, 0), None, MASK),
+            Some(Misbehaviour::Stopped { kernel_ns: 10 })
+        ));
+    }
+
+    #[test]
+    fn the_rates_uncertainty_widens_the_bound() {
+        // 2000 ppm fast over 10 ms, against a rate known to 1500 ppm.
+        let a = pair(0, 0, 0);
+        let b = pair(30_060_000, 10_000_000, 0);
+        let rough = Some(Measured {
+            hz: HZ,
+            uncertainty_ppb: 1_500_000,
+        });
+        assert_eq!(check(&a, &b, rough, MASK), None);
+        assert!(check(&a, &b, exact(HZ), MASK).is_some());
+    }
+
+    #[test]
     fn a_kernel_clock_that_did_not_move_tells_nothing() {
         let a = pair(0, 5, 0);
-        assert_eq!(check(&a, &pair(1_000, 5, 0), HZ, 0, MASK), None);
-        assert_eq!(check(&a, &pair(1_000, 4, 0), HZ, 0, MASK), None);
+        assert_eq!(check(&a, &pair(1_000, 5, 0), exact(HZ), MASK), None);
+        assert_eq!(check(&a, &pair(1_000, 4, 0), exact(HZ), MASK), None);
     }
 }

@@ -77,7 +77,7 @@ fn bad_counters_and_settings_are_refused_with_a_clear_error() {
             Timekeeper::builder(SimCounter::new(u64::MAX))
                 .windup_interval(Duration::MAX)
                 .build(),
-            "at most an eighth",
+            "an eighth of the counter's range",
         ),
     ];
     for (result, words) in cases {
@@ -208,6 +208,7 @@ fn reads_behind_the_base_are_clamped_to_the_base() {
         let base = counter.value();
         counter.set(base - 40); // 40 counts behind the base
         assert_eq!(tk.uptime(), at_windup);
+        assert_eq!(tk.uptime_and_due(), (at_windup, false), "skew is not due");
         tk.windup();
         assert_eq!(tk.uptime(), at_windup);
         // The windup behind the base kept the base: back at it, no time has
@@ -217,6 +218,48 @@ fn reads_behind_the_base_are_clamped_to_the_base() {
         counter.set(base - 40);
         counter.set(counter.value() + 40 + (mask - (mask >> 3)) + 1); // a top-eighth delta
         assert_eq!(tk.uptime(), at_windup);
+    }
+}
+
+/// No read of a retired timekeeper is later than the time it was retired at,
+/// whenever it was retired in its windup interval: the retire point is never
+/// before the promise, which readers pass without looking at the state.
+#[test]
+fn no_read_after_retire_exceeds_the_retire_point() {
+    for hands in RINGS {
+        for wait in [0u64, 1, 10, 100, 1_000, 10_000, 999_999] {
+            let counter = SimCounter::new(1_000_000_000);
+            let tk = timekeeper(&counter, hands);
+            counter.advance(1_000_000);
+            tk.windup();
+            counter.advance(wait);
+            let retired_at = tk.retire();
+            for _ in 0..3_000 {
+                counter.advance(1_000);
+                assert!(tk.uptime() <= retired_at, "wait {wait}");
+            }
+            assert_eq!(tk.uptime(), retired_at);
+        }
+    }
+}
+
+/// A counter that went back by more than an interval (a reset) clamps every
+/// read to the base, and tells its readers a windup is due all the same, so
+/// that clocks wound up by their readers (and a watchdog that runs with the
+/// windups) go on; a few counts of skew do not.
+#[test]
+fn a_counter_reset_keeps_windups_due() {
+    for hands in RINGS {
+        let counter = SimCounter::new(1_000_000_000);
+        let tk = timekeeper(&counter, hands);
+        counter.advance(5_000_000);
+        tk.windup();
+        let at_windup = tk.uptime();
+        counter.set(counter.value() - 1_000_000); // exactly an interval back
+        assert_eq!(tk.uptime_and_due(), (at_windup, false));
+        counter.set(counter.value() - 1); // more than an interval back
+        assert_eq!(tk.uptime_and_due(), (at_windup, true));
+        assert_eq!(tk.uptime_unordered_and_due(), (at_windup, true));
     }
 }
 
