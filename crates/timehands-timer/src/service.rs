@@ -86,9 +86,19 @@ impl Builder {
             hard: Side::new(DeadlineHeap::new(), self.batch)?,
             soft: Side::new(Wheel::new(self.soft_tick_shift), self.batch)?,
         });
+        // The service exists before its threads so that, if one cannot be
+        // started, dropping it stops and joins the one that was; the
+        // placeholder scheduling is replaced before anyone can read it.
+        let mut service = TimerService {
+            shared,
+            threads: Vec::with_capacity(2),
+            scheduling: Scheduling::Normal {
+                reason: "the hard thread has not started".into(),
+            },
+        };
         let (tx, rx) = mpsc::channel();
         let hard = {
-            let shared = Arc::clone(&shared);
+            let shared = Arc::clone(&service.shared);
             let priority = self.priority;
             thread::Builder::new()
                 .name("timehands-hard".into())
@@ -99,8 +109,9 @@ impl Builder {
                     shared.hard.run();
                 })?
         };
+        service.threads.push(hard);
         let soft = {
-            let shared = Arc::clone(&shared);
+            let shared = Arc::clone(&service.shared);
             thread::Builder::new()
                 .name("timehands-soft".into())
                 .spawn(move || {
@@ -108,14 +119,11 @@ impl Builder {
                     shared.soft.run();
                 })?
         };
-        let scheduling = rx
+        service.threads.push(soft);
+        service.scheduling = rx
             .recv()
             .map_err(|_| io::Error::other("hard thread died"))?;
-        Ok(TimerService {
-            shared,
-            threads: vec![hard, soft],
-            scheduling,
-        })
+        Ok(service)
     }
 }
 
@@ -155,7 +163,9 @@ impl Builder {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 ///
-/// Dropping the service stops its threads; timers still armed never fire.
+/// Dropping the service stops its threads once their current callbacks
+/// return; timers still armed never fire. A callback may drop it too (when
+/// it holds the last reference): its own thread then ends after it returns.
 pub struct TimerService {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
@@ -276,16 +286,25 @@ impl Drop for TimerService {
     fn drop(&mut self) {
         self.shared.hard.stop();
         self.shared.soft.stop();
+        let current = thread::current().id();
         for thread in self.threads.drain(..) {
-            // A thread only ends by stopping; callbacks' panics are caught.
-            let _ = thread.join();
+            // Dropped by one of its own callbacks: that thread stops when the
+            // callback returns, and joining it would wait for itself.
+            if thread.thread().id() != current {
+                // A thread only ends by stopping; callbacks' panics are caught.
+                let _ = thread.join();
+            }
         }
     }
 }
 
 impl Timer {
-    /// Disarms the timer; `false` if it had already fired (a one-shot timer
-    /// whose callback has started counts as fired) or was cancelled.
+    /// Disarms the timer: `true` means its callback will not run again.
+    /// `false` if it was cancelled already, or is a one-shot timer that has
+    /// fired: taken out of its queue by the expiry thread, so that its
+    /// callback has run, runs or is about to (a periodic timer cancelled
+    /// while its callback runs stops after that run), or a periodic timer
+    /// whose callback panicked.
     pub fn cancel(&self) -> bool {
         if self.hard {
             self.shared.hard.cancel(self.id)
@@ -368,7 +387,8 @@ struct Entry<K> {
     deadline: u64,
     slack: u64,
     period: Option<u64>,
-    /// `None` while the callback of a periodic timer runs.
+    /// `None` while the callback of a periodic timer runs (it is lent to
+    /// the expiry thread).
     callback: Option<Callback>,
 }
 
@@ -396,6 +416,18 @@ struct State<Q: Queue> {
     /// none); `None` while it is awake and will look at the queue again.
     sleeping_until: Option<u64>,
     stopping: bool,
+}
+
+impl<Q: Queue> State<Q> {
+    /// Removes timer `id` from the registry and its queue; `false` if it is
+    /// not registered.
+    fn disarm(&mut self, id: Key) -> bool {
+        let Some(entry) = self.timers.remove(id) else {
+            return false;
+        };
+        self.queue.disarm(entry.queued);
+        true
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -440,12 +472,7 @@ impl<Q: Queue> Side<Q> {
     }
 
     fn cancel(&self, id: Key) -> bool {
-        let mut state = lock(&self.state);
-        let Some(entry) = state.timers.remove(id) else {
-            return false;
-        };
-        state.queue.disarm(entry.queued);
-        true
+        lock(&self.state).disarm(id)
     }
 
     fn reschedule(&self, id: Key, deadline: u64) -> bool {
@@ -511,9 +538,14 @@ impl<Q: Queue> Side<Q> {
                     .saturating_record(start.saturating_sub(f.expiry.deadline.as_nanos()));
                 // A panicking callback loses its own timer, not the thread.
                 let unwound = catch_unwind(AssertUnwindSafe(|| (f.callback)(f.expiry))).is_err();
-                if f.periodic && !unwound {
-                    // Still registered unless cancelled while it ran.
-                    if let Some(entry) = lock(&self.state).timers.get_mut(f.id) {
+                if f.periodic {
+                    let mut state = lock(&self.state);
+                    if unwound {
+                        // Left armed, it would be re-armed every period
+                        // with no callback to run, for ever.
+                        state.disarm(f.id);
+                    } else if let Some(entry) = state.timers.get_mut(f.id) {
+                        // Still registered unless cancelled while it ran.
                         entry.callback = Some(f.callback);
                     }
                 }
