@@ -1,5 +1,7 @@
-//! Periodic timers: the next expiry and the overrun count, as
-//! `hrtimer_forward` computes them.
+//! Periodic timers: the next expiry and the overrun count, as Linux's
+//! `hrtimer_forward` computes them (its return value counts the expiry being
+//! handled as well, so it is one more than the overruns here, which are what
+//! POSIX's `timer_getoverrun` reports).
 //!
 //! A periodic timer keeps its phase: its expiries are `first + k * period`,
 //! never "now + period", so lateness does not accumulate into drift. When it

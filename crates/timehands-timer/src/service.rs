@@ -23,8 +23,8 @@ pub struct Expiry {
     /// The deadline this expiry is for.
     pub deadline: Instant,
     /// For a periodic timer, how many expiries after this one were already
-    /// past when it fired and are skipped (as `hrtimer_forward` counts them);
-    /// 0 for a one-shot timer.
+    /// past when it fired and are skipped (see [`forward`]); 0 for a
+    /// one-shot timer.
     pub overruns: u64,
 }
 
@@ -60,7 +60,7 @@ impl Builder {
     }
 
     /// Soft-timer ticks of 2^`shift` ns: a soft timer may fire up to one
-    /// tick after its deadline plus slack. Clamped to 0..=40.
+    /// tick after its deadline plus slack. At most 40 (about 18 minutes).
     pub fn soft_tick_shift(mut self, shift: u32) -> Builder {
         self.soft_tick_shift = shift.min(40);
         self

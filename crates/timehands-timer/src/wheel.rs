@@ -17,8 +17,12 @@
 //!   before any timer on a higher one.
 //! - Expiring a slot moves its whole list onto the pending list in O(1);
 //!   [`Wheel::poll`] then takes one entry at a time, firing it if it is due
-//!   or moving it down to the level it now belongs to (a cascade), so the
-//!   caller bounds the work of each round by how many times it polls.
+//!   or moving it down to the level it now belongs to (a cascade). Each move
+//!   is to a lower level, so a timer moves at most ten times in its life:
+//!   the work is O(1) per timer, amortized, and a caller bounds the
+//!   expiries of a round by how many times it polls; but one poll that
+//!   reaches a slot on a high level moves the whole slot's list down before
+//!   it returns.
 //! - Coalescing: a timer is filed under the tick in its window
 //!   `[deadline, deadline + slack]` with the most trailing zero bits, so
 //!   timers with overlapping windows share one tick and fire together, and a
@@ -147,9 +151,11 @@ impl<T> Wheel<T> {
         true
     }
 
-    /// Returns one timer that is due at `now`, or `None` when none is; each
-    /// call does a bounded amount of work, so a caller that must not hold
-    /// the wheel for long polls a bounded number of times per round.
+    /// Returns one timer that is due at `now`, or `None` when none is.
+    ///
+    /// `now` must not go backwards from one call to the next. A call may
+    /// first move the timers of a higher-level slot down a level (at most
+    /// ten moves per timer in its life, so O(1) amortized).
     pub fn poll(&mut self, now: u64) -> Option<T> {
         // A deadline in the last, partial tick of the range is filed under a
         // tick that no `now` below u64::MAX reaches; u64::MAX, the end of
