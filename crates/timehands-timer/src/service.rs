@@ -3,7 +3,7 @@
 
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -245,12 +245,17 @@ impl TimerService {
     }
 
     /// The hard timers' lateness so far, in nanoseconds.
+    ///
+    /// The copy is made under a lock that the expiry thread never waits
+    /// for: an expiry it records while a copy is being made joins the
+    /// histogram at the thread's next expiry.
     pub fn hard_lateness(&self) -> Histogram<u64> {
         self.shared.hard.lateness()
     }
 
     /// The soft timers' lateness so far (from the deadline, so slack
-    /// included), in nanoseconds.
+    /// included), in nanoseconds; copied as [`TimerService::hard_lateness`]
+    /// is.
     pub fn soft_lateness(&self) -> Histogram<u64> {
         self.shared.soft.lateness()
     }
@@ -514,6 +519,7 @@ impl<Q: Queue> Side<Q> {
     /// The expiry thread: rounds of at most `batch` expiries until stopped.
     fn run(&self) {
         let mut fired = Vec::with_capacity(self.batch);
+        let mut unrecorded = Vec::new();
         loop {
             {
                 let mut state = lock(&self.state);
@@ -534,8 +540,8 @@ impl<Q: Queue> Side<Q> {
             }
             for mut f in fired.drain(..) {
                 let start = timehands::now().as_nanos();
-                lock(&self.lateness)
-                    .saturating_record(start.saturating_sub(f.expiry.deadline.as_nanos()));
+                unrecorded.push(start.saturating_sub(f.expiry.deadline.as_nanos()));
+                self.record_lateness(&mut unrecorded);
                 // A panicking callback loses its own timer, not the thread.
                 let unwound = catch_unwind(AssertUnwindSafe(|| (f.callback)(f.expiry))).is_err();
                 if f.periodic {
@@ -550,6 +556,20 @@ impl<Q: Queue> Side<Q> {
                     }
                 }
             }
+        }
+    }
+
+    /// Moves `unrecorded` lateness figures into the histogram, unless a
+    /// reader is copying it: the copy of a histogram with an hour's range
+    /// (some 270 kB) takes microseconds, which a timer must not wait for.
+    fn record_lateness(&self, unrecorded: &mut Vec<u64>) {
+        let mut histogram = match self.lateness.try_lock() {
+            Ok(histogram) => histogram,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        for lateness in unrecorded.drain(..) {
+            histogram.saturating_record(lateness);
         }
     }
 
