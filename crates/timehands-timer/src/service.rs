@@ -205,7 +205,8 @@ impl TimerService {
         self.arm(true, deadline, Duration::ZERO, None, Box::new(callback))
     }
 
-    /// A periodic hard timer: first at `first`, then every `period`.
+    /// A periodic hard timer: first at `first`, then every `period` (a
+    /// period of zero is taken as 1 ns).
     pub fn hard_periodic(
         &self,
         first: Instant,
@@ -232,8 +233,8 @@ impl TimerService {
         self.arm(false, deadline, slack, None, Box::new(callback))
     }
 
-    /// A periodic soft timer: first at `first`, then every `period`, each
-    /// expiry within `slack` (plus one soft tick).
+    /// A periodic soft timer: first at `first`, then every `period` (zero
+    /// is taken as 1 ns), each expiry within `slack` (plus one soft tick).
     pub fn soft_periodic(
         &self,
         first: Instant,
