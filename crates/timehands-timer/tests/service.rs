@@ -162,14 +162,18 @@ fn a_callback_may_drop_the_last_reference_to_the_service() {
 #[test]
 fn reschedule_moves_a_timer_and_fails_after_it_fired() {
     let service = TimerService::new().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let timer = service.soft_at(soon(3_600_000_000), Duration::ZERO, reporter(tx));
-    let moved = soon(200);
-    assert!(timer.reschedule(moved));
-    let (expiry, at, _) = rx.recv_timeout(HANG).unwrap();
-    assert_eq!(expiry.deadline, moved);
-    assert!(at >= moved);
-    assert!(!timer.reschedule(soon(100)));
+    for hard in [true, false] {
+        // An idle expiry thread sleeps on its alarm, set for the hour: the
+        // earlier deadline must move the alarm, or this never fires.
+        let (tx, rx) = mpsc::channel();
+        let timer = arm(&service, hard, soon(3_600_000_000), reporter(tx));
+        let moved = soon(200);
+        assert!(timer.reschedule(moved));
+        let (expiry, at, _) = rx.recv_timeout(HANG).unwrap();
+        assert_eq!(expiry.deadline, moved);
+        assert!(at >= moved);
+        assert!(!timer.reschedule(soon(100)));
+    }
 }
 
 #[test]
