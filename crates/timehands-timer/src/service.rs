@@ -1,6 +1,7 @@
 //! `TimerService`: hard timers on a real-time thread, soft timers on a
 //! worker of their own; see [`TimerService`].
 
+use std::fmt;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
@@ -301,6 +302,25 @@ impl Drop for TimerService {
                 let _ = thread.join();
             }
         }
+    }
+}
+
+impl fmt::Debug for TimerService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerService")
+            .field("scheduling", &self.scheduling)
+            .field("hard_armed", &lock(&self.shared.hard.state).timers.len())
+            .field("soft_armed", &lock(&self.shared.soft.state).timers.len())
+            .finish()
+    }
+}
+
+impl fmt::Debug for Timer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timer")
+            .field("hard", &self.hard)
+            .field("id", &self.id)
+            .finish()
     }
 }
 
