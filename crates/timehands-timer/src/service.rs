@@ -445,14 +445,13 @@ struct State<Q: Queue> {
 }
 
 impl<Q: Queue> State<Q> {
-    /// Removes timer `id` from the registry and its queue; `false` if it is
-    /// not registered.
-    fn disarm(&mut self, id: Key) -> bool {
-        let Some(entry) = self.timers.remove(id) else {
-            return false;
-        };
+    /// Removes timer `id` from the registry and its queue, and returns its
+    /// entry; `None` if it is not registered.
+    #[must_use = "an entry's callback is dropped after the lock is released"]
+    fn disarm(&mut self, id: Key) -> Option<Entry<Q::QueueKey>> {
+        let entry = self.timers.remove(id)?;
         self.queue.disarm(entry.queued);
-        true
+        Some(entry)
     }
 }
 
@@ -498,7 +497,12 @@ impl<Q: Queue> Side<Q> {
     }
 
     fn cancel(&self, id: Key) -> bool {
-        lock(&self.state).disarm(id)
+        // The entry outlives the guard: dropping its callback runs the
+        // destructors of what it captured, which may call into the service
+        // (dropping the last reference to it stops its threads, under this
+        // lock).
+        let entry = lock(&self.state).disarm(id);
+        entry.is_some()
     }
 
     fn reschedule(&self, id: Key, deadline: u64) -> bool {
@@ -569,8 +573,10 @@ impl<Q: Queue> Side<Q> {
                     let mut state = lock(&self.state);
                     if unwound {
                         // Left armed, it would be re-armed every period
-                        // with no callback to run, for ever.
-                        state.disarm(f.id);
+                        // with no callback to run, for ever. (Its entry has
+                        // no callback, which `f` holds: it may be dropped
+                        // here.)
+                        let _ = state.disarm(f.id);
                     } else if let Some(entry) = state.timers.get_mut(f.id) {
                         // Still registered unless cancelled while it ran.
                         entry.callback = Some(f.callback);

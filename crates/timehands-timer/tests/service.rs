@@ -189,6 +189,23 @@ fn callbacks_may_cancel_or_reschedule_their_own_timers() {
 }
 
 #[test]
+fn cancelling_a_timer_may_drop_the_last_reference_to_the_service() {
+    let service = Arc::new(TimerService::new().unwrap());
+    let captured = Arc::clone(&service);
+    let timer = service.hard_at(soon(3_600_000_000), move |_| {
+        let _ = captured.scheduling();
+    });
+    drop(service);
+    // Cancelling drops the callback, and with it the service: on a thread of
+    // its own, so that a deadlock fails the test instead of hanging it.
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(timer.cancel());
+    });
+    assert_eq!(rx.recv_timeout(HANG), Ok(true));
+}
+
+#[test]
 fn a_callback_may_drop_the_last_reference_to_the_service() {
     let service = Arc::new(TimerService::new().unwrap());
     let (tx, rx) = mpsc::channel();
