@@ -146,9 +146,17 @@ impl Builder {
 /// Each thread sleeps on a timerfd set to the absolute deadline of its queue
 /// (CLOCK_MONOTONIC, the origin of `timehands::Instant`); arming an earlier
 /// timer moves the timerfd earlier. Each expiry round takes at most a batch
-/// of timers out under the lock, then runs their callbacks without it (so a
-/// callback may arm, cancel or reschedule timers), and records each one's
+/// of timers out under the lock (on the soft side, with the cascades the
+/// wheel makes to reach them: O(1) per timer, amortized, but a whole slot
+/// at once), then runs their callbacks without it (so a callback may arm,
+/// cancel or reschedule timers, its own included), and records each one's
 /// lateness (callback start minus deadline) in the side's histogram.
+///
+/// What is due is decided on timehands' clock, so that no callback sees
+/// `timehands::now()` before its deadline, while the kernel wakes the thread
+/// on CLOCK_MONOTONIC: should timehands' clock trail the kernel's, a thread
+/// woken at the deadline finds nothing due yet and sets its alarm again,
+/// spinning for as long as the clocks differ.
 ///
 /// ```
 /// use std::sync::mpsc;
