@@ -36,7 +36,8 @@
 //! ```
 //! use timehands_timer::wheel::Wheel;
 //!
-//! let mut wheel = Wheel::new(10); // ticks of 1024 ns
+//! let mut wheel = Wheel::new(10);
+//! assert_eq!(wheel.tick_nanos(), 1024);
 //! let retry = wheel.insert(50_000, 20_000, "retry");
 //! wheel.insert(60_000, 5_000, "lease");
 //! assert_eq!(wheel.poll(49_999), None); // nothing fires early
