@@ -67,8 +67,9 @@ impl Builder {
         self
     }
 
-    /// The most expiries an expiry thread takes per round (at least 1)
-    /// before it lets go of its queue's lock.
+    /// The most steps an expiry thread takes per round (at least 1) before
+    /// it lets go of its queue's lock: a step is an expiry, or on the soft
+    /// side also the move of a timer down the wheel.
     pub fn batch(mut self, batch: usize) -> Builder {
         self.batch = batch.max(1);
         self
@@ -146,11 +147,11 @@ impl Builder {
 /// Each thread sleeps on a timerfd set to the absolute deadline of its queue
 /// (CLOCK_MONOTONIC, the origin of `timehands::Instant`); arming an earlier
 /// timer moves the timerfd earlier. Each expiry round takes at most a batch
-/// of timers out under the lock (on the soft side, with the cascades the
-/// wheel makes to reach them: O(1) per timer, amortized, but a whole slot
-/// at once), then runs their callbacks without it (so a callback may arm,
-/// cancel or reschedule timers, its own included), and records each one's
-/// lateness (callback start minus deadline) in the side's histogram.
+/// of timers out under the lock (on the soft side, the moves down the wheel
+/// that reach them count against the same batch), then runs their
+/// callbacks without it (so a callback may arm, cancel or reschedule
+/// timers, its own included), and records each one's lateness (callback
+/// start minus deadline) in the side's histogram.
 ///
 /// What is due is decided on timehands' clock, so that no callback sees
 /// `timehands::now()` before its deadline, while the kernel wakes the thread
@@ -370,7 +371,9 @@ trait Queue: Send {
     type QueueKey: Copy + Send;
     fn arm(&mut self, deadline: u64, slack: u64, id: Key) -> Self::QueueKey;
     fn disarm(&mut self, key: Self::QueueKey);
-    fn poll(&mut self, now: u64) -> Option<Key>;
+    /// A timer due at `now`, in at most `budget` steps counted off it;
+    /// `None` when none is due or the budget ran out.
+    fn poll(&mut self, now: u64, budget: &mut usize) -> Option<Key>;
     fn next_deadline(&self) -> Option<u64>;
 }
 
@@ -382,7 +385,8 @@ impl Queue for DeadlineHeap<Key> {
     fn disarm(&mut self, key: HeapKey) {
         self.remove(key);
     }
-    fn poll(&mut self, now: u64) -> Option<Key> {
+    fn poll(&mut self, now: u64, budget: &mut usize) -> Option<Key> {
+        *budget = budget.checked_sub(1)?;
         self.pop_expired(now).map(|(_, id)| id)
     }
     fn next_deadline(&self) -> Option<u64> {
@@ -398,8 +402,8 @@ impl Queue for Wheel<Key> {
     fn disarm(&mut self, key: WheelKey) {
         self.remove(key);
     }
-    fn poll(&mut self, now: u64) -> Option<Key> {
-        Wheel::poll(self, now)
+    fn poll(&mut self, now: u64, budget: &mut usize) -> Option<Key> {
+        self.poll_bounded(now, budget)
     }
     fn next_deadline(&self) -> Option<u64> {
         Wheel::next_deadline(self)
@@ -549,7 +553,7 @@ impl<Q: Queue> Side<Q> {
         self.alarm.set(Some(0));
     }
 
-    /// The expiry thread: rounds of at most `batch` expiries until stopped.
+    /// The expiry thread: rounds of at most `batch` steps until stopped.
     fn run(&self) {
         let mut fired = Vec::with_capacity(self.batch);
         let mut unrecorded = Vec::new();
@@ -562,6 +566,8 @@ impl<Q: Queue> Side<Q> {
                 state.sleeping_until = None;
                 self.take_expired(&mut state, &mut fired);
                 if fired.is_empty() {
+                    // After a round spent moving soft timers down the wheel,
+                    // the next deadline is now: the wait returns at once.
                     let next = state.queue.next_deadline();
                     state.sleeping_until = Some(next.unwrap_or(u64::MAX));
                     self.alarm.set(next);
@@ -608,13 +614,14 @@ impl<Q: Queue> Side<Q> {
         }
     }
 
-    /// Takes up to `batch` due timers out of the queue; a periodic one is
-    /// re-armed at its next expiry right away, its callback lent out.
+    /// Takes due timers out of the queue, in at most `batch` steps; a
+    /// periodic one is re-armed at its next expiry right away, its callback
+    /// lent out.
     fn take_expired(&self, state: &mut State<Q>, fired: &mut Vec<Fired>) {
         let now = timehands::now().as_nanos();
         let State { queue, timers, .. } = state;
-        while fired.len() < self.batch {
-            let Some(id) = queue.poll(now) else { break };
+        let mut budget = self.batch;
+        while let Some(id) = queue.poll(now, &mut budget) {
             let Some(entry) = timers.get_mut(id) else {
                 continue;
             };
