@@ -82,46 +82,51 @@ fn hold(service: &TimerService, hard: bool) -> mpsc::Sender<()> {
 
 #[test]
 fn thousands_of_timers_armed_and_cancelled_while_others_fire_each_fire_once() {
-    let service = TimerService::new().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let mut expected = BTreeSet::new();
-    let mut seed = 1u64;
-    for id in 0..4000u64 {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let deadline = soon((seed >> 33) % 5000);
-        let tx = tx.clone();
-        let callback = move |expiry: Expiry| {
-            let _ = tx.send((id, expiry.deadline, timehands::now()));
-        };
-        let timer = if id % 4 == 0 {
-            service.hard_at(deadline, callback)
-        } else {
-            let slack = Duration::from_micros((seed >> 20) % 300);
-            service.soft_at(deadline, slack, callback)
-        };
-        // A third are cancelled, racing their expiry: `false` means the
-        // timer fired or is firing.
-        if id % 3 == 0 && timer.cancel() {
-            continue;
+    // The defaults, and rounds of a single step with soft ticks of 1 µs, so
+    // that the wheel spreads the timers over three levels and the soft
+    // thread cascades them one move per round.
+    for builder in [Builder::new(), Builder::new().batch(1).soft_tick_shift(10)] {
+        let service = builder.build().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let mut expected = BTreeSet::new();
+        let mut seed = 1u64;
+        for id in 0..4000u64 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let deadline = soon((seed >> 33) % 5000);
+            let tx = tx.clone();
+            let callback = move |expiry: Expiry| {
+                let _ = tx.send((id, expiry.deadline, timehands::now()));
+            };
+            let timer = if id % 4 == 0 {
+                service.hard_at(deadline, callback)
+            } else {
+                let slack = Duration::from_micros((seed >> 20) % 300);
+                service.soft_at(deadline, slack, callback)
+            };
+            // A third are cancelled, racing their expiry: `false` means the
+            // timer fired or is firing.
+            if id % 3 == 0 && timer.cancel() {
+                continue;
+            }
+            expected.insert(id);
         }
-        expected.insert(id);
+        drop(tx);
+        for _ in 0..expected.len() {
+            let (id, deadline, at) = rx.recv_timeout(HANG).unwrap();
+            assert!(
+                expected.remove(&id),
+                "timer {id} fired twice or after cancel"
+            );
+            assert!(
+                at >= deadline,
+                "timer {id} due {deadline:?} fired at {at:?}"
+            );
+        }
+        drop(service);
+        assert!(rx.recv().is_err(), "a timer fired twice or after cancel");
     }
-    drop(tx);
-    for _ in 0..expected.len() {
-        let (id, deadline, at) = rx.recv_timeout(HANG).unwrap();
-        assert!(
-            expected.remove(&id),
-            "timer {id} fired twice or after cancel"
-        );
-        assert!(
-            at >= deadline,
-            "timer {id} due {deadline:?} fired at {at:?}"
-        );
-    }
-    drop(service);
-    assert!(rx.recv().is_err(), "a timer fired twice or after cancel");
 }
 
 #[test]
