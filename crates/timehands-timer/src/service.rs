@@ -566,8 +566,9 @@ impl<Q: Queue> Side<Q> {
                 state.sleeping_until = None;
                 self.take_expired(&mut state, &mut fired);
                 if fired.is_empty() {
-                    // After a round spent moving soft timers down the wheel,
-                    // the next deadline is now: the wait returns at once.
+                    // After a round that ran out of steps moving soft timers
+                    // down the wheel, the next deadline is now: the wait
+                    // returns at once.
                     let next = state.queue.next_deadline();
                     state.sleeping_until = Some(next.unwrap_or(u64::MAX));
                     self.alarm.set(next);
