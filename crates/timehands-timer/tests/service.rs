@@ -1,5 +1,5 @@
 //! The threaded service: timers fire once, on the right side, not before
-//! their deadline; cancel before, during and after expiry, also from a
+//! their deadline, hard ones even while the soft thread is stuck; cancel before, during and after expiry, also from a
 //! timer's own callback; reschedule; periodic timers keep their phase and
 //! count what they missed; a panicking callback and a callback that drops
 //! the service; `sleep_until` returns not before its deadline. No timing
@@ -127,6 +127,26 @@ fn thousands_of_timers_armed_and_cancelled_while_others_fire_each_fire_once() {
         drop(service);
         assert!(rx.recv().is_err(), "a timer fired twice or after cancel");
     }
+}
+
+#[test]
+fn a_hard_timer_fires_while_the_soft_thread_is_held_in_a_callback() {
+    let service = TimerService::new().unwrap();
+    let release = hold(&service, false);
+    // Soft timers due meanwhile wait for the held thread; the hard one
+    // waits for nothing soft.
+    let (tx, rx) = mpsc::channel();
+    service.soft_at(timehands::now(), Duration::ZERO, reporter(tx.clone()));
+    let deadline = soon(100);
+    service.hard_at(deadline, reporter(tx));
+    let (expiry, _, thread) = rx.recv_timeout(HANG).unwrap();
+    assert_eq!(
+        (expiry.deadline, thread.as_str()),
+        (deadline, "timehands-hard")
+    );
+    drop(release);
+    let (_, _, thread) = rx.recv_timeout(HANG).unwrap();
+    assert_eq!(thread, "timehands-soft");
 }
 
 #[test]
