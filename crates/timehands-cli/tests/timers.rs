@@ -103,7 +103,12 @@ fn bad_flags_are_one_line_naming_the_flag_and_a_failure() {
     for (flag, value) in [
         ("--interval", "0"),
         ("--duration", "-1"),
+        ("--duration", "0"),
         ("--duration", "nan"),
+        ("--duration", "3601"),
+        ("--soft", "2000001"),
+        ("--slack", "60000001"),
+        ("--work", "1000001"),
         ("--priority", "120"),
         ("--window", "1"),
         ("--soft", "many"),

@@ -6,7 +6,9 @@
 //!   timeouts (a reply came in time). For tokio: `sleep_until` polled once
 //!   (so that it is really registered in the driver's wheel) and dropped,
 //!   under a current-thread runtime. For `BinaryHeap`, which cannot remove
-//!   by key, cancel is the usual lazy flag, skipped when popped.
+//!   by key, cancel is the usual lazy flag, skipped when popped: its figure
+//!   is a push and a flag, the pop that skips the entry being paid later,
+//!   outside the measurement, so it flatters the heap.
 //!   Measured in an empty structure and with 100k other timers armed.
 //! - burst expiry: 1M timers sharing one deadline, all expired; timed from
 //!   the deadline's processing to the last expiry.
@@ -95,7 +97,7 @@ fn binary_heap_arm_cancel(offsets: &[u64], standing: usize) -> f64 {
             heap.push(Reverse((BASE_NS + off, id)));
             cancelled[id] = true;
         }
-        black_box(&heap);
+        black_box((&heap, &cancelled));
     })
 }
 

@@ -10,6 +10,8 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use crate::sleep::timespec;
+
 pub(crate) struct Alarm {
     fd: OwnedFd,
 }
@@ -34,14 +36,8 @@ impl Alarm {
         // which has passed as well.
         let nanos = deadline.map_or(0, |d| d.max(1));
         let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (nanos / 1_000_000_000).min(i64::MAX as u64) as libc::time_t,
-                tv_nsec: (nanos % 1_000_000_000) as libc::c_long,
-            },
+            it_interval: timespec(0),
+            it_value: timespec(nanos),
         };
         // SAFETY: `spec` is a valid itimerspec for the call's duration and
         // the old-value pointer may be null.

@@ -4,7 +4,11 @@
 //! that a key handed to a user stays cheap to follow (an index) and safe to
 //! keep after its entry is gone: every slot carries a generation that is
 //! bumped when the slot is freed, so a stale key finds a different generation
-//! and is refused instead of reaching the slot's next occupant.
+//! and is refused instead of reaching the slot's next occupant. A slot whose
+//! generation has run through all 2^32 values is retired rather than reused:
+//! a freed slot is reused first, so one busy slot can see 2^32 timers in an
+//! hour, and a wrapped generation would let a key kept that long cancel a
+//! stranger's timer.
 
 /// A generational key into an [`Arena`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -83,9 +87,12 @@ impl<T> Arena<T> {
             return None;
         }
         let item = slot.item.take()?;
-        // A new generation makes every outstanding copy of `key` stale.
+        // A new generation makes every outstanding copy of `key` stale; a
+        // wrapped one would not, so that slot is never used again.
         slot.generation = slot.generation.wrapping_add(1);
-        self.free.push(key.index);
+        if slot.generation != 0 {
+            self.free.push(key.index);
+        }
         self.len -= 1;
         Some(item)
     }
@@ -142,6 +149,15 @@ impl<T> Arena<T> {
 mod tests {
     use super::*;
 
+    /// `stale` names a freed entry and reaches nothing; `live` reaches its
+    /// entry, `value`.
+    fn assert_stale_refused(arena: &mut Arena<&str>, stale: Key, live: Key, value: &str) {
+        assert_eq!(arena.get(stale), None);
+        assert_eq!(arena.remove(stale), None);
+        assert_eq!(arena.get(live), Some(&value));
+        assert_eq!(arena.len(), 1);
+    }
+
     #[test]
     fn a_stale_key_is_refused_after_its_slot_is_reused() {
         let mut arena = Arena::new();
@@ -149,9 +165,18 @@ mod tests {
         assert_eq!(arena.remove(a), Some("a"));
         let b = arena.insert("b");
         assert_eq!(a.index(), b.index(), "the slot is reused");
-        assert_eq!(arena.get(a), None);
-        assert_eq!(arena.remove(a), None);
-        assert_eq!(arena.get(b), Some(&"b"));
-        assert_eq!(arena.len(), 1);
+        assert_stale_refused(&mut arena, a, b, "b");
+    }
+
+    #[test]
+    fn a_slot_whose_generation_wraps_is_retired() {
+        let mut arena = Arena::new();
+        let old = arena.insert("old");
+        arena.slots[0].generation = u32::MAX;
+        let last = arena.key_at(0);
+        assert_eq!(arena.remove(last), Some("old"));
+        let next = arena.insert("next");
+        assert_ne!(next.index(), old.index(), "the wrapped slot is not reused");
+        assert_stale_refused(&mut arena, old, next, "next");
     }
 }

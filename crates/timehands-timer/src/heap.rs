@@ -20,7 +20,9 @@
 //! assert_eq!(heap.pop_expired(99), None); // nothing is due before 100
 //! assert_eq!(heap.pop_expired(250), Some((100, "early")));
 //! assert!(heap.reschedule(late, 200));
+//! assert_eq!(heap.deadline(late), Some(200));
 //! assert_eq!(heap.pop_expired(250), Some((200, "late")));
+//! assert_eq!(heap.deadline(late), None); // fired
 //! assert!(heap.is_empty());
 //! ```
 

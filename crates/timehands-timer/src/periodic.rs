@@ -1,5 +1,7 @@
-//! Periodic timers: the next expiry and the overrun count, as
-//! `hrtimer_forward` computes them.
+//! Periodic timers: the next expiry and the overrun count, as Linux's
+//! `hrtimer_forward` computes them (its return value counts the expiry being
+//! handled as well, so it is one more than the overruns here, which are what
+//! POSIX's `timer_getoverrun` reports).
 //!
 //! A periodic timer keeps its phase: its expiries are `first + k * period`,
 //! never "now + period", so lateness does not accumulate into drift. When it
@@ -28,7 +30,7 @@ pub fn forward(expiry: u64, now: u64, period: u64) -> (u64, u64) {
     let period = period.max(1);
     let late = now.saturating_sub(expiry);
     let skipped = late / period;
-    let next = expiry.saturating_add((skipped + 1).saturating_mul(period));
+    let next = expiry.saturating_add(skipped.saturating_add(1).saturating_mul(period));
     (next, skipped)
 }
 
@@ -56,5 +58,6 @@ mod tests {
     fn far_futures_saturate_instead_of_wrapping() {
         assert_eq!(forward(u64::MAX - 10, u64::MAX, 100).0, u64::MAX);
         assert_eq!(forward(0, 5, 0), (6, 5));
+        assert_eq!(forward(0, u64::MAX, 1), (u64::MAX, u64::MAX));
     }
 }

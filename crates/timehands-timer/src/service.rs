@@ -1,9 +1,10 @@
 //! `TimerService`: hard timers on a real-time thread, soft timers on a
 //! worker of their own; see [`TimerService`].
 
+use std::fmt;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -23,8 +24,8 @@ pub struct Expiry {
     /// The deadline this expiry is for.
     pub deadline: Instant,
     /// For a periodic timer, how many expiries after this one were already
-    /// past when it fired and are skipped (as `hrtimer_forward` counts them);
-    /// 0 for a one-shot timer.
+    /// past when it fired and are skipped (see [`forward`]); 0 for a
+    /// one-shot timer.
     pub overruns: u64,
 }
 
@@ -60,14 +61,15 @@ impl Builder {
     }
 
     /// Soft-timer ticks of 2^`shift` ns: a soft timer may fire up to one
-    /// tick after its deadline plus slack. Clamped to 0..=40.
+    /// tick after its deadline plus slack. At most 40 (about 18 minutes).
     pub fn soft_tick_shift(mut self, shift: u32) -> Builder {
         self.soft_tick_shift = shift.min(40);
         self
     }
 
-    /// The most expiries an expiry thread takes per round (at least 1)
-    /// before it lets go of its queue's lock.
+    /// The most steps an expiry thread takes per round (at least 1) before
+    /// it lets go of its queue's lock: a step is an expiry, or on the soft
+    /// side also the move of a timer down the wheel.
     pub fn batch(mut self, batch: usize) -> Builder {
         self.batch = batch.max(1);
         self
@@ -86,9 +88,19 @@ impl Builder {
             hard: Side::new(DeadlineHeap::new(), self.batch)?,
             soft: Side::new(Wheel::new(self.soft_tick_shift), self.batch)?,
         });
+        // The service exists before its threads so that, if one cannot be
+        // started, dropping it stops and joins the one that was; the
+        // placeholder scheduling is replaced before anyone can read it.
+        let mut service = TimerService {
+            shared,
+            threads: Vec::with_capacity(2),
+            scheduling: Scheduling::Normal {
+                reason: "the hard thread has not started".into(),
+            },
+        };
         let (tx, rx) = mpsc::channel();
         let hard = {
-            let shared = Arc::clone(&shared);
+            let shared = Arc::clone(&service.shared);
             let priority = self.priority;
             thread::Builder::new()
                 .name("timehands-hard".into())
@@ -99,8 +111,9 @@ impl Builder {
                     shared.hard.run();
                 })?
         };
+        service.threads.push(hard);
         let soft = {
-            let shared = Arc::clone(&shared);
+            let shared = Arc::clone(&service.shared);
             thread::Builder::new()
                 .name("timehands-soft".into())
                 .spawn(move || {
@@ -108,14 +121,11 @@ impl Builder {
                     shared.soft.run();
                 })?
         };
-        let scheduling = rx
+        service.threads.push(soft);
+        service.scheduling = rx
             .recv()
             .map_err(|_| io::Error::other("hard thread died"))?;
-        Ok(TimerService {
-            shared,
-            threads: vec![hard, soft],
-            scheduling,
-        })
+        Ok(service)
     }
 }
 
@@ -137,9 +147,17 @@ impl Builder {
 /// Each thread sleeps on a timerfd set to the absolute deadline of its queue
 /// (CLOCK_MONOTONIC, the origin of `timehands::Instant`); arming an earlier
 /// timer moves the timerfd earlier. Each expiry round takes at most a batch
-/// of timers out under the lock, then runs their callbacks without it (so a
-/// callback may arm, cancel or reschedule timers), and records each one's
-/// lateness (callback start minus deadline) in the side's histogram.
+/// of timers out under the lock (on the soft side, the moves down the wheel
+/// that reach them count against the same batch), then runs their
+/// callbacks without it (so a callback may arm, cancel or reschedule
+/// timers, its own included), and records each one's lateness (callback
+/// start minus deadline) in the side's histogram.
+///
+/// What is due is decided on timehands' clock, so that no callback sees
+/// `timehands::now()` before its deadline, while the kernel wakes the thread
+/// on CLOCK_MONOTONIC: should timehands' clock trail the kernel's, a thread
+/// woken at the deadline finds nothing due yet and sets its alarm again,
+/// spinning for as long as the clocks differ.
 ///
 /// ```
 /// use std::sync::mpsc;
@@ -155,7 +173,9 @@ impl Builder {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 ///
-/// Dropping the service stops its threads; timers still armed never fire.
+/// Dropping the service stops its threads once their current callbacks
+/// return; timers still armed never fire. A callback may drop it too (when
+/// it holds the last reference): its own thread then ends after it returns.
 pub struct TimerService {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
@@ -195,7 +215,8 @@ impl TimerService {
         self.arm(true, deadline, Duration::ZERO, None, Box::new(callback))
     }
 
-    /// A periodic hard timer: first at `first`, then every `period`.
+    /// A periodic hard timer: first at `first`, then every `period` (a
+    /// period of zero is taken as 1 ns).
     pub fn hard_periodic(
         &self,
         first: Instant,
@@ -222,8 +243,8 @@ impl TimerService {
         self.arm(false, deadline, slack, None, Box::new(callback))
     }
 
-    /// A periodic soft timer: first at `first`, then every `period`, each
-    /// expiry within `slack` (plus one soft tick).
+    /// A periodic soft timer: first at `first`, then every `period` (zero
+    /// is taken as 1 ns), each expiry within `slack` (plus one soft tick).
     pub fn soft_periodic(
         &self,
         first: Instant,
@@ -235,12 +256,17 @@ impl TimerService {
     }
 
     /// The hard timers' lateness so far, in nanoseconds.
+    ///
+    /// The copy is made under a lock that the expiry thread never waits
+    /// for: an expiry it records while a copy is being made joins the
+    /// histogram at the thread's next expiry.
     pub fn hard_lateness(&self) -> Histogram<u64> {
         self.shared.hard.lateness()
     }
 
     /// The soft timers' lateness so far (from the deadline, so slack
-    /// included), in nanoseconds.
+    /// included), in nanoseconds; copied as [`TimerService::hard_lateness`]
+    /// is.
     pub fn soft_lateness(&self) -> Histogram<u64> {
         self.shared.soft.lateness()
     }
@@ -276,16 +302,44 @@ impl Drop for TimerService {
     fn drop(&mut self) {
         self.shared.hard.stop();
         self.shared.soft.stop();
+        let current = thread::current().id();
         for thread in self.threads.drain(..) {
-            // A thread only ends by stopping; callbacks' panics are caught.
-            let _ = thread.join();
+            // Dropped by one of its own callbacks: that thread stops when the
+            // callback returns, and joining it would wait for itself.
+            if thread.thread().id() != current {
+                // A thread only ends by stopping; callbacks' panics are caught.
+                let _ = thread.join();
+            }
         }
     }
 }
 
+impl fmt::Debug for TimerService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerService")
+            .field("scheduling", &self.scheduling)
+            .field("hard_armed", &lock(&self.shared.hard.state).timers.len())
+            .field("soft_armed", &lock(&self.shared.soft.state).timers.len())
+            .finish()
+    }
+}
+
+impl fmt::Debug for Timer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timer")
+            .field("hard", &self.hard)
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
 impl Timer {
-    /// Disarms the timer; `false` if it had already fired (a one-shot timer
-    /// whose callback has started counts as fired) or was cancelled.
+    /// Disarms the timer: `true` means its callback will not run again.
+    /// `false` if it was cancelled already, or is a one-shot timer that has
+    /// fired: taken out of its queue by the expiry thread, so that its
+    /// callback has run, runs or is about to (a periodic timer cancelled
+    /// while its callback runs stops after that run), or a periodic timer
+    /// whose callback panicked.
     pub fn cancel(&self) -> bool {
         if self.hard {
             self.shared.hard.cancel(self.id)
@@ -317,7 +371,9 @@ trait Queue: Send {
     type QueueKey: Copy + Send;
     fn arm(&mut self, deadline: u64, slack: u64, id: Key) -> Self::QueueKey;
     fn disarm(&mut self, key: Self::QueueKey);
-    fn poll(&mut self, now: u64) -> Option<Key>;
+    /// A timer due at `now`, in at most `budget` steps counted off it;
+    /// `None` when none is due or the budget ran out.
+    fn poll(&mut self, now: u64, budget: &mut usize) -> Option<Key>;
     fn next_deadline(&self) -> Option<u64>;
 }
 
@@ -329,7 +385,8 @@ impl Queue for DeadlineHeap<Key> {
     fn disarm(&mut self, key: HeapKey) {
         self.remove(key);
     }
-    fn poll(&mut self, now: u64) -> Option<Key> {
+    fn poll(&mut self, now: u64, budget: &mut usize) -> Option<Key> {
+        *budget = budget.checked_sub(1)?;
         self.pop_expired(now).map(|(_, id)| id)
     }
     fn next_deadline(&self) -> Option<u64> {
@@ -345,8 +402,8 @@ impl Queue for Wheel<Key> {
     fn disarm(&mut self, key: WheelKey) {
         self.remove(key);
     }
-    fn poll(&mut self, now: u64) -> Option<Key> {
-        Wheel::poll(self, now)
+    fn poll(&mut self, now: u64, budget: &mut usize) -> Option<Key> {
+        self.poll_bounded(now, budget)
     }
     fn next_deadline(&self) -> Option<u64> {
         Wheel::next_deadline(self)
@@ -368,7 +425,8 @@ struct Entry<K> {
     deadline: u64,
     slack: u64,
     period: Option<u64>,
-    /// `None` while the callback of a periodic timer runs.
+    /// `None` while the callback of a periodic timer runs (it is lent to
+    /// the expiry thread).
     callback: Option<Callback>,
 }
 
@@ -396,6 +454,17 @@ struct State<Q: Queue> {
     /// none); `None` while it is awake and will look at the queue again.
     sleeping_until: Option<u64>,
     stopping: bool,
+}
+
+impl<Q: Queue> State<Q> {
+    /// Removes timer `id` from the registry and its queue, and returns its
+    /// entry; `None` if it is not registered.
+    #[must_use = "an entry's callback is dropped after the lock is released"]
+    fn disarm(&mut self, id: Key) -> Option<Entry<Q::QueueKey>> {
+        let entry = self.timers.remove(id)?;
+        self.queue.disarm(entry.queued);
+        Some(entry)
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -440,12 +509,12 @@ impl<Q: Queue> Side<Q> {
     }
 
     fn cancel(&self, id: Key) -> bool {
-        let mut state = lock(&self.state);
-        let Some(entry) = state.timers.remove(id) else {
-            return false;
-        };
-        state.queue.disarm(entry.queued);
-        true
+        // The entry outlives the guard: dropping its callback runs the
+        // destructors of what it captured, which may call into the service
+        // (dropping the last reference to it stops its threads, under this
+        // lock).
+        let entry = lock(&self.state).disarm(id);
+        entry.is_some()
     }
 
     fn reschedule(&self, id: Key, deadline: u64) -> bool {
@@ -484,9 +553,10 @@ impl<Q: Queue> Side<Q> {
         self.alarm.set(Some(0));
     }
 
-    /// The expiry thread: rounds of at most `batch` expiries until stopped.
+    /// The expiry thread: rounds of at most `batch` steps until stopped.
     fn run(&self) {
         let mut fired = Vec::with_capacity(self.batch);
+        let mut unrecorded = Vec::new();
         loop {
             {
                 let mut state = lock(&self.state);
@@ -496,6 +566,9 @@ impl<Q: Queue> Side<Q> {
                 state.sleeping_until = None;
                 self.take_expired(&mut state, &mut fired);
                 if fired.is_empty() {
+                    // After a round that ran out of steps moving soft timers
+                    // down the wheel, the next deadline is now: the wait
+                    // returns at once.
                     let next = state.queue.next_deadline();
                     state.sleeping_until = Some(next.unwrap_or(u64::MAX));
                     self.alarm.set(next);
@@ -507,13 +580,20 @@ impl<Q: Queue> Side<Q> {
             }
             for mut f in fired.drain(..) {
                 let start = timehands::now().as_nanos();
-                lock(&self.lateness)
-                    .saturating_record(start.saturating_sub(f.expiry.deadline.as_nanos()));
+                unrecorded.push(start.saturating_sub(f.expiry.deadline.as_nanos()));
+                self.record_lateness(&mut unrecorded);
                 // A panicking callback loses its own timer, not the thread.
                 let unwound = catch_unwind(AssertUnwindSafe(|| (f.callback)(f.expiry))).is_err();
-                if f.periodic && !unwound {
-                    // Still registered unless cancelled while it ran.
-                    if let Some(entry) = lock(&self.state).timers.get_mut(f.id) {
+                if f.periodic {
+                    let mut state = lock(&self.state);
+                    if unwound {
+                        // Left armed, it would be re-armed every period
+                        // with no callback to run, for ever. (Its entry has
+                        // no callback, which `f` holds: it may be dropped
+                        // here.)
+                        let _ = state.disarm(f.id);
+                    } else if let Some(entry) = state.timers.get_mut(f.id) {
+                        // Still registered unless cancelled while it ran.
                         entry.callback = Some(f.callback);
                     }
                 }
@@ -521,13 +601,28 @@ impl<Q: Queue> Side<Q> {
         }
     }
 
-    /// Takes up to `batch` due timers out of the queue; a periodic one is
-    /// re-armed at its next expiry right away, its callback lent out.
+    /// Moves `unrecorded` lateness figures into the histogram, unless a
+    /// reader is copying it: the copy of a histogram with an hour's range
+    /// (some 270 kB) takes microseconds, which a timer must not wait for.
+    fn record_lateness(&self, unrecorded: &mut Vec<u64>) {
+        let mut histogram = match self.lateness.try_lock() {
+            Ok(histogram) => histogram,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        for lateness in unrecorded.drain(..) {
+            histogram.saturating_record(lateness);
+        }
+    }
+
+    /// Takes due timers out of the queue, in at most `batch` steps; a
+    /// periodic one is re-armed at its next expiry right away, its callback
+    /// lent out.
     fn take_expired(&self, state: &mut State<Q>, fired: &mut Vec<Fired>) {
         let now = timehands::now().as_nanos();
         let State { queue, timers, .. } = state;
-        while fired.len() < self.batch {
-            let Some(id) = queue.poll(now) else { break };
+        let mut budget = self.batch;
+        while let Some(id) = queue.poll(now, &mut budget) {
             let Some(entry) = timers.get_mut(id) else {
                 continue;
             };

@@ -18,11 +18,7 @@ use timehands::Instant;
 /// assert!(timehands::Instant::from(std::time::Instant::now()) >= deadline);
 /// ```
 pub fn sleep_until(deadline: Instant) {
-    let nanos = deadline.as_nanos();
-    let at = libc::timespec {
-        tv_sec: (nanos / 1_000_000_000) as libc::time_t,
-        tv_nsec: (nanos % 1_000_000_000) as libc::c_long,
-    };
+    let at = timespec(deadline.as_nanos());
     loop {
         // SAFETY: `at` is a valid timespec for the call; the remaining-time
         // pointer may be null for an absolute sleep.
@@ -39,5 +35,14 @@ pub fn sleep_until(deadline: Instant) {
         if rc != libc::EINTR {
             return;
         }
+    }
+}
+
+/// Nanoseconds since CLOCK_MONOTONIC's origin as the kernel takes them.
+/// Lossless: u64::MAX ns is under 2^35 s, and a 64-bit `time_t` holds that.
+pub(crate) fn timespec(nanos: u64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: (nanos / 1_000_000_000) as libc::time_t,
+        tv_nsec: (nanos % 1_000_000_000) as libc::c_long,
     }
 }

@@ -17,8 +17,12 @@
 //!   before any timer on a higher one.
 //! - Expiring a slot moves its whole list onto the pending list in O(1);
 //!   [`Wheel::poll`] then takes one entry at a time, firing it if it is due
-//!   or moving it down to the level it now belongs to (a cascade), so the
-//!   caller bounds the work of each round by how many times it polls.
+//!   or moving it down to the level it now belongs to (a cascade). Each move
+//!   is to a lower level, so a timer moves at most ten times in its life:
+//!   the work is O(1) per timer, amortized. A [`Wheel::poll`] that reaches
+//!   a slot on a high level moves the whole slot's list down before it
+//!   returns; [`Wheel::poll_bounded`] stops after a given number of steps,
+//!   so that a caller holding a lock can bound each round.
 //! - Coalescing: a timer is filed under the tick in its window
 //!   `[deadline, deadline + slack]` with the most trailing zero bits, so
 //!   timers with overlapping windows share one tick and fire together, and a
@@ -32,7 +36,8 @@
 //! ```
 //! use timehands_timer::wheel::Wheel;
 //!
-//! let mut wheel = Wheel::new(10); // ticks of 1024 ns
+//! let mut wheel = Wheel::new(10);
+//! assert_eq!(wheel.tick_nanos(), 1024);
 //! let retry = wheel.insert(50_000, 20_000, "retry");
 //! wheel.insert(60_000, 5_000, "lease");
 //! assert_eq!(wheel.poll(49_999), None); // nothing fires early
@@ -147,10 +152,40 @@ impl<T> Wheel<T> {
         true
     }
 
-    /// Returns one timer that is due at `now`, or `None` when none is; each
-    /// call does a bounded amount of work, so a caller that must not hold
-    /// the wheel for long polls a bounded number of times per round.
+    /// Returns one timer that is due at `now`, or `None` when none is.
+    ///
+    /// `now` must not go backwards from one call to the next. A call may
+    /// first move the timers of a higher-level slot down a level (at most
+    /// ten moves per timer in its life, so O(1) amortized);
+    /// [`Wheel::poll_bounded`] bounds that work.
     pub fn poll(&mut self, now: u64) -> Option<T> {
+        let mut unlimited = usize::MAX;
+        self.poll_bounded(now, &mut unlimited)
+    }
+
+    /// As [`Wheel::poll`], in at most `budget` steps (firing a timer, or
+    /// moving one down a level), counted off `budget`. `None` with `budget`
+    /// used up may mean that it stopped before finding out whether a timer
+    /// is due: poll again, with a new budget. (If it did stop short,
+    /// [`Wheel::next_deadline`] says that the work left is due already.)
+    ///
+    /// ```
+    /// use timehands_timer::wheel::Wheel;
+    ///
+    /// let mut wheel = Wheel::new(0);
+    /// // Due together on a high level: reaching them moves each one down.
+    /// for id in 0..100 {
+    ///     wheel.insert((1 << 30) + id, 0, id);
+    /// }
+    /// let (mut fired, mut calls) = (0, 0);
+    /// while fired < 100 {
+    ///     let mut budget = 8;
+    ///     fired += usize::from(wheel.poll_bounded(1 << 31, &mut budget).is_some());
+    ///     calls += 1;
+    /// }
+    /// assert!(wheel.is_empty() && calls > 100);
+    /// ```
+    pub fn poll_bounded(&mut self, now: u64, budget: &mut usize) -> Option<T> {
         // A deadline in the last, partial tick of the range is filed under a
         // tick that no `now` below u64::MAX reaches; u64::MAX, the end of
         // time, has every timer due.
@@ -162,6 +197,10 @@ impl<T> Wheel<T> {
         loop {
             let first = self.nodes.at(PENDING).next;
             if first != PENDING {
+                if *budget == 0 {
+                    return None;
+                }
+                *budget -= 1;
                 let tick = self.nodes.at(first).tick;
                 self.unlink(first);
                 if tick <= self.elapsed {

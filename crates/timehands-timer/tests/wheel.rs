@@ -20,11 +20,20 @@ struct Model {
 }
 
 impl Model {
-    /// Polls `wheel` dry at `now` and checks what fired against the model:
+    /// Polls `wheel` dry at `now`, two steps per call as an expiry thread
+    /// bounding its rounds would, and checks what fired against the model:
     /// each fired timer was armed (so fires once) and due; no timer whose
     /// latest allowed time has passed is left.
     fn advance(&mut self, wheel: &mut Wheel<usize>, now: u64) {
-        while let Some(id) = wheel.poll(now) {
+        loop {
+            let mut budget = 2;
+            let Some(id) = wheel.poll_bounded(now, &mut budget) else {
+                if budget == 0 {
+                    // Perhaps stopped short of a due timer.
+                    continue;
+                }
+                break;
+            };
             let (deadline, _) = self
                 .armed
                 .remove(&id)
