@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::output;
+
 /// Flags of `timehands info`.
 #[derive(clap::Args, Default)]
 #[command(after_help = "Examples:\n  timehands info\n  timehands info --json | jq .counter")]
@@ -102,10 +104,5 @@ impl fmt::Display for Facts {
 /// Runs `timehands info`.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let facts = Facts::gather();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&facts)?);
-    } else {
-        print!("{facts}");
-    }
-    Ok(())
+    output::print_json_or_text(args.json, &facts, Facts::to_string)
 }

@@ -31,13 +31,13 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Rounds kept per clock.
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=rounds::MAX_ROUNDS))]
     pub rounds: u32,
     /// Calls per round.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=rounds::MAX_CALLS))]
     pub calls: u64,
     /// Brackets per accuracy comparison; the narrowest is kept.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub brackets: u32,
 }
 
@@ -105,11 +105,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         accuracy,
     };
     let text = report.text();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{text}");
-    }
+    output::print_json_or_text(args.json, &report, |_| text.clone())?;
     if let Some(files) = out {
         files.write(&report, &text)?;
     }

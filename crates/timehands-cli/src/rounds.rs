@@ -21,6 +21,15 @@ use crate::summary::Summary;
 /// machine is too busy for a round of this length.
 const MAX_PREEMPTED_IN_A_ROW: u64 = 1000;
 
+/// The most rounds `--rounds` takes: the kept rounds are held in memory, 8
+/// bytes each per clock, so that a mistyped count fails at once rather than
+/// in an allocation the machine cannot make.
+pub const MAX_ROUNDS: i64 = 1_000_000;
+
+/// The most calls `--calls` takes: a round of a 30 ns clock then lasts 3 s,
+/// and one preemption throws the whole round away.
+pub const MAX_CALLS: u64 = 100_000_000;
+
 /// The shape of a measurement.
 #[derive(Clone, Copy, Debug)]
 pub struct Plan {

@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::output;
+
 /// Flags of `timehands tsc-sync`.
 #[derive(clap::Args)]
 #[command(after_help = "\
@@ -54,12 +56,7 @@ struct Run {
 /// Runs `timehands tsc-sync`.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let run = measure(args)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&run)?);
-    } else {
-        print!("{}", run.text());
-    }
-    Ok(())
+    output::print_json_or_text(args.json, &run, Run::text)
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]

@@ -107,6 +107,9 @@ fn bad_flags_and_unwritable_directories_fail_in_one_line() {
     fails_in_one_line(&["bench", "--calls", "1e"], "1e");
     fails_in_one_line(&["bench", "--rounds", "0"], "--rounds");
     fails_in_one_line(&["bench", "--rounds", "99999999999"], "99999999999");
+    // Counts a run could not hold in memory or finish.
+    fails_in_one_line(&["bench", "--rounds", "4294967295"], "4294967295");
+    fails_in_one_line(&["bench", "--calls", "1000000000"], "1000000000");
     fails_in_one_line(&["bench", "--bogus"], "--bogus");
     fails_in_one_line(&["bench", "--raw", "/proc/x"], "/proc/x");
     let under = under_a_file();
