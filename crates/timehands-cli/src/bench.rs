@@ -63,6 +63,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let plan = Plan {
         rounds: args.rounds as usize,
         calls: args.calls,
+        budget: None,
     };
     let measured = rounds::measure(&clocks, plan)?;
     for (file, rounds) in raw_files.iter().zip(&measured) {

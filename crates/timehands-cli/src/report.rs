@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::ValueEnum;
 use serde::Serialize;
@@ -14,6 +15,11 @@ use crate::info::Facts;
 use crate::output::{self, OutFile};
 use crate::plot::{self, Bar, Bars};
 use crate::rounds::{self, Cost, Plan};
+
+/// The longest the cost rounds may take: the report ends in under 15 s even
+/// on a machine so busy that most rounds are preempted and taken again (on
+/// a quiet one all of them take about a second).
+const COST_BUDGET: Duration = Duration::from_secs(10);
 
 /// Flags of `timehands report`.
 #[derive(clap::Args)]
@@ -30,7 +36,7 @@ pub struct Args {
     /// the text report) into this directory, created if missing.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Rounds kept per clock.
+    /// Rounds kept per clock (fewer if they take over 10 s).
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=rounds::MAX_ROUNDS))]
     pub rounds: u32,
     /// Calls per round.
@@ -81,6 +87,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let plan = Plan {
         rounds: args.rounds as usize,
         calls: args.calls,
+        budget: Some(COST_BUDGET),
     };
     let measured = rounds::measure(clocks, plan)?;
     let accuracy = clocks
@@ -120,6 +127,17 @@ impl Report {
             "Cost: {} rounds of {} calls per clock, ns per call; a round with an involuntary context switch is discarded and taken again",
             self.rounds, self.calls
         );
+        if self
+            .cost
+            .iter()
+            .any(|c| c.ns_per_call.n < self.rounds as usize)
+        {
+            let _ = writeln!(
+                text,
+                "(the rounds stopped after {} s, with fewer kept than asked)",
+                COST_BUDGET.as_secs()
+            );
+        }
         text.push_str(&rounds::table(&self.cost));
         let _ = writeln!(
             text,

@@ -8,7 +8,7 @@
 //! again. Rounds go round the clocks, one of each in turn, so that a slow
 //! spell of the machine lands on every clock alike.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use serde::Serialize;
@@ -37,6 +37,10 @@ pub struct Plan {
     pub rounds: usize,
     /// Calls per round.
     pub calls: u64,
+    /// How long the rounds may take in all: past it, no more are taken
+    /// (every clock keeps at least one), so that a preempted machine, which
+    /// retakes most rounds, still gets an answer in time. `None`: no limit.
+    pub budget: Option<Duration>,
 }
 
 /// One clock's rounds.
@@ -64,8 +68,8 @@ pub struct Cost {
     pub ns_per_call: Summary,
 }
 
-/// Takes `plan.rounds` undisturbed rounds of every clock, with a progress
-/// bar when that will take a while.
+/// Takes `plan.rounds` undisturbed rounds of every clock (fewer if the
+/// budget runs out), with a progress bar when that will take a while.
 pub fn measure(clocks: &[Clock], plan: Plan) -> anyhow::Result<Vec<Rounds>> {
     // One round of each clock first, which also warms them up (the first
     // reads start timehands' clock and its upkeep thread), tells how long
@@ -81,7 +85,11 @@ pub fn measure(clocks: &[Clock], plan: Plan) -> anyhow::Result<Vec<Rounds>> {
             discarded: 0,
         })
         .collect();
-    for _ in 0..plan.rounds {
+    let began = Instant::now();
+    for round in 0..plan.rounds {
+        if round > 0 && plan.budget.is_some_and(|budget| began.elapsed() > budget) {
+            break;
+        }
         for rounds in &mut measured {
             rounds.take_one(plan.calls)?;
         }
@@ -151,4 +159,25 @@ pub fn table(costs: &[Cost]) -> String {
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(budget: Option<Duration>) -> Vec<usize> {
+        let plan = Plan {
+            rounds: 3,
+            calls: 10,
+            budget,
+        };
+        let measured = measure(&[Clock::KernelMonotonic, Clock::Now], plan).expect("measured");
+        measured.iter().map(|r| r.ns_per_call.len()).collect()
+    }
+
+    #[test]
+    fn every_round_is_kept_without_a_budget_and_one_when_it_is_spent() {
+        assert_eq!(kept(None), [3, 3]);
+        assert_eq!(kept(Some(Duration::ZERO)), [1, 1]);
+    }
 }
