@@ -98,3 +98,11 @@ fn an_output_that_cannot_be_written_fails_in_one_line() {
         );
     }
 }
+
+#[test]
+fn no_progress_is_drawn_when_stderr_is_not_a_terminal() {
+    // Long enough (over 2 s) that a terminal would get a progress bar.
+    let out = support::run(&["track", "-D", "2.2", "--interval", "1100"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
