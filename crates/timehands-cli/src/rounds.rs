@@ -23,7 +23,8 @@ const MAX_PREEMPTED_IN_A_ROW: u64 = 1000;
 
 /// The most rounds `--rounds` takes: the kept rounds are held in memory, 8
 /// bytes each per clock, so that a mistyped count fails at once rather than
-/// in an allocation the machine cannot make.
+/// in an allocation the machine cannot make. (An i64, which clap's range
+/// of a u32 flag takes.)
 pub const MAX_ROUNDS: i64 = 1_000_000;
 
 /// The most calls `--calls` takes: a round of a 30 ns clock then lasts 3 s,

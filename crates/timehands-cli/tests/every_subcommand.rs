@@ -37,6 +37,11 @@ fn quick_runs() -> Vec<&'static [&'static str]> {
 
 #[test]
 fn every_subcommand_has_help_with_examples() {
+    let text = support::stdout(&["--help"]);
+    assert!(
+        text.contains("Examples:\n  timehands  "),
+        "no examples in\n{text}"
+    );
     for sub in [
         "info", "report", "bench", "stat", "scale", "tsc-sync", "track", "timers",
     ] {
