@@ -84,6 +84,14 @@ fn measure(args: &Args) -> anyhow::Result<Run> {
                 cpus[0]
             );
         }
+        // Checked before any pair is measured, to fail at once.
+        let twice = cpus
+            .iter()
+            .enumerate()
+            .find_map(|(i, cpu)| cpus[..i].contains(cpu).then_some(cpu));
+        if let Some(cpu) = twice {
+            bail!("--cpus {}: CPU {cpu} is given twice", list(cpus));
+        }
         let mut pairs = Vec::new();
         for (i, &a) in cpus.iter().enumerate() {
             for &b in &cpus[i + 1..] {
