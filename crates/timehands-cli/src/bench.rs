@@ -22,10 +22,10 @@ Examples:
   timehands bench --json | jq '.clocks[] | {clock, median: .ns_per_call.median}'")]
 pub struct Args {
     /// Rounds kept per clock.
-    #[arg(short = 'r', long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=rounds::MAX_ROUNDS))]
+    #[arg(short = 'r', long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=rounds::MAX_ROUNDS), allow_negative_numbers = true)]
     pub rounds: u32,
     /// Calls per round.
-    #[arg(short = 'n', long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=rounds::MAX_CALLS))]
+    #[arg(short = 'n', long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=rounds::MAX_CALLS), allow_negative_numbers = true)]
     pub calls: u64,
     /// The clocks to measure, separated by commas (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]

@@ -110,7 +110,12 @@ fn parse() -> Cli {
             let line: Vec<&str> = text
                 .lines()
                 .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+                // The usage and the pointer to --help repeat what --help says.
+                .filter(|l| {
+                    !l.is_empty()
+                        && !l.starts_with("Usage:")
+                        && !l.starts_with("For more information")
+                })
                 .collect();
             say(&line.join(" "));
             std::process::exit(e.exit_code());

@@ -37,13 +37,13 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Rounds kept per clock (fewer if they take over 10 s).
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=rounds::MAX_ROUNDS))]
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=rounds::MAX_ROUNDS), allow_negative_numbers = true)]
     pub rounds: u32,
     /// Calls per round.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=rounds::MAX_CALLS))]
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=rounds::MAX_CALLS), allow_negative_numbers = true)]
     pub calls: u64,
     /// Brackets per accuracy comparison; the narrowest is kept.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000), allow_negative_numbers = true)]
     pub brackets: u32,
 }
 

@@ -36,11 +36,11 @@ Examples:
   timehands scale --json | jq '.steps[] | {clock, threads, sum_per_s}'")]
 pub struct Args {
     /// Up to this many threads (default: the CPUs this process may use).
-    #[arg(short = 't', long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(short = 't', long, value_parser = clap::value_parser!(u32).range(1..=4096), allow_negative_numbers = true)]
     pub threads: Option<u32>,
     /// How long each step (one clock, one thread count) reads, in ms (at
     /// most an hour).
-    #[arg(short = 's', long, value_name = "MS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    #[arg(short = 's', long, value_name = "MS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=3_600_000), allow_negative_numbers = true)]
     pub step: u64,
     /// The clocks, separated by commas (default: all four).
     #[arg(long, value_enum, value_delimiter = ',')]

@@ -42,10 +42,10 @@ Examples:
   timehands track --upkeep               with windups every millisecond meanwhile")]
 pub struct Args {
     /// How long to track, in seconds.
-    #[arg(short = 'D', long, value_name = "SECONDS", default_value_t = 10.0, value_parser = seconds)]
+    #[arg(short = 'D', long, value_name = "SECONDS", default_value_t = 10.0, value_parser = seconds, allow_negative_numbers = true)]
     pub duration: f64,
     /// Time between samples, in ms.
-    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=3_600_000), allow_negative_numbers = true)]
     pub interval: u64,
     /// Start timehands' upkeep thread first (a coarse read does), so that the
     /// clock winds up every millisecond while the tracker sleeps; without it,

@@ -18,11 +18,16 @@ Examples:
   timehands tsc-sync --json | jq .synchronized")]
 pub struct Args {
     /// Hand-offs per pair (half each way): more give tighter bounds.
-    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(2..=100_000_000))]
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(2..=100_000_000), allow_negative_numbers = true)]
     pub handoffs: u64,
     /// Only the pairs of these CPUs, separated by commas (default: every CPU
     /// this process may run on).
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        allow_negative_numbers = true
+    )]
     pub cpus: Vec<usize>,
     /// Print one JSON document instead of text.
     #[arg(long)]

@@ -106,6 +106,7 @@ fn bad_flags_and_unwritable_directories_fail_in_one_line() {
     fails_in_one_line(&["bench", "--clocks", "now,sundial"], "sundial");
     fails_in_one_line(&["bench", "--calls", "1e"], "1e");
     fails_in_one_line(&["bench", "--rounds", "0"], "--rounds");
+    fails_in_one_line(&["bench", "-r", "-5"], "invalid value '-5' for '--rounds");
     fails_in_one_line(&["bench", "--rounds", "99999999999"], "99999999999");
     // Counts a run could not hold in memory or finish.
     fails_in_one_line(&["bench", "--rounds", "4294967295"], "4294967295");

@@ -182,7 +182,7 @@ const ERRORS: [(&str, &str); 23] = [
     ),
     (
         "err-unknown-flag",
-        "error: unexpected argument '-x' found tip: to pass '-x' as a value, use '-- -x' Usage: timehands stat [OPTIONS] [FILES]...",
+        "error: unexpected argument '-x' found tip: to pass '-x' as a value, use '-- -x'",
     ),
     (
         "err-width-neg",
