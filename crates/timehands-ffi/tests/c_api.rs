@@ -119,6 +119,18 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Checks that the program `what` succeeded with an output that
+/// `looks_right`, or shows all it said.
+fn assert_passed(output: &Output, what: &str, looks_right: impl Fn(&str) -> bool) {
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success() && looks_right(&stdout),
+        "{what} failed ({}):\n{stdout}{}",
+        output.status,
+        text(&output.stderr)
+    );
+}
+
 /// On the counter this machine chooses, and on the kernel's clock (the
 /// fallback, whose `th_info` names a reason).
 #[test]
@@ -134,12 +146,10 @@ fn the_c_api_behaves_like_clock_gettime() {
         let output = command
             .output()
             .unwrap_or_else(|e| panic!("{} could not be run: {e}", exe.display()));
-        let stdout = text(&output.stdout);
-        assert!(
-            output.status.success() && stdout.ends_with(" passed, 0 failed\n"),
-            "tests/c/api.c with TIMEHANDS_COUNTER={counter:?} failed ({}):\n{stdout}{}",
-            output.status,
-            text(&output.stderr)
+        assert_passed(
+            &output,
+            &format!("tests/c/api.c with TIMEHANDS_COUNTER={counter:?}"),
+            |stdout| stdout.ends_with(" passed, 0 failed\n"),
         );
     }
 }
@@ -178,14 +188,9 @@ fn the_example_benchmark_prints_both_figures() {
 fn a_cxx_program_uses_the_header() {
     let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("timehands-cxx-api");
     compile(&CXX, &crate_dir().join("tests/c/api.cpp"), &exe);
-    let output = run(&exe, &[]);
-    let stdout = text(&output.stdout);
-    assert!(
-        output.status.success() && stdout.starts_with("C++: "),
-        "tests/c/api.cpp failed ({}):\n{stdout}{}",
-        output.status,
-        text(&output.stderr)
-    );
+    assert_passed(&run(&exe, &[]), "tests/c/api.cpp", |stdout| {
+        stdout.starts_with("C++: ")
+    });
 }
 
 #[test]
