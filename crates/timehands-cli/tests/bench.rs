@@ -84,6 +84,16 @@ fn raw_writes_one_file_per_clock_with_one_number_a_line() {
         .collect();
     files.sort();
     assert_eq!(files, ["kernel-realtime.txt", "now-coarse.txt"]);
+    // What the files are for: `stat` compares them.
+    let paths: Vec<String> = files
+        .iter()
+        .map(|f| dir.join(f).to_str().expect("utf-8").to_string())
+        .collect();
+    let compared = stdout(&["stat", "-A", &paths[0], &paths[1]]);
+    assert!(
+        compared.contains("x   7 ") && compared.contains("+   7 "),
+        "{compared}"
+    );
     for file in files {
         let text = std::fs::read_to_string(dir.join(&file)).expect("readable");
         let values: Vec<f64> = text
