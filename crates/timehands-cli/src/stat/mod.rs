@@ -176,7 +176,15 @@ fn terminal_width() -> Option<usize> {
         .ok()
         .and_then(|c| c.trim().parse::<usize>().ok())
         .or_else(window_columns)?;
-    columns.checked_sub(2).filter(|&w| w >= 2)
+    plot_width(columns)
+}
+
+/// The plot's width in a terminal `columns` wide: less the border, at least
+/// 2, and at most what `-w` takes (a `COLUMNS` of 10^11 asked the plot for
+/// 100 GB).
+fn plot_width(columns: usize) -> Option<usize> {
+    let width = columns.checked_sub(2).filter(|&w| w >= 2)?;
+    Some(width.min(usize::from(u16::MAX)))
 }
 
 /// The terminal window's width in columns, from `TIOCGWINSZ`.
@@ -243,5 +251,17 @@ fn verdict(c: &Comparison, confidence: Confidence) -> String {
         )
     } else {
         format!("No difference proven at {level:.1}% confidence\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plot_width;
+
+    #[test]
+    fn a_terminal_s_width_less_the_border_within_what_w_takes() {
+        assert_eq!(plot_width(80), Some(78));
+        assert_eq!(plot_width(3), None);
+        assert_eq!(plot_width(100_000_000_000), Some(65_535));
     }
 }
