@@ -22,10 +22,10 @@ Examples:
   timehands bench --json | jq '.clocks[] | {clock, median: .ns_per_call.median}'")]
 pub struct Args {
     /// Rounds kept per clock.
-    #[arg(short = 'r', long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short = 'r', long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=rounds::MAX_ROUNDS), allow_negative_numbers = true)]
     pub rounds: u32,
     /// Calls per round.
-    #[arg(short = 'n', long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'n', long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=rounds::MAX_CALLS), allow_negative_numbers = true)]
     pub calls: u64,
     /// The clocks to measure, separated by commas (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -63,6 +63,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let plan = Plan {
         rounds: args.rounds as usize,
         calls: args.calls,
+        budget: None,
     };
     let measured = rounds::measure(&clocks, plan)?;
     for (file, rounds) in raw_files.iter().zip(&measured) {
@@ -77,14 +78,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         calls: args.calls,
         clocks: measured.iter().filter_map(|r| r.cost(args.calls)).collect(),
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&bench)?);
-    } else {
-        println!(
-            "{} rounds of {} calls per clock; a round with an involuntary context switch is discarded and taken again",
-            bench.rounds, bench.calls
-        );
-        print!("{}", rounds::table(&bench.clocks));
-    }
-    Ok(())
+    output::print_json_or_text(args.json, &bench, |bench| {
+        format!(
+            "{} rounds of {} calls per clock; a round with an involuntary context switch is discarded and taken again\n{}",
+            bench.rounds,
+            bench.calls,
+            rounds::table(&bench.clocks)
+        )
+    })
 }

@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::output;
+
 /// Flags of `timehands info`.
 #[derive(clap::Args, Default)]
 #[command(after_help = "Examples:\n  timehands info\n  timehands info --json | jq .counter")]
@@ -17,23 +19,36 @@ pub struct Args {
 /// The facts `info` prints, as JSON names them.
 #[derive(Serialize)]
 pub struct Facts {
+    /// The counter the clock reads: "TSC", "CNTVCT_EL0" or "CLOCK_MONOTONIC".
     pub counter: String,
+    /// Its frequency, as refined so far.
     pub frequency_hz: u64,
+    /// Where the first frequency came from.
     pub frequency_source: String,
+    /// How sure the frequency is; `None` while it is only stated.
     pub frequency_uncertainty_ppb: Option<u64>,
+    /// How far the steering has moved the frequency from the first one.
     pub frequency_correction_ppb: i64,
+    /// The checks that chose the counter.
     pub verdicts: Vec<Verdict>,
+    /// Why the kernel's clock is read instead of a hardware counter.
     pub fallback: Option<String>,
+    /// Timehands published so far.
     pub windups: u64,
+    /// The last measured offset, CLOCK_MONOTONIC minus ours.
     pub offset_ns: i64,
+    /// The current bound on the error against CLOCK_MONOTONIC.
     pub accuracy_ns: u128,
 }
 
 /// One trust check, as JSON names it.
 #[derive(Serialize)]
 pub struct Verdict {
+    /// What was checked.
     pub check: String,
+    /// Whether the counter passed.
     pub passed: bool,
+    /// What was found.
     pub detail: String,
 }
 
@@ -102,10 +117,5 @@ impl fmt::Display for Facts {
 /// Runs `timehands info`.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let facts = Facts::gather();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&facts)?);
-    } else {
-        print!("{facts}");
-    }
-    Ok(())
+    output::print_json_or_text(args.json, &facts, Facts::to_string)
 }

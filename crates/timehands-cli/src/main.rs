@@ -23,6 +23,7 @@ mod timers;
 mod track;
 mod tsc_sync;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -105,7 +106,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("timehands: {e:#}");
+            say(&format!("{e:#}"));
             ExitCode::FAILURE
         }
     }
@@ -122,10 +123,21 @@ fn parse() -> Cli {
             let line: Vec<&str> = text
                 .lines()
                 .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+                // The usage and the pointer to --help repeat what --help says.
+                .filter(|l| {
+                    !l.is_empty()
+                        && !l.starts_with("Usage:")
+                        && !l.starts_with("For more information")
+                })
                 .collect();
-            eprintln!("timehands: {}", line.join(" "));
+            say(&line.join(" "));
             std::process::exit(e.exit_code());
         }
     }
+}
+
+/// Prints the one line of an error on stderr; a stderr that cannot be
+/// written leaves the exit status to tell (where `eprintln!` would panic).
+fn say(error: &str) {
+    let _ = writeln!(std::io::stderr(), "timehands: {error}");
 }

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::ValueEnum;
 use serde::Serialize;
@@ -14,6 +15,11 @@ use crate::info::Facts;
 use crate::output::{self, OutFile};
 use crate::plot::{self, Bar, Bars};
 use crate::rounds::{self, Cost, Plan};
+
+/// The longest the cost rounds may take: the report ends in under 15 s even
+/// on a machine so busy that most rounds are preempted and taken again (on
+/// a quiet one all of them take about a second).
+const COST_BUDGET: Duration = Duration::from_secs(10);
 
 /// Flags of `timehands report`.
 #[derive(clap::Args)]
@@ -30,14 +36,14 @@ pub struct Args {
     /// the text report) into this directory, created if missing.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Rounds kept per clock.
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Rounds kept per clock (fewer if they take over 10 s).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=rounds::MAX_ROUNDS), allow_negative_numbers = true)]
     pub rounds: u32,
     /// Calls per round.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=rounds::MAX_CALLS), allow_negative_numbers = true)]
     pub calls: u64,
     /// Brackets per accuracy comparison; the narrowest is kept.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000), allow_negative_numbers = true)]
     pub brackets: u32,
 }
 
@@ -81,6 +87,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let plan = Plan {
         rounds: args.rounds as usize,
         calls: args.calls,
+        budget: Some(COST_BUDGET),
     };
     let measured = rounds::measure(clocks, plan)?;
     let accuracy = clocks
@@ -105,11 +112,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         accuracy,
     };
     let text = report.text();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{text}");
-    }
+    output::print_json_or_text(args.json, &report, |_| text.clone())?;
     if let Some(files) = out {
         files.write(&report, &text)?;
     }
@@ -124,6 +127,17 @@ impl Report {
             "Cost: {} rounds of {} calls per clock, ns per call; a round with an involuntary context switch is discarded and taken again",
             self.rounds, self.calls
         );
+        if self
+            .cost
+            .iter()
+            .any(|c| c.ns_per_call.n < self.rounds as usize)
+        {
+            let _ = writeln!(
+                text,
+                "(the rounds stopped after {} s, with fewer kept than asked)",
+                COST_BUDGET.as_secs()
+            );
+        }
         text.push_str(&rounds::table(&self.cost));
         let _ = writeln!(
             text,

@@ -8,7 +8,7 @@
 //! again. Rounds go round the clocks, one of each in turn, so that a slow
 //! spell of the machine lands on every clock alike.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use serde::Serialize;
@@ -21,6 +21,16 @@ use crate::summary::Summary;
 /// machine is too busy for a round of this length.
 const MAX_PREEMPTED_IN_A_ROW: u64 = 1000;
 
+/// The most rounds `--rounds` takes: the kept rounds are held in memory, 8
+/// bytes each per clock, so that a mistyped count fails at once rather than
+/// in an allocation the machine cannot make. (An i64, which clap's range
+/// of a u32 flag takes.)
+pub const MAX_ROUNDS: i64 = 1_000_000;
+
+/// The most calls `--calls` takes: a round of a 30 ns clock then lasts 3 s,
+/// and one preemption throws the whole round away.
+pub const MAX_CALLS: u64 = 100_000_000;
+
 /// The shape of a measurement.
 #[derive(Clone, Copy, Debug)]
 pub struct Plan {
@@ -28,6 +38,10 @@ pub struct Plan {
     pub rounds: usize,
     /// Calls per round.
     pub calls: u64,
+    /// How long the rounds may take in all: past it, no more are taken
+    /// (every clock keeps at least one), so that a preempted machine, which
+    /// retakes most rounds, still gets an answer in time. `None`: no limit.
+    pub budget: Option<Duration>,
 }
 
 /// One clock's rounds.
@@ -55,8 +69,8 @@ pub struct Cost {
     pub ns_per_call: Summary,
 }
 
-/// Takes `plan.rounds` undisturbed rounds of every clock, with a progress
-/// bar when that will take a while.
+/// Takes `plan.rounds` undisturbed rounds of every clock (fewer if the
+/// budget runs out), with a progress bar when that will take a while.
 pub fn measure(clocks: &[Clock], plan: Plan) -> anyhow::Result<Vec<Rounds>> {
     // One round of each clock first, which also warms them up (the first
     // reads start timehands' clock and its upkeep thread), tells how long
@@ -72,7 +86,11 @@ pub fn measure(clocks: &[Clock], plan: Plan) -> anyhow::Result<Vec<Rounds>> {
             discarded: 0,
         })
         .collect();
-    for _ in 0..plan.rounds {
+    let began = Instant::now();
+    for round in 0..plan.rounds {
+        if round > 0 && plan.budget.is_some_and(|budget| began.elapsed() > budget) {
+            break;
+        }
         for rounds in &mut measured {
             rounds.take_one(plan.calls)?;
         }
@@ -142,4 +160,25 @@ pub fn table(costs: &[Cost]) -> String {
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(budget: Option<Duration>) -> Vec<usize> {
+        let plan = Plan {
+            rounds: 3,
+            calls: 10,
+            budget,
+        };
+        let measured = measure(&[Clock::KernelMonotonic, Clock::Now], plan).expect("measured");
+        measured.iter().map(|r| r.ns_per_call.len()).collect()
+    }
+
+    #[test]
+    fn every_round_is_kept_without_a_budget_and_one_when_it_is_spent() {
+        assert_eq!(kept(None), [3, 3]);
+        assert_eq!(kept(Some(Duration::ZERO)), [1, 1]);
+    }
 }

@@ -22,7 +22,7 @@ use clap::ValueEnum;
 use serde::Serialize;
 
 use crate::clocks::{self, Clock};
-use crate::output::OutFile;
+use crate::output::{self, OutFile};
 use crate::plot::{self, Chart, Series};
 use crate::progress;
 use crate::summary::Summary;
@@ -36,10 +36,11 @@ Examples:
   timehands scale --json | jq '.steps[] | {clock, threads, sum_per_s}'")]
 pub struct Args {
     /// Up to this many threads (default: the CPUs this process may use).
-    #[arg(short = 't', long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(short = 't', long, value_parser = clap::value_parser!(u32).range(1..=4096), allow_negative_numbers = true)]
     pub threads: Option<u32>,
-    /// How long each step (one clock, one thread count) reads, in ms.
-    #[arg(short = 's', long, value_name = "MS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
+    /// How long each step (one clock, one thread count) reads, in ms (at
+    /// most an hour).
+    #[arg(short = 's', long, value_name = "MS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=3_600_000), allow_negative_numbers = true)]
     pub step: u64,
     /// The clocks, separated by commas (default: all four).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -154,11 +155,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
     }
     progress.finish_and_clear();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&run)?);
-    } else {
-        print!("{}", run.text());
-    }
+    output::print_json_or_text(args.json, &run, Run::text)?;
     if let Some(file) = out {
         file.write(&run.plot(&clocks)?)?;
     }

@@ -13,18 +13,21 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use serde::Serialize;
 
 use crate::bracket;
 use crate::clocks::Clock;
-use crate::output::OutFile;
+use crate::output::{self, OutFile};
 use crate::plot::{self, Chart, Series};
 use crate::progress;
 use crate::summary::Summary;
 
 /// Brackets per sample; the narrowest is kept.
 const BRACKETS: usize = 5;
+
+/// The most samples a run takes: they are held in memory until the end.
+const MAX_SAMPLES: u128 = 1_000_000;
 
 /// The frequency error at a sample is taken over this much time before it.
 const RATE_WINDOW: Duration = Duration::from_secs(1);
@@ -39,10 +42,10 @@ Examples:
   timehands track --upkeep               with windups every millisecond meanwhile")]
 pub struct Args {
     /// How long to track, in seconds.
-    #[arg(short = 'D', long, value_name = "SECONDS", default_value_t = 10.0, value_parser = seconds)]
+    #[arg(short = 'D', long, value_name = "SECONDS", default_value_t = 10.0, value_parser = seconds, allow_negative_numbers = true)]
     pub duration: f64,
     /// Time between samples, in ms.
-    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=3_600_000), allow_negative_numbers = true)]
     pub interval: u64,
     /// Start timehands' upkeep thread first (a coarse read does), so that the
     /// clock winds up every millisecond while the tracker sleeps; without it,
@@ -112,7 +115,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let out = args.out.as_deref().map(OutFile::create).transpose()?;
     let interval = Duration::from_millis(args.interval);
     let duration = Duration::from_secs_f64(args.duration);
-    let count = (duration.as_nanos() / interval.as_nanos()) as usize + 1;
+    let count = duration.as_nanos() / interval.as_nanos() + 1;
+    if count > MAX_SAMPLES {
+        bail!(
+            "--duration {} s at --interval {} ms makes {count} samples, at most {MAX_SAMPLES}: give a longer --interval",
+            args.duration,
+            args.interval
+        );
+    }
+    let count = count as usize;
     let progress = progress::bar("track", count as u64, duration);
     let window = (RATE_WINDOW.as_nanos() / interval.as_nanos()).max(1) as usize;
     let (ours, kernel) = (Clock::Now, Clock::KernelMonotonic);
@@ -151,11 +162,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         summary: totals(&samples)?,
         samples,
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&run)?);
-    } else {
-        print!("{}", run.text());
-    }
+    output::print_json_or_text(args.json, &run, Run::text)?;
     if let Some(file) = out {
         file.write(&run.plot()?)?;
     }

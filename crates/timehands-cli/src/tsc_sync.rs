@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::output;
+
 /// Flags of `timehands tsc-sync`.
 #[derive(clap::Args)]
 #[command(after_help = "\
@@ -16,11 +18,16 @@ Examples:
   timehands tsc-sync --json | jq .synchronized")]
 pub struct Args {
     /// Hand-offs per pair (half each way): more give tighter bounds.
-    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(2..=100_000_000))]
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(2..=100_000_000), allow_negative_numbers = true)]
     pub handoffs: u64,
     /// Only the pairs of these CPUs, separated by commas (default: every CPU
     /// this process may run on).
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        allow_negative_numbers = true
+    )]
     pub cpus: Vec<usize>,
     /// Print one JSON document instead of text.
     #[arg(long)]
@@ -54,12 +61,7 @@ struct Run {
 /// Runs `timehands tsc-sync`.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let run = measure(args)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&run)?);
-    } else {
-        print!("{}", run.text());
-    }
-    Ok(())
+    output::print_json_or_text(args.json, &run, Run::text)
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
@@ -86,6 +88,14 @@ fn measure(args: &Args) -> anyhow::Result<Run> {
                 "--cpus {}: give at least two CPUs, such as --cpus 0,1",
                 cpus[0]
             );
+        }
+        // Checked before any pair is measured, to fail at once.
+        let twice = cpus
+            .iter()
+            .enumerate()
+            .find_map(|(i, cpu)| cpus[..i].contains(cpu).then_some(cpu));
+        if let Some(cpu) = twice {
+            bail!("--cpus {}: CPU {cpu} is given twice", list(cpus));
         }
         let mut pairs = Vec::new();
         for (i, &a) in cpus.iter().enumerate() {

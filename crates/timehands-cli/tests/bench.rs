@@ -84,6 +84,16 @@ fn raw_writes_one_file_per_clock_with_one_number_a_line() {
         .collect();
     files.sort();
     assert_eq!(files, ["kernel-realtime.txt", "now-coarse.txt"]);
+    // What the files are for: `stat` compares them.
+    let paths: Vec<String> = files
+        .iter()
+        .map(|f| dir.join(f).to_str().expect("utf-8").to_string())
+        .collect();
+    let compared = stdout(&["stat", "-A", &paths[0], &paths[1]]);
+    assert!(
+        compared.contains("x   7 ") && compared.contains("+   7 "),
+        "{compared}"
+    );
     for file in files {
         let text = std::fs::read_to_string(dir.join(&file)).expect("readable");
         let values: Vec<f64> = text
@@ -106,7 +116,11 @@ fn bad_flags_and_unwritable_directories_fail_in_one_line() {
     fails_in_one_line(&["bench", "--clocks", "now,sundial"], "sundial");
     fails_in_one_line(&["bench", "--calls", "1e"], "1e");
     fails_in_one_line(&["bench", "--rounds", "0"], "--rounds");
+    fails_in_one_line(&["bench", "-r", "-5"], "invalid value '-5' for '--rounds");
     fails_in_one_line(&["bench", "--rounds", "99999999999"], "99999999999");
+    // Counts a run could not hold in memory or finish.
+    fails_in_one_line(&["bench", "--rounds", "4294967295"], "4294967295");
+    fails_in_one_line(&["bench", "--calls", "1000000000"], "1000000000");
     fails_in_one_line(&["bench", "--bogus"], "--bogus");
     fails_in_one_line(&["bench", "--raw", "/proc/x"], "/proc/x");
     let under = under_a_file();

@@ -129,6 +129,9 @@ fn bad_flags_and_unwritable_directories_fail_in_one_line() {
     fails_in_one_line(&["report", "--rounds", "0"], "--rounds");
     fails_in_one_line(&["report", "--calls", "ten"], "ten");
     fails_in_one_line(&["report", "--brackets", "-3"], "-3");
+    fails_in_one_line(&["report", "--brackets", "4294967295"], "4294967295");
+    fails_in_one_line(&["report", "--rounds", "4294967295"], "4294967295");
+    fails_in_one_line(&["report", "--calls", "1000000000"], "1000000000");
     fails_in_one_line(&["report", "--out", "/proc/x"], "/proc/x");
     let under = under_a_file();
     fails_in_one_line(&["report", "--out", &under], &under);

@@ -81,8 +81,10 @@ fn out_writes_the_plot() {
 #[test]
 fn bad_flags_and_unwritable_files_fail_in_one_line() {
     fails_in_one_line(&["scale", "--threads", "0"], "--threads");
+    fails_in_one_line(&["scale", "-t", "-2"], "invalid value '-2' for '--threads");
     fails_in_one_line(&["scale", "--threads", "two"], "two");
     fails_in_one_line(&["scale", "--step", "0"], "--step");
+    fails_in_one_line(&["scale", "--step", "3600001"], "3600001");
     fails_in_one_line(&["scale", "--clocks", "sundial"], "sundial");
     fails_in_one_line(
         &["scale", "--out", "/proc/x/scale.svg"],

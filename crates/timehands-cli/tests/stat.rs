@@ -182,7 +182,7 @@ const ERRORS: [(&str, &str); 23] = [
     ),
     (
         "err-unknown-flag",
-        "error: unexpected argument '-x' found tip: to pass '-x' as a value, use '-- -x' Usage: timehands stat [OPTIONS] [FILES]...",
+        "error: unexpected argument '-x' found tip: to pass '-x' as a value, use '-- -x'",
     ),
     (
         "err-width-neg",
@@ -293,4 +293,36 @@ fn help_shows_the_flags_and_examples() {
     for flag in ["-A", "-C", "-c", "-d", "-n", "-q", "-s", "-w", "Examples:"] {
         assert!(text.contains(flag), "no {flag} in\n{text}");
     }
+}
+
+#[test]
+fn a_file_name_that_is_not_utf8_is_read_and_a_directory_is_refused() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("stat-names");
+    fs::create_dir_all(&dir).expect("a scratch directory");
+    let odd = dir.join(OsStr::from_bytes(b"\xffdata.txt"));
+    fs::write(&odd, "1\n2\n3\n").expect("written");
+    let out = Command::new(BIN)
+        .args([OsStr::new("stat"), OsStr::new("-n"), odd.as_os_str()])
+        .output()
+        .expect("timehands runs");
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.starts_with("x ")
+            && text
+                .lines()
+                .next()
+                .is_some_and(|l| l.ends_with("\u{fffd}data.txt")),
+        "{text}"
+    );
+
+    let out = stat(&["data".to_string()], Stdio::null());
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "timehands: cannot read data: Is a directory (os error 21)\n"
+    );
 }

@@ -103,8 +103,14 @@ fn bad_flags_and_unwritable_files_fail_in_one_line() {
     fails_in_one_line(&["track", "-D", "0"], "0");
     fails_in_one_line(&["track", "-D", "soon"], "soon");
     fails_in_one_line(&["track", "--duration=-1"], "-1");
+    fails_in_one_line(&["track", "-D", "-1"], "invalid value '-1' for '--duration");
     fails_in_one_line(&["track", "--interval", "0"], "--interval");
     fails_in_one_line(&["track", "--interval", "1.5"], "1.5");
+    // More samples than a run keeps in memory.
+    fails_in_one_line(
+        &["track", "-D", "86400", "--interval", "1"],
+        "86400001 samples",
+    );
     fails_in_one_line(&["track", "--out", "/proc/x"], "/proc/x");
     let under = under_a_file();
     fails_in_one_line(&["track", "--out", &under], &under);

@@ -68,7 +68,8 @@ mod on_x86_64_linux {
     fn bad_cpu_lists_and_counts_fail_in_one_line() {
         fails_in_one_line(&["tsc-sync", "--cpus", "0,100000"], "100000");
         fails_in_one_line(&["tsc-sync", "--cpus", "0"], "--cpus");
-        fails_in_one_line(&["tsc-sync", "--cpus", "0,0"], "CPU 0");
+        fails_in_one_line(&["tsc-sync", "--cpus", "0,0"], "CPU 0 is given twice");
+        fails_in_one_line(&["tsc-sync", "--cpus", "0,1,0"], "CPU 0 is given twice");
         fails_in_one_line(&["tsc-sync", "--cpus", "0,one"], "one");
         fails_in_one_line(&["tsc-sync", "--cpus", "0,-1"], "-1");
         fails_in_one_line(&["tsc-sync", "--handoffs", "1"], "--handoffs");

@@ -2,14 +2,18 @@
 //! counter, its frequency, the checks that chose it, and how far the clock is
 //! from the kernel's.
 //!
-//! The texts (counter name, frequency source, verdicts, fallback) are fixed
-//! once the clock has started, so they become C strings once, at the first
-//! call, and live as long as the process: C gets `const char *` that it never
-//! frees, the same pointers at every call. In Rust they are `&'static c_char`,
-//! a reference to a string's first character, which C sees as `const char *`
-//! and which, unlike a raw pointer, may sit in a shared static.
+//! The texts (counter name, frequency source, verdicts, fallback) change
+//! only a few times in a process's life: the cross-CPU verdict arrives once
+//! it has been measured, on a thread of its own, and a failover to the
+//! kernel's clock changes the counter and names its reason. So each distinct
+//! text becomes a C string once, when first seen, and lives as long as the
+//! process: C gets `const char *` that it never frees, and every call shows
+//! the clock as it is then. In Rust they are `&'static c_char`, a reference
+//! to a string's first character, which C sees as `const char *` and which,
+//! unlike a raw pointer, may sit in a shared static.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 
 use libc::{EFAULT, EIO, c_char, c_int};
 
@@ -59,14 +63,6 @@ pub struct th_info {
     pub accuracy_ns: u64,
 }
 
-/// The texts of `timehands::Info` as C strings: fixed once the clock started.
-struct Texts {
-    counter: &'static c_char,
-    frequency_source: &'static c_char,
-    fallback: Option<&'static c_char>,
-    verdicts: &'static [th_verdict],
-}
-
 /// `text` as a C string that lives as long as the process, by its first
 /// character. A NUL inside would cut the text short in C, so it is dropped.
 fn leak_c_string(text: &str) -> &'static c_char {
@@ -79,40 +75,65 @@ fn leak_c_string(text: &str) -> &'static c_char {
     &Box::leak(chars.into_boxed_slice())[0]
 }
 
-/// The texts, made at the first call from that call's `info`.
-fn texts(info: &timehands_rs::Info) -> &'static Texts {
-    static TEXTS: OnceLock<Texts> = OnceLock::new();
-    TEXTS.get_or_init(|| Texts {
-        counter: leak_c_string(&info.counter),
-        frequency_source: leak_c_string(&info.frequency_source),
-        fallback: info.fallback.as_deref().map(leak_c_string),
-        verdicts: Box::leak(
-            info.verdicts
-                .iter()
-                .map(|v| th_verdict {
-                    check: leak_c_string(v.check),
-                    detail: leak_c_string(&v.detail),
-                    passed: v.passed,
-                })
-                .collect(),
-        ),
-    })
+/// The C string of `text`, made the first time it is seen.
+fn c_string(text: &str) -> &'static c_char {
+    static SEEN: Mutex<Option<HashMap<String, &'static c_char>>> = Mutex::new(None);
+    // A panic while the lock was held left the map whole (an insert either
+    // happened or not), so a poisoned lock is taken as it is.
+    let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
+    let seen = seen.get_or_insert_with(HashMap::new);
+    if let Some(&known) = seen.get(text) {
+        return known;
+    }
+    let made = leak_c_string(text);
+    seen.insert(text.to_string(), made);
+    made
+}
+
+/// The verdicts as a C array, made the first time this list is seen: the
+/// same list gives the same array, so that repeated calls leak nothing.
+fn c_verdicts(verdicts: &[timehands_rs::Verdict]) -> &'static [th_verdict] {
+    /// A list by its texts' interned pointers and its passes.
+    type Key = Vec<(usize, usize, bool)>;
+    static SEEN: Mutex<Option<HashMap<Key, &'static [th_verdict]>>> = Mutex::new(None);
+    let made: Vec<th_verdict> = verdicts
+        .iter()
+        .map(|v| th_verdict {
+            check: c_string(v.check),
+            detail: c_string(&v.detail),
+            passed: v.passed,
+        })
+        .collect();
+    let key: Key = made
+        .iter()
+        .map(|v| {
+            let address = |text: &'static c_char| text as *const c_char as usize;
+            (address(v.check), address(v.detail), v.passed)
+        })
+        .collect();
+    // As in `c_string`: a poisoned lock holds a whole map.
+    let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
+    let array: &mut &'static [th_verdict] = seen
+        .get_or_insert_with(HashMap::new)
+        .entry(key)
+        .or_insert_with(|| Box::leak(made.into_boxed_slice()));
+    array
 }
 
 /// The C view of `info`.
 fn to_c(info: timehands_rs::Info) -> th_info {
-    let texts = texts(&info);
+    let verdicts = c_verdicts(&info.verdicts);
     th_info {
-        counter: texts.counter,
+        counter: c_string(&info.counter),
         frequency_hz: info.frequency_hz,
-        frequency_source: texts.frequency_source,
+        frequency_source: c_string(&info.frequency_source),
         frequency_uncertainty_ppb: info
             .frequency_uncertainty_ppb
             .map_or(-1, |ppb| i64::try_from(ppb).unwrap_or(i64::MAX)),
         frequency_correction_ppb: info.frequency_correction_ppb,
-        verdicts: texts.verdicts.as_ptr(),
-        verdict_count: texts.verdicts.len(),
-        fallback: texts.fallback,
+        verdicts: verdicts.as_ptr(),
+        verdict_count: verdicts.len(),
+        fallback: info.fallback.as_deref().map(c_string),
         windups: info.windups,
         offset_ns: info.offset_ns,
         accuracy_ns: u64::try_from(info.accuracy.as_nanos()).unwrap_or(u64::MAX),

@@ -1,8 +1,9 @@
 //! libtimehands from C: compiles C programs with the system's C compiler (`cc`,
 //! or `$CC`) against include/timehands.h and libtimehands.a, linked with the
 //! libraries timehands.pc declares, and runs them: tests/c/api.c checks the
-//! API against clock_gettime, and the benchmark of examples/c must build and
-//! print both figures.
+//! API against clock_gettime, the benchmark of examples/c must build and
+//! print both figures, and tests/c/api.cpp, built by the C++ compiler (`c++`,
+//! or `$CXX`), must link and call the functions.
 //!
 //! Cargo builds libtimehands.a with the crate's rlib, as a dependency of this
 //! test, into the directory this test runs from (`target/<profile>/deps`): so
@@ -47,13 +48,36 @@ fn pc_field(name: &str) -> String {
         .to_string()
 }
 
+/// A compiler and the language standard it is held to.
+struct Compiler {
+    /// The variable that names it, as make's.
+    variable: &'static str,
+    /// The command when the variable is unset.
+    default: &'static str,
+    /// Its `-std=`.
+    standard: &'static str,
+}
+
+const C: Compiler = Compiler {
+    variable: "CC",
+    default: "cc",
+    standard: "-std=c11",
+};
+
+const CXX: Compiler = Compiler {
+    variable: "CXX",
+    default: "c++",
+    standard: "-std=c++11",
+};
+
 /// Compiles `source` into `exe` against the header and the static library.
-fn compile(source: &Path, exe: &Path) {
-    let cc = std::env::var_os("CC").unwrap_or_else(|| OsString::from("cc"));
+fn compile(compiler: &Compiler, source: &Path, exe: &Path) {
+    let cc =
+        std::env::var_os(compiler.variable).unwrap_or_else(|| OsString::from(compiler.default));
     let mut command = Command::new(&cc);
     command
         .args([
-            "-std=c11",
+            compiler.standard,
             "-pedantic",
             "-Wall",
             "-Wextra",
@@ -70,8 +94,10 @@ fn compile(source: &Path, exe: &Path) {
     let output = match command.output() {
         Ok(output) => output,
         Err(e) if e.kind() == ErrorKind::NotFound => panic!(
-            "no C compiler: {cc:?} was not found. This test compiles C against \
-             include/timehands.h; install one (cc, gcc or clang) or name it in $CC"
+            "no compiler: {cc:?} was not found. This test compiles {} against \
+             include/timehands.h; install one or name it in ${}",
+            source.display(),
+            compiler.variable
         ),
         Err(e) => panic!("{cc:?} could not be run: {e}"),
     };
@@ -93,12 +119,24 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Checks that the program `what` succeeded with an output that
+/// `looks_right`, or shows all it said.
+fn assert_passed(output: &Output, what: &str, looks_right: impl Fn(&str) -> bool) {
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success() && looks_right(&stdout),
+        "{what} failed ({}):\n{stdout}{}",
+        output.status,
+        text(&output.stderr)
+    );
+}
+
 /// On the counter this machine chooses, and on the kernel's clock (the
 /// fallback, whose `th_info` names a reason).
 #[test]
 fn the_c_api_behaves_like_clock_gettime() {
     let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("timehands-c-api");
-    compile(&crate_dir().join("tests/c/api.c"), &exe);
+    compile(&C, &crate_dir().join("tests/c/api.c"), &exe);
     for counter in [None, Some("kernel")] {
         let mut command = Command::new(&exe);
         match counter {
@@ -108,12 +146,10 @@ fn the_c_api_behaves_like_clock_gettime() {
         let output = command
             .output()
             .unwrap_or_else(|e| panic!("{} could not be run: {e}", exe.display()));
-        let stdout = text(&output.stdout);
-        assert!(
-            output.status.success() && stdout.ends_with(" passed, 0 failed\n"),
-            "tests/c/api.c with TIMEHANDS_COUNTER={counter:?} failed ({}):\n{stdout}{}",
-            output.status,
-            text(&output.stderr)
+        assert_passed(
+            &output,
+            &format!("tests/c/api.c with TIMEHANDS_COUNTER={counter:?}"),
+            |stdout| stdout.ends_with(" passed, 0 failed\n"),
         );
     }
 }
@@ -121,7 +157,11 @@ fn the_c_api_behaves_like_clock_gettime() {
 #[test]
 fn the_example_benchmark_prints_both_figures() {
     let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("timehands-clock-gettime-bench");
-    compile(&crate_dir().join("examples/c/clock-gettime-bench.c"), &exe);
+    compile(
+        &C,
+        &crate_dir().join("examples/c/clock-gettime-bench.c"),
+        &exe,
+    );
 
     let output = run(&exe, &["1000"]);
     let stdout = text(&output.stdout);
@@ -140,6 +180,17 @@ fn the_example_benchmark_prints_both_figures() {
         assert_eq!(stderr.lines().count(), 1, "count {bad}: {stderr}");
         assert!(stderr.contains(bad), "count {bad}: {stderr}");
     }
+}
+
+/// The header is C++ too: its declarations in `extern "C"`, its types
+/// C++'s own.
+#[test]
+fn a_cxx_program_uses_the_header() {
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("timehands-cxx-api");
+    compile(&CXX, &crate_dir().join("tests/c/api.cpp"), &exe);
+    assert_passed(&run(&exe, &[]), "tests/c/api.cpp", |stdout| {
+        stdout.starts_with("C++: ")
+    });
 }
 
 #[test]

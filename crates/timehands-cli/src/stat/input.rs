@@ -11,11 +11,12 @@
 //!   skipped;
 //! - the field must be a number in full, leading white space allowed.
 //!
-//! Two things ministat accepts are errors here, with the file and line:
-//! `inf`/`nan` (they make every statistic and the plot meaningless) and C's
-//! hexadecimal floats such as `0x10`, which Rust's parser does not read.
+//! Three things ministat accepts are errors here, with the file and line:
+//! `inf`/`nan` (they make every statistic and the plot meaningless), C's
+//! hexadecimal floats such as `0x10`, which Rust's parser does not read, and
+//! a line over a MiB (ministat reads it in pieces of its buffer's size).
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 
 use anyhow::{Context, Result, bail};
 
@@ -52,20 +53,36 @@ impl Columns {
     }
 }
 
+/// The longest line read: a longer one is no data set's line (`/dev/zero`
+/// has none at all), and would otherwise be held whole in memory.
+const MAX_LINE: u64 = 1 << 20;
+
 /// The data set `name` from everything `reader` yields.
-pub fn read_sample(name: &str, mut reader: impl Read, columns: &Columns) -> Result<Sample> {
-    let mut text = Vec::new();
-    reader
-        .read_to_end(&mut text)
-        .with_context(|| format!("cannot read {name}"))?;
+pub fn read_sample(name: &str, reader: impl Read, columns: &Columns) -> Result<Sample> {
+    let mut reader = BufReader::new(reader);
     let mut points = Vec::new();
-    for (index, line) in text.split(|&b| b == b'\n').enumerate() {
-        let Some(field) = columns.field(line) else {
+    let mut line = Vec::new();
+    for number in 1.. {
+        line.clear();
+        let read = (&mut reader)
+            .take(MAX_LINE + 1)
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("cannot read {name}"))?;
+        if read == 0 {
+            break;
+        }
+        if line.len() as u64 > MAX_LINE {
+            bail!("line {number} in {name} is longer than {MAX_LINE} bytes");
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        let Some(field) = columns.field(&line) else {
             continue;
         };
         points.push(
             parse_number(field)
-                .with_context(|| format!("invalid data on line {} in {name}", index + 1))?,
+                .with_context(|| format!("invalid data on line {number} in {name}"))?,
         );
     }
     Sample::new(name, points)
@@ -129,6 +146,18 @@ mod tests {
         assert_eq!(
             points(text, &columns(1, " ")),
             [-0.25, 0.5, 2.0, 5.0, 1000.0]
+        );
+    }
+
+    #[test]
+    fn a_line_too_long_is_refused_before_it_is_read_whole() {
+        let endless = std::io::repeat(b'1');
+        let err = read_sample("zero", endless, &columns(1, " "))
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "line 1 in zero is longer than 1048576 bytes"
         );
     }
 

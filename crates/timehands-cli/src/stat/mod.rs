@@ -30,10 +30,12 @@ mod sample;
 mod student;
 
 use std::fs::File;
-use std::io::{IsTerminal, Write as _};
+use std::io::IsTerminal;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 
+use crate::output;
 use input::{Columns, read_sample};
 use sample::Sample;
 use student::{Comparison, Confidence};
@@ -105,7 +107,7 @@ pub struct Args {
     pub width: Option<u16>,
 
     /// Data files, one set each (at most 7); `-` or none reads standard input.
-    pub files: Vec<String>,
+    pub files: Vec<PathBuf>,
 }
 
 fn parse_confidence(text: &str) -> Result<Confidence, String> {
@@ -130,12 +132,7 @@ pub fn run(args: &Args) -> Result<()> {
         Some(w) => usize::from(w),
         None => terminal_width().unwrap_or(DEFAULT_WIDTH),
     };
-    let text = report(&samples, args, width);
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        // A reader that stopped early (`| head`) is not an error.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.context("writing to standard output"),
-    }
+    output::print(&report(&samples, args, width))
 }
 
 /// Every data set the arguments name, in order.
@@ -156,13 +153,15 @@ fn read_samples(args: &Args) -> Result<Vec<Sample>> {
     }
     args.files
         .iter()
-        .map(|name| {
-            if name == "-" {
-                stdin()
-            } else {
-                let file = File::open(name).with_context(|| format!("cannot open {name}"))?;
-                read_sample(name, file, &columns)
+        .map(|path| {
+            if path.as_os_str() == "-" {
+                return stdin();
             }
+            // Named as given; a name that is not UTF-8 is shown with its odd
+            // bytes replaced.
+            let name = path.to_string_lossy();
+            let file = File::open(path).with_context(|| format!("cannot open {name}"))?;
+            read_sample(&name, file, &columns)
         })
         .collect()
 }
@@ -177,7 +176,15 @@ fn terminal_width() -> Option<usize> {
         .ok()
         .and_then(|c| c.trim().parse::<usize>().ok())
         .or_else(window_columns)?;
-    columns.checked_sub(2).filter(|&w| w >= 2)
+    plot_width(columns)
+}
+
+/// The plot's width in a terminal `columns` wide: less the border, at least
+/// 2, and at most what `-w` takes (a `COLUMNS` of 10^11 asked the plot for
+/// 100 GB).
+fn plot_width(columns: usize) -> Option<usize> {
+    let width = columns.checked_sub(2).filter(|&w| w >= 2)?;
+    Some(width.min(usize::from(u16::MAX)))
 }
 
 /// The terminal window's width in columns, from `TIOCGWINSZ`.
@@ -244,5 +251,17 @@ fn verdict(c: &Comparison, confidence: Confidence) -> String {
         )
     } else {
         format!("No difference proven at {level:.1}% confidence\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plot_width;
+
+    #[test]
+    fn a_terminal_s_width_less_the_border_within_what_w_takes() {
+        assert_eq!(plot_width(80), Some(78));
+        assert_eq!(plot_width(3), None);
+        assert_eq!(plot_width(100_000_000_000), Some(65_535));
     }
 }

@@ -25,12 +25,17 @@ use super::sample::Sample;
 struct Axis {
     x0: f64,
     dx: f64,
+    /// The last column.
+    last: usize,
 }
 
 impl Axis {
-    /// The column of `value`; C's truncating conversion, as ministat's.
+    /// The column of `value`; C's truncating conversion, as ministat's. The
+    /// greatest value falls half a column inside the last one, but with
+    /// subnormal numbers (a span below 1e-307) the rounding of `dx` can put
+    /// it past the end, where ministat writes out of bounds: it is held in.
     fn column(&self, value: f64) -> usize {
-        ((value - self.x0) / self.dx) as usize
+        (((value - self.x0) / self.dx) as usize).min(self.last)
     }
 }
 
@@ -52,6 +57,7 @@ pub fn render(samples: &[Sample], width: usize, separate_bars: bool) -> String {
     let axis = Axis {
         x0: min - 0.5 * dx,
         dx,
+        last: width - 1,
     };
 
     // dots[row][column]: the OR of the symbols' indices; row 0 stays empty.
@@ -120,6 +126,14 @@ mod tests {
 
     fn sample(points: &[f64]) -> Sample {
         Sample::new("t", points.to_vec()).expect("valid")
+    }
+
+    #[test]
+    fn subnormal_values_stay_inside_the_plot() {
+        let plot = render(&[sample(&[1e-320, 2e-320, 3e-320])], 74, false);
+        let lines: Vec<&str> = plot.lines().collect();
+        assert!(lines.iter().all(|l| l.len() == 76), "{plot}");
+        assert!(lines[1].ends_with("x|"), "{plot}");
     }
 
     #[test]

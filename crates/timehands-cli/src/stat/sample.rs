@@ -34,7 +34,7 @@ pub struct Sample {
 
 impl Sample {
     /// A data set from finite `points` in input order; an error when there
-    /// are fewer than [`MIN_POINTS`] or their sum overflows.
+    /// are fewer than [`MIN_POINTS`] or their sum or variance overflows.
     pub fn new(name: impl Into<String>, mut points: Vec<f64>) -> Result<Sample> {
         let name = name.into();
         if points.len() < MIN_POINTS {
@@ -46,8 +46,13 @@ impl Sample {
         let n = points.len() as f64;
         let mean = points.iter().sum::<f64>() / n;
         let variance = points.iter().map(|p| (p - mean) * (p - mean)).sum::<f64>() / (n - 1.0);
-        if !mean.is_finite() || !variance.is_finite() {
+        if !mean.is_finite() {
             bail!("data set {name}: the values are too large to sum in a double");
+        }
+        if !variance.is_finite() {
+            bail!(
+                "data set {name}: the values are too far apart for their variance to fit in a double"
+            );
         }
         // Numeric order with -0 equal to 0, and equal points in input order:
         // the order ministat's qsort (glibc's merge sort, stable) leaves, which
@@ -164,6 +169,11 @@ mod tests {
     fn an_overflowing_sum_is_an_error() {
         let err = Sample::new("huge", vec![f64::MAX; 3]).unwrap_err();
         assert!(err.to_string().contains("too large"), "{err}");
+        let err = Sample::new("wide", vec![1e200, 1e200, 2e200]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "data set wide: the values are too far apart for their variance to fit in a double"
+        );
     }
 
     proptest! {

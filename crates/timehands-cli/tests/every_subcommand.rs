@@ -1,0 +1,113 @@
+//! What every subcommand does alike: `--help` with examples, a reader of its
+//! output that stops early, and an output that cannot be written.
+
+mod support;
+
+use std::fs::File;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::process::{Command, Stdio};
+
+use support::BIN;
+
+/// Each subcommand with flags that make a short run.
+fn quick_runs() -> Vec<&'static [&'static str]> {
+    let mut runs: Vec<&[&str]> = vec![
+        &["info"],
+        &["info", "--json"],
+        &[
+            "report",
+            "--rounds",
+            "2",
+            "--calls",
+            "10",
+            "--brackets",
+            "2",
+        ],
+        &["bench", "--rounds", "2", "--calls", "10", "--json"],
+        &["scale", "--threads", "1", "--step", "1", "--clocks", "vdso"],
+        &["track", "-D", "0.01", "--interval", "5"],
+        &["track", "-D", "0.01", "--interval", "5", "--json"],
+        &["stat", "tests/fixtures/ministat/data/a.txt"],
+    ];
+    if cfg!(all(target_arch = "x86_64", target_os = "linux")) {
+        runs.push(&["tsc-sync", "--handoffs", "100", "--json"]);
+    }
+    runs
+}
+
+#[test]
+fn every_subcommand_has_help_with_examples() {
+    let text = support::stdout(&["--help"]);
+    assert!(
+        text.contains("Examples:\n  timehands  "),
+        "no examples in\n{text}"
+    );
+    for sub in [
+        "info", "report", "bench", "stat", "scale", "tsc-sync", "track", "timers",
+    ] {
+        let text = support::stdout(&[sub, "--help"]);
+        let examples = text
+            .split("Examples:")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{sub} --help has no examples:\n{text}"));
+        assert!(
+            examples.contains(&format!("timehands {sub}")),
+            "{sub} --help: no example runs it:\n{text}"
+        );
+    }
+}
+
+/// Runs `args` in the crate's directory with `stdout` as standard output.
+fn run_into(args: &[&str], stdout: Stdio) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(stdout)
+        .output()
+        .expect("the binary runs")
+}
+
+/// A pipe whose reading end is already closed: writing to it fails with
+/// EPIPE, as `timehands ... | head -0` does.
+fn pipe_nobody_reads() -> Stdio {
+    let mut ends = [0; 2];
+    // SAFETY: `ends` has room for the two descriptors pipe(2) writes.
+    assert_eq!(unsafe { libc::pipe(ends.as_mut_ptr()) }, 0, "pipe(2)");
+    // SAFETY: pipe(2) returned two open descriptors that nothing else owns.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
+    drop(read);
+    Stdio::from(write)
+}
+
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    for args in quick_runs() {
+        let out = run_into(args, pipe_nobody_reads());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {}: {err}", out.status);
+        assert!(err.is_empty(), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn an_output_that_cannot_be_written_fails_in_one_line() {
+    for args in quick_runs() {
+        let full = File::create("/dev/full").expect("/dev/full");
+        let out = run_into(args, Stdio::from(full));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(
+            err,
+            "timehands: cannot write to standard output: No space left on device (os error 28)\n",
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn no_progress_is_drawn_when_stderr_is_not_a_terminal() {
+    // Long enough (over 2 s) that a terminal would get a progress bar.
+    let out = support::run(&["track", "-D", "2.2", "--interval", "1100"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
