@@ -46,10 +46,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let until = args.duration.map_or("Ctrl-C".to_string(), |d| {
         format!("{} s or Ctrl-C", d.as_secs())
     });
-    println!(
-        "load: {} threads sleeping random times below 1 ms until {until}",
+    crate::output::print(&format!(
+        "load: {} threads sleeping random times below 1 ms until {until}\n",
         args.threads
-    );
+    ))?;
     let started = Instant::now();
     let sleeps = std::thread::scope(|scope| -> anyhow::Result<u64> {
         let mut handles = Vec::new();
@@ -71,12 +71,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Ok(handles.into_iter().map(|h| h.join().unwrap_or(0)).sum())
     })?;
     let seconds = started.elapsed().as_secs_f64();
-    println!(
-        "load: {} threads, {seconds:.1} s, {sleeps} sleeps ({:.0} per second)",
+    crate::output::print(&format!(
+        "load: {} threads, {seconds:.1} s, {sleeps} sleeps ({:.0} per second)\n",
         args.threads,
         sleeps as f64 / seconds
-    );
-    Ok(())
+    ))
 }
 
 /// Blocks until `duration` has passed since `started` or the flag is raised.

@@ -325,16 +325,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         setups,
         ratios,
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print(&report);
-    }
-    Ok(())
+    crate::output::print_json_or_text(args.json, &report, text)
 }
 
-fn print(r: &Report) {
-    println!(
+/// The report as lines of text.
+fn text(r: &Report) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "hard timer every {} µs; {} soft timers with periods of {}-{} ms, slack {} µs, {} ns of work each; {} s per setup",
         r.interval_us,
         r.soft_timers,
@@ -344,16 +343,18 @@ fn print(r: &Report) {
         r.work_ns,
         r.duration_s
     );
-    println!("service hard thread: {}", r.hard_scheduling);
-    println!("naive queue thread:  {}", r.naive_scheduling);
-    println!();
-    println!(
+    let _ = writeln!(out, "service hard thread: {}", r.hard_scheduling);
+    let _ = writeln!(out, "naive queue thread:  {}", r.naive_scheduling);
+    out.push('\n');
+    let _ = writeln!(
+        out,
         "{:<32} {:>8} {:>7} {:>10} {:>10} {:>10} {:>12}",
         "hard-timer lateness", "expiries", "missed", "p50 µs", "p99 µs", "max µs", "soft fired"
     );
     let us = |ns: u64| ns as f64 / 1000.0;
     for s in &r.setups {
-        println!(
+        let _ = writeln!(
+            out,
             "{:<32} {:>8} {:>7} {:>10.1} {:>10.1} {:>10.1} {:>12}",
             s.name,
             s.hard_expiries,
@@ -364,13 +365,15 @@ fn print(r: &Report) {
             s.soft_expiries
         );
     }
-    println!();
+    out.push('\n');
     let x = &r.ratios;
-    println!(
+    let _ = writeln!(
+        out,
         "naive queue / service: p50 {:.2}x, p99 {:.2}x, max {:.2}x",
         x.naive_over_service_p50, x.naive_over_service_p99, x.naive_over_service_max
     );
-    println!(
+    let _ = writeln!(
+        out,
         "service with / without soft timers: p99 {:.2}x (target <= 1.2x: {})",
         x.loaded_over_unloaded_p99,
         if x.loaded_over_unloaded_p99 <= 1.2 {
@@ -379,4 +382,5 @@ fn print(r: &Report) {
             "missed"
         }
     );
+    out
 }

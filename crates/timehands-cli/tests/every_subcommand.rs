@@ -28,6 +28,10 @@ fn quick_runs() -> Vec<&'static [&'static str]> {
         &["track", "-D", "0.01", "--interval", "5"],
         &["track", "-D", "0.01", "--interval", "5", "--json"],
         &["stat", "tests/fixtures/ministat/data/a.txt"],
+        &["timers", "-m", "10", "-D", "0.1", "-p", "0"],
+        &["latency", "-l", "10", "-i", "200", "-q"],
+        &["latency", "-l", "10", "-i", "200", "-h", "5", "--json"],
+        &["load", "-t", "1", "-D", "1"],
     ];
     if cfg!(all(target_arch = "x86_64", target_os = "linux")) {
         runs.push(&["tsc-sync", "--handoffs", "100", "--json"]);

@@ -37,6 +37,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 
+use crate::output;
+
 use measure::{Limits, Nanosleep, Progress, ServiceTimer, Setup, ThreadPlan, Waiter};
 use report::ThreadResult;
 use sysinfo::SysInfo;
@@ -284,8 +286,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     };
     if text {
         match &idle_limit {
-            Ok(_) => println!("# /dev/cpu_dma_latency set to 0us"),
-            Err(why) => println!("# WARN: {why}"),
+            Ok(_) => output::print("# /dev/cpu_dma_latency set to 0us\n")?,
+            Err(why) => output::print(&format!("# WARN: {why}\n"))?,
         }
     }
     let start_unix_s = unix_seconds();
@@ -293,10 +295,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let results = if args.service {
         let service = timer_service(plan.threads[0].priority)?;
         if text {
-            println!(
-                "# timer service: hard expiry thread {}",
+            output::print(&format!(
+                "# timer service: hard expiry thread {}\n",
                 service.scheduling()
-            );
+            ))?;
         }
         measure_all(&plan, stop, live, || ServiceTimer::new(&service))?
     } else {
@@ -326,7 +328,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         };
         let body = serde_json::to_string_pretty(&document(args, &plan, &results, &sysinfo, run))?;
         match out {
-            JsonOut::Stdout => println!("{body}"),
+            JsonOut::Stdout => output::print(&format!("{body}\n"))?,
             JsonOut::File(path, mut file) => writeln!(file, "{body}")
                 .with_context(|| format!("--json {}: cannot write", path.display()))?,
         }
@@ -508,7 +510,8 @@ fn print_text(
     histfile: Option<File>,
     sysinfo: &SysInfo,
 ) -> anyhow::Result<()> {
-    let mut out = io::stdout().lock();
+    // Made whole, then written at once: see `output::print`.
+    let mut out = Vec::new();
     if !args.quiet {
         let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
         writeln!(
@@ -541,7 +544,7 @@ fn print_text(
     for r in results {
         writeln!(out, "{}", report::extra_line(r))?;
     }
-    Ok(())
+    output::print(&String::from_utf8_lossy(&out))
 }
 
 fn unix_seconds() -> u64 {
