@@ -87,15 +87,35 @@ fn pair_with(read: impl Fn() -> u64, clock: libc::clockid_t) -> Pair {
 /// What the watchdog compares the counter with: CLOCK_MONOTONIC_RAW, which no
 /// NTP slew moves (chrony slews CLOCK_MONOTONIC by up to 8% through the tick
 /// length), plus the time spent in suspend (BOOTTIME − MONOTONIC), which a
-/// counter that runs through suspend (an invariant TSC in s2idle) counts.
-fn watch_pair(read: impl Fn() -> u64) -> Pair {
-    let suspended =
-        kernel_nanos(libc::CLOCK_BOOTTIME).saturating_sub(kernel_nanos(libc::CLOCK_MONOTONIC));
+/// counter that runs through suspend (an invariant TSC in s2idle) counts. The
+/// suspend's own bracket, in counts of a counter at `hz`, widens the sample's:
+/// a read preempted there must not look like a counter off its rate.
+fn watch_pair(read: impl Fn() -> u64, hz: u64) -> Pair {
+    let (suspended, suspended_width) = offset_from_monotonic(libc::CLOCK_BOOTTIME);
     let raw = pair_with(read, libc::CLOCK_MONOTONIC_RAW);
+    let suspended_counts = (suspended_width as u128 * hz as u128 / 1_000_000_000) as u64;
     Pair {
-        kernel: raw.kernel + suspended,
+        kernel: raw.kernel.saturating_add_signed(suspended),
+        width: raw.width.saturating_add(suspended_counts),
         ..raw
     }
+}
+
+/// The kernel clock `id` minus CLOCK_MONOTONIC, in ns, and the width of the
+/// bracket it was read in: the tightest of three `MONOTONIC, id, MONOTONIC`.
+fn offset_from_monotonic(id: libc::clockid_t) -> (i64, u64) {
+    (0..3)
+        .map(|_| {
+            let before = kernel_nanos(libc::CLOCK_MONOTONIC) as i64;
+            let other = kernel_nanos(id) as i64;
+            let after = kernel_nanos(libc::CLOCK_MONOTONIC) as i64;
+            (
+                other - before - (after - before) / 2,
+                (after - before) as u64,
+            )
+        })
+        .min_by_key(|&(_, width)| width)
+        .expect("three brackets")
 }
 
 /// A frequency measured between two pairs, and how sure it is: each pair's
@@ -284,7 +304,7 @@ impl Steering {
         if matches!(engine.counter(), HostCounter::Kernel(_)) {
             return None;
         }
-        let current = watch_pair(|| engine.counter().read());
+        let current = watch_pair(|| engine.counter().read(), engine.counter().frequency());
         let earlier = self.watched.replace(current)?;
         // The rate the counter has kept since the first sample, up to the
         // last one: what this interval is held to.
@@ -319,22 +339,13 @@ impl Steering {
     /// followed when they move by more than the bracket they are read in
     /// (a `settimeofday`, a suspend).
     pub(crate) fn follow_offsets(&mut self, clock: &HostClock) {
-        let offset_of = |id| {
-            let before = kernel_nanos(libc::CLOCK_MONOTONIC) as i64;
-            let other = kernel_nanos(id) as i64;
-            let after = kernel_nanos(libc::CLOCK_MONOTONIC) as i64;
-            (
-                other - before - (after - before) / 2,
-                (after - before) as u64,
-            )
-        };
-        let (realtime, width) = offset_of(libc::CLOCK_REALTIME);
+        let (realtime, width) = offset_from_monotonic(libc::CLOCK_REALTIME);
         if moved(&mut self.realtime_offset, realtime, width) {
             clock
                 .engine()
                 .set_boottime(BinTime::from_nanos(realtime as i128));
         }
-        let (boottime, width) = offset_of(libc::CLOCK_BOOTTIME);
+        let (boottime, width) = offset_from_monotonic(libc::CLOCK_BOOTTIME);
         if moved(&mut self.boottime_offset, boottime, width) {
             clock.boottime_offset.store(boottime, Ordering::Relaxed);
         }
