@@ -46,6 +46,8 @@
 //! suspend in. Our clock then stands ahead of CLOCK_MONOTONIC by the time
 //! suspended (time already read cannot be taken back), and the steering slews
 //! that away at 500 ppm; [`info`] and [`getres`] show the offset meanwhile.
+//! The steering's rate baseline starts again after a suspend, so that the
+//! counts of the suspend are not taken for a frequency.
 //!
 //! # Who winds up
 //!
@@ -1000,6 +1002,30 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         let seen = reader.join().expect("the reader ran");
         (clock, seen)
+    }
+
+    /// A suspend (the Boottime offset grew) restarts the rate's baseline:
+    /// counts that ran on while CLOCK_MONOTONIC stood still are no frequency.
+    /// Offsets that did not move keep it.
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the kernel's clocks")]
+    fn a_suspend_restarts_the_rate_baseline() {
+        let counter = Faulty::default();
+        let start = crate::steer::Pair::new(counter.read(), kernel_nanos(libc::CLOCK_MONOTONIC), 0);
+        let clock = HostClock::new(Choice {
+            counter: HostCounter::Test(counter),
+            frequency_source: "the test".to_string(),
+            verdicts: Vec::new(),
+            fallback: None,
+            anchor: Some(start),
+            uncertainty_ppb: Some(0),
+        });
+        let mut steering = clock.steering();
+        steering.follow_offsets(&clock);
+        assert!(steering.has_rate_anchor());
+        steering.pretend_suspended(1_000_000_000);
+        steering.follow_offsets(&clock);
+        assert!(!steering.has_rate_anchor());
     }
 
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]

@@ -252,6 +252,21 @@ impl Steering {
         }
     }
 
+    /// Whether the rate has a baseline's first end (test access).
+    #[cfg(test)]
+    pub(crate) fn has_rate_anchor(&self) -> bool {
+        self.anchor.is_some()
+    }
+
+    /// Makes the Boottime offset known `ns` less than it is, as it was before
+    /// a suspend of `ns` (test access).
+    #[cfg(test)]
+    pub(crate) fn pretend_suspended(&mut self, ns: i64) {
+        if let Some(known) = &mut self.boottime_offset {
+            *known -= ns;
+        }
+    }
+
     /// The counter frequency in use, in Hz.
     pub(crate) fn frequency_hz(&self) -> u64 {
         self.hz
@@ -346,8 +361,16 @@ impl Steering {
                 .set_boottime(BinTime::from_nanos(realtime as i128));
         }
         let (boottime, width) = offset_from_monotonic(libc::CLOCK_BOOTTIME);
+        let known = self.boottime_offset.is_some();
         if moved(&mut self.boottime_offset, boottime, width) {
             clock.boottime_offset.store(boottime, Ordering::Relaxed);
+            if known {
+                // A suspend: CLOCK_MONOTONIC stood still while the counter
+                // may have run on, so the rate's baseline starts again after
+                // it (the watchdog's reference counts the suspend in).
+                self.anchor = None;
+                self.next_anchor = None;
+            }
         }
     }
 }
