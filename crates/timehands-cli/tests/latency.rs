@@ -2,19 +2,14 @@
 //! JSON fields it adds, Ctrl-C, and one-line errors. Short runs (a few dozen
 //! wakeups of 200 µs); nothing here depends on how late a wakeup is.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::process::Output;
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_timehands");
-
 fn latency(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("latency")
-        .args(args)
-        .output()
-        .expect("runs")
+    support::run(&[&["latency"][..], args].concat())
 }
 
 fn stdout_of(args: &[&str]) -> String {
@@ -42,6 +37,14 @@ struct Line {
     min: u64,
     avg: u64,
     max: u64,
+}
+
+/// Every thread's `T:` line in `text`.
+fn thread_lines(text: &str) -> Vec<Line> {
+    text.lines()
+        .filter(|l| l.starts_with("T:"))
+        .map(parse_line)
+        .collect()
 }
 
 fn parse_line(line: &str) -> Line {
@@ -83,11 +86,7 @@ fn parse_line(line: &str) -> Line {
 #[test]
 fn quiet_prints_one_cyclictest_line_per_thread_with_distance_applied() {
     let text = stdout_of(&["-q", "-l", "20", "-i", "200", "-t", "2"]);
-    let lines: Vec<Line> = text
-        .lines()
-        .filter(|l| l.starts_with("T:"))
-        .map(parse_line)
-        .collect();
+    let lines = thread_lines(&text);
     assert_eq!(lines.len(), 2, "{text}");
     for (i, l) in lines.iter().enumerate() {
         assert_eq!(l.thread, i as u64);
@@ -117,11 +116,7 @@ fn quiet_prints_one_cyclictest_line_per_thread_with_distance_applied() {
 #[test]
 fn service_waits_on_the_timer_service() {
     let text = stdout_of(&["-q", "-l", "20", "-i", "200", "-t", "2", "--service"]);
-    let lines: Vec<Line> = text
-        .lines()
-        .filter(|l| l.starts_with("T:"))
-        .map(parse_line)
-        .collect();
+    let lines = thread_lines(&text);
     assert_eq!(lines.len(), 2, "{text}");
     assert!(lines.iter().all(|l| l.cycles == 20), "{text}");
     let service = text
@@ -376,21 +371,8 @@ fn bad_input_is_one_line_naming_it_and_a_non_zero_exit() {
 
 #[test]
 fn ctrl_c_stops_the_run_and_prints_the_summary() {
-    let mut child = Command::new(BIN)
-        .args(["latency", "-q", "-i", "500"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("starts");
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-    // The first line comes after the handler is in place.
-    let mut first = String::new();
-    stdout.read_line(&mut first).expect("reads");
+    let (first, rest) = support::interrupted(&["latency", "-q", "-i", "500"]);
     assert!(first.starts_with('#'), "{first}");
-    // SAFETY: kill with a child's pid and a valid signal touches no memory.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let mut rest = String::new();
-    stdout.read_to_string(&mut rest).expect("reads");
-    assert!(child.wait().expect("exits").success(), "{rest}");
     assert!(rest.lines().any(|l| l.starts_with("T: 0 (")), "{rest}");
     assert!(
         rest.lines().any(|l| l.starts_with("# T: 0 Missed:")),

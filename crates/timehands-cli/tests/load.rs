@@ -1,10 +1,7 @@
 //! `timehands load`: runs its threads for the duration or until Ctrl-C, says
 //! how many sleeps they did, and refuses bad flags on one line.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_timehands");
+mod support;
 
 /// The sleep count of the closing line `load: N threads, S s, K sleeps (R per second)`.
 fn sleeps(summary: &str) -> u64 {
@@ -23,10 +20,7 @@ fn sleeps(summary: &str) -> u64 {
 
 #[test]
 fn a_duration_ends_the_load_with_a_summary() {
-    let out = Command::new(BIN)
-        .args(["load", "-t", "2", "-D", "1"])
-        .output()
-        .expect("runs");
+    let out = support::run(&["load", "-t", "2", "-D", "1"]);
     assert!(
         out.status.success(),
         "{}",
@@ -44,21 +38,8 @@ fn a_duration_ends_the_load_with_a_summary() {
 
 #[test]
 fn ctrl_c_stops_the_load_cleanly() {
-    let mut child = Command::new(BIN)
-        .args(["load", "-t", "3"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("starts");
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-    // The first line comes after the handler is in place.
-    let mut first = String::new();
-    stdout.read_line(&mut first).expect("reads");
+    let (first, rest) = support::interrupted(&["load", "-t", "3"]);
     assert!(first.contains("until Ctrl-C"), "{first}");
-    // SAFETY: kill with a child's pid and a valid signal touches no memory.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let mut rest = String::new();
-    stdout.read_to_string(&mut rest).expect("reads");
-    assert!(child.wait().expect("exits").success(), "{rest}");
     assert!(rest.starts_with("load: 3 threads, "), "{rest}");
     sleeps(&rest);
 }
@@ -71,11 +52,7 @@ fn bad_flags_are_one_line_and_a_non_zero_exit() {
         (&["-D", "0"][..], "duration"),
         (&["-D", "1y"][..], "duration"),
     ] {
-        let out = Command::new(BIN)
-            .arg("load")
-            .args(args)
-            .output()
-            .expect("runs");
+        let out = support::run(&[&["load"][..], args].concat());
         assert!(!out.status.success(), "{args:?} succeeded");
         let err = String::from_utf8(out.stderr).expect("utf-8");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");

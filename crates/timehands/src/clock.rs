@@ -146,6 +146,7 @@ impl Counter for HostCounter {
 
 /// One check that went into choosing the counter.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Verdict {
     /// What was checked.
     pub check: &'static str,
@@ -857,8 +858,10 @@ pub fn getres(id: ClockId) -> Resolution {
     }
 }
 
-/// What the clock runs on and how well it is doing.
+/// What the clock runs on and how well it is doing. With the `serde` feature
+/// it serializes under these names, the accuracy as `accuracy_ns`.
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Info {
     /// The counter's name (`TSC`, `CNTVCT_EL0`, `CLOCK_MONOTONIC`).
     pub counter: String,
@@ -882,7 +885,17 @@ pub struct Info {
     /// The last measured offset, CLOCK_MONOTONIC minus ours, in ns.
     pub offset_ns: i64,
     /// The current error bound against CLOCK_MONOTONIC.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "accuracy_ns", serialize_with = "nanos_of")
+    )]
     pub accuracy: Duration,
+}
+
+/// A duration serialized as whole nanoseconds.
+#[cfg(feature = "serde")]
+fn nanos_of<S: serde::Serializer>(d: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u128(d.as_nanos())
 }
 
 /// What the clock runs on, why, and how far it is from the kernel.
@@ -1002,6 +1015,22 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         let seen = reader.join().expect("the reader ran");
         (clock, seen)
+    }
+
+    /// With `serde`, `info()` is the JSON document tools print: the fields by
+    /// name, the accuracy in nanoseconds, the verdicts as objects.
+    #[cfg(feature = "serde")]
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the CPU's counter and the kernel's clocks")]
+    fn info_serializes_by_name() {
+        let doc = serde_json::to_value(info()).expect("serializes");
+        assert_eq!(doc["counter"], info().counter);
+        assert!(doc["accuracy_ns"].is_u64(), "{doc}");
+        assert!(doc["frequency_hz"].as_u64().is_some_and(|hz| hz > 0));
+        let verdicts = doc["verdicts"].as_array().expect("an array");
+        for v in verdicts {
+            assert!(v["check"].is_string() && v["passed"].is_boolean() && v["detail"].is_string());
+        }
     }
 
     /// A suspend (the Boottime offset grew) restarts the rate's baseline:

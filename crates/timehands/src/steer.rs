@@ -91,7 +91,7 @@ fn pair_with(read: impl Fn() -> u64, clock: libc::clockid_t) -> Pair {
 /// suspend's own bracket, in counts of a counter at `hz`, widens the sample's:
 /// a read preempted there must not look like a counter off its rate.
 fn watch_pair(read: impl Fn() -> u64, hz: u64) -> Pair {
-    let (suspended, suspended_width) = offset_from_monotonic(libc::CLOCK_BOOTTIME);
+    let (suspended, suspended_width) = offset_from_monotonic(libc::CLOCK_BOOTTIME, 3);
     let raw = pair_with(read, libc::CLOCK_MONOTONIC_RAW);
     let suspended_counts = (suspended_width as u128 * hz as u128 / 1_000_000_000) as u64;
     Pair {
@@ -102,9 +102,10 @@ fn watch_pair(read: impl Fn() -> u64, hz: u64) -> Pair {
 }
 
 /// The kernel clock `id` minus CLOCK_MONOTONIC, in ns, and the width of the
-/// bracket it was read in: the tightest of three `MONOTONIC, id, MONOTONIC`.
-fn offset_from_monotonic(id: libc::clockid_t) -> (i64, u64) {
-    (0..3)
+/// bracket it was read in: the tightest of `brackets` brackets `MONOTONIC, id,
+/// MONOTONIC`.
+fn offset_from_monotonic(id: libc::clockid_t, brackets: usize) -> (i64, u64) {
+    (0..brackets.max(1))
         .map(|_| {
             let before = kernel_nanos(libc::CLOCK_MONOTONIC) as i64;
             let other = kernel_nanos(id) as i64;
@@ -115,7 +116,7 @@ fn offset_from_monotonic(id: libc::clockid_t) -> (i64, u64) {
             )
         })
         .min_by_key(|&(_, width)| width)
-        .expect("three brackets")
+        .expect("at least one bracket")
 }
 
 /// A frequency measured between two pairs, and how sure it is: each pair's
@@ -222,15 +223,24 @@ pub(crate) struct Steering {
     watched: Option<Pair>,
 }
 
-/// Whether a kernel offset `measured` (to within `width`) differs from the
-/// `known` one by more than the measurement can tell, recording it if so: so
-/// that noise never moves a clock, backwards or forwards.
-fn moved(known: &mut Option<i64>, measured: i64, width: u64) -> bool {
-    let moved = known.is_none_or(|known| known.abs_diff(measured) > width);
-    if moved {
-        *known = Some(measured);
+/// The offset of the kernel clock `id` from CLOCK_MONOTONIC if it moved from
+/// the `known` one by more than the measurement can tell, recording it: so
+/// that noise never moves a clock, backwards or forwards. One bracket at each
+/// windup; a move is confirmed with the tightest of three, so that a bracket
+/// preempted wide is neither a move nor a recorded offset.
+fn moved_offset(known: &mut Option<i64>, id: libc::clockid_t) -> Option<i64> {
+    let differs = |known: &Option<i64>, (offset, width): (i64, u64)| {
+        known.is_none_or(|known| known.abs_diff(offset) > width)
+    };
+    if !differs(known, offset_from_monotonic(id, 1)) {
+        return None;
     }
-    moved
+    let confirmed = offset_from_monotonic(id, 3);
+    if !differs(known, confirmed) {
+        return None;
+    }
+    *known = Some(confirmed.0);
+    Some(confirmed.0)
 }
 
 impl Steering {
@@ -354,15 +364,13 @@ impl Steering {
     /// followed when they move by more than the bracket they are read in
     /// (a `settimeofday`, a suspend).
     pub(crate) fn follow_offsets(&mut self, clock: &HostClock) {
-        let (realtime, width) = offset_from_monotonic(libc::CLOCK_REALTIME);
-        if moved(&mut self.realtime_offset, realtime, width) {
+        if let Some(realtime) = moved_offset(&mut self.realtime_offset, libc::CLOCK_REALTIME) {
             clock
                 .engine()
                 .set_boottime(BinTime::from_nanos(realtime as i128));
         }
-        let (boottime, width) = offset_from_monotonic(libc::CLOCK_BOOTTIME);
         let known = self.boottime_offset.is_some();
-        if moved(&mut self.boottime_offset, boottime, width) {
+        if let Some(boottime) = moved_offset(&mut self.boottime_offset, libc::CLOCK_BOOTTIME) {
             clock.boottime_offset.store(boottime, Ordering::Relaxed);
             if known {
                 // A suspend: CLOCK_MONOTONIC stood still while the counter

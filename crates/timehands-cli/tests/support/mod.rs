@@ -3,8 +3,9 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_timehands");
@@ -67,4 +68,24 @@ pub fn assert_svg(path: &std::path::Path) {
         "{}",
         path.display()
     );
+}
+
+/// Starts the binary with `args`, waits for its first line of output (which
+/// comes after its Ctrl-C handler is in place), sends SIGINT, and checks that
+/// it then exits successfully. Returns the first line and the rest.
+pub fn interrupted(args: &[&str]) -> (String, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut first = String::new();
+    stdout.read_line(&mut first).expect("reads");
+    // SAFETY: kill with a child's pid and a valid signal touches no memory.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).expect("reads");
+    assert!(child.wait().expect("exits").success(), "{first}{rest}");
+    (first, rest)
 }
