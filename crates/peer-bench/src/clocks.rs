@@ -32,6 +32,10 @@ pub const TIMEHANDS_NOW: &str = "timehands now()";
 pub const TIMEHANDS_NOW_UNORDERED: &str = "timehands now_unordered()";
 /// `timehands::now_coarse()`.
 pub const TIMEHANDS_NOW_COARSE: &str = "timehands now_coarse()";
+/// `timehands::gettime(ClockId::Realtime)`.
+pub const TIMEHANDS_REALTIME: &str = "timehands gettime(Realtime)";
+/// The kernel's monotonic clock, through the vDSO.
+pub const MONOTONIC: &str = "CLOCK_MONOTONIC";
 
 /// Where a clock's readings count from, which decides how it is tracked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +82,7 @@ pub fn clocks() -> Vec<Clock> {
             origin: Origin::Own,
             time_calls: |calls| time_calls(calls, SystemTime::now),
         },
-        kernel_clock::<{ libc::CLOCK_MONOTONIC }>("CLOCK_MONOTONIC", Origin::Monotonic),
+        kernel_clock::<{ libc::CLOCK_MONOTONIC }>(MONOTONIC, Origin::Monotonic),
         kernel_clock::<{ libc::CLOCK_REALTIME }>("CLOCK_REALTIME", Origin::Own),
         kernel_clock::<{ libc::CLOCK_MONOTONIC_RAW }>("CLOCK_MONOTONIC_RAW", Origin::Own),
         // BOOTTIME counts from the same boot but runs on through suspend.
@@ -108,6 +112,15 @@ pub fn clocks() -> Vec<Clock> {
             ns_per_unit: 1.0,
             origin: Origin::Monotonic,
             time_calls: |calls| time_calls(calls, timehands::now_coarse),
+        },
+        Clock {
+            name: TIMEHANDS_REALTIME,
+            read: || realtime_nanos(timehands::gettime(timehands::ClockId::Realtime)),
+            ns_per_unit: 1.0,
+            origin: Origin::Own,
+            time_calls: |calls| {
+                time_calls(calls, || timehands::gettime(timehands::ClockId::Realtime))
+            },
         },
         Clock {
             name: QUANTA_NOW,
@@ -202,9 +215,14 @@ fn std_instant() -> u64 {
     std::time::Instant::now().duration_since(base).as_nanos() as u64
 }
 
+/// A realtime reading (a `Duration` since the epoch) in nanoseconds.
+fn realtime_nanos(since_epoch: std::time::Duration) -> u64 {
+    since_epoch.as_nanos() as u64
+}
+
 fn system_time() -> u64 {
     let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH);
-    since_epoch.map_or(0, |d| d.as_nanos() as u64)
+    since_epoch.map_or(0, realtime_nanos)
 }
 
 /// `quanta::Instant` hides its value too. `recent()` may lag the base by one

@@ -56,12 +56,13 @@
 //! only for the coarse clocks, which read no counter and so would never notice:
 //! the first coarse read starts it, and it winds up every interval.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, Once, OnceLock};
 use std::time::Duration;
 
 use crate::hw::{self, KernelCounter};
 use crate::instant::Instant;
+use crate::nanos::floor_nanos;
 use crate::steer::{Pair, Steering};
 use crate::{BinTime, Counter, Timekeeper};
 
@@ -191,7 +192,7 @@ fn choose() -> Choice {
     };
     let kernel = |reason: String, verdicts: Vec<Verdict>| Choice {
         counter: HostCounter::Kernel(KernelCounter::monotonic()),
-        frequency_source: "CLOCK_MONOTONIC counts nanoseconds".to_string(),
+        frequency_source: KERNEL_FREQUENCY_SOURCE.to_string(),
         verdicts,
         fallback: Some(reason),
         anchor: None,
@@ -310,6 +311,14 @@ pub(crate) fn kernel_nanos(id: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Where the frequency of the kernel's clock comes from, as `info` says.
+const KERNEL_FREQUENCY_SOURCE: &str = "CLOCK_MONOTONIC counts nanoseconds";
+
+/// Whether `engine` runs on the kernel's clock (which needs no watchdog).
+fn on_kernel_clock(engine: &Timekeeper<HostCounter>) -> bool {
+    matches!(engine.counter(), HostCounter::Kernel(_))
+}
+
 /// What `info` reports of the counter choice.
 #[derive(Clone)]
 struct Facts {
@@ -318,22 +327,32 @@ struct Facts {
     fallback: Option<String>,
 }
 
+/// The timekeepers a clock can go through: the kernel's clock it starts on,
+/// the hardware counter it moves to, and the kernel's clock again if that
+/// counter goes wrong.
+const STAGES: usize = 3;
+
+/// The windup interval of the timekeeper the process's clock starts on, on
+/// the kernel's clock, until the hardware counter takes over: short, so that
+/// its promise (at most an interval and a lead ahead), where the hand-over
+/// point falls, is near.
+const STARTUP_INTERVAL: Duration = Duration::from_micros(50);
+
 /// The process-wide clock.
 pub(crate) struct HostClock {
-    /// The timekeeper on the counter chosen at startup.
-    primary: Timekeeper<HostCounter>,
-    /// The timekeeper on the kernel's clock that took over, if the watchdog
-    /// retired the primary one.
-    successor: OnceLock<Timekeeper<HostCounter>>,
-    /// Why the successor took over.
-    failover: OnceLock<String>,
-    /// Whether the successor is set: the readers' cheap test.
-    failed_over: AtomicBool,
+    /// The timekeepers in the order they took over (see [`STAGES`]).
+    stages: [OnceLock<Timekeeper<HostCounter>>; STAGES],
+    /// The index of the timekeeper in use, set after it is.
+    stage: AtomicUsize,
+    /// The move to the counter `choose` picks, once (see
+    /// [`choose_counter`](HostClock::choose_counter)); done from the start
+    /// for a clock given its counter.
+    chosen: Once,
     /// Whether the watchdog's thread was started.
     watchdog_started: AtomicBool,
     /// The verdict of the cross-CPU check of the TSC, once done.
     cross_cpu: OnceLock<Verdict>,
-    facts: Facts,
+    facts: Mutex<Facts>,
     /// The steering state; one steering at a time, by whoever winds up.
     steering: Mutex<Steering>,
     /// CLOCK_BOOTTIME − CLOCK_MONOTONIC, in ns.
@@ -346,46 +365,67 @@ pub(crate) struct HostClock {
 }
 
 impl HostClock {
+    /// The process's clock: on the kernel's CLOCK_MONOTONIC at first, which
+    /// costs nothing to choose (CPUID traps to the hypervisor in a VM, some
+    /// microseconds a leaf, and the clocksource is a file), until the
+    /// watchdog's thread moves it to the hardware counter.
     fn start() -> HostClock {
         // SAFETY: registers a handler that runs in the child after fork(); it
         // only stores to atomics, which is safe there. A failure (no memory)
         // leaves a child without restarted threads, as before.
         unsafe { libc::pthread_atfork(None, None, Some(forget_threads_in_child)) };
-        HostClock::new(choose())
+        let startup = Choice {
+            counter: HostCounter::Kernel(KernelCounter::monotonic()),
+            frequency_source: KERNEL_FREQUENCY_SOURCE.to_string(),
+            verdicts: Vec::new(),
+            fallback: None,
+            anchor: None,
+            uncertainty_ppb: Some(0),
+        };
+        HostClock::build(startup, STARTUP_INTERVAL)
     }
 
-    /// The clock on the counter `choice` made.
-    fn new(mut choice: Choice) -> HostClock {
+    /// A clock on the counter `choice` made, which it keeps (but for a
+    /// failover).
+    #[cfg(test)]
+    fn new(choice: Choice) -> HostClock {
+        let clock = HostClock::build(choice, WINDUP_INTERVAL);
+        clock.chosen.call_once(|| ());
+        clock
+    }
+
+    /// The clock on `choice`'s counter with windups every `interval`.
+    fn build(mut choice: Choice, interval: Duration) -> HostClock {
         // The clock starts at CLOCK_MONOTONIC's time at a counter reading
         // paired with it, so that building the timekeeper (page faults on a
         // first touch cost microseconds here) is not an offset.
         let start = crate::steer::pair(|| choice.counter.read());
         let before = BinTime::from_nanos(start.kernel as i128);
-        let engine = build(choice.counter, before, Some(start.count)).unwrap_or_else(|refused| {
-            // A hardware counter the engine refuses (firmware that left
-            // CNTFRQ_EL0 at 0, say): the kernel's clock always works.
-            choice.fallback = Some(format!("the hardware counter was refused: {refused}"));
-            choice.uncertainty_ppb = Some(0);
-            choice.anchor = None;
-            kernel_timekeeper(before)
-        });
+        let engine = timekeeper(choice.counter, before, Some(start.count), interval)
+            .unwrap_or_else(|refused| {
+                // A hardware counter the engine refuses (firmware that left
+                // CNTFRQ_EL0 at 0, say): the kernel's clock always works.
+                choice.fallback = Some(format!("the hardware counter was refused: {refused}"));
+                choice.uncertainty_ppb = Some(0);
+                choice.anchor = None;
+                kernel_timekeeper(before, None)
+            });
         let clock = HostClock {
             steering: Mutex::new(Steering::new(
                 engine.counter().frequency(),
                 choice.uncertainty_ppb,
                 choice.anchor,
             )),
-            primary: engine,
-            successor: OnceLock::new(),
-            failover: OnceLock::new(),
-            failed_over: AtomicBool::new(false),
+            stages: [OnceLock::from(engine), OnceLock::new(), OnceLock::new()],
+            stage: AtomicUsize::new(0),
+            chosen: Once::new(),
             watchdog_started: AtomicBool::new(false),
             cross_cpu: OnceLock::new(),
-            facts: Facts {
+            facts: Mutex::new(Facts {
                 frequency_source: choice.frequency_source,
                 verdicts: choice.verdicts,
                 fallback: choice.fallback,
-            },
+            }),
             boottime_offset: AtomicI64::new(0),
             accuracy: AtomicU64::new(0),
             last_offset: AtomicI64::new(0),
@@ -398,96 +438,152 @@ impl HostClock {
         clock
     }
 
-    /// The timekeeper in use: the primary one until the watchdog retires it.
-    #[inline]
+    /// The timekeeper in use.
     pub(crate) fn engine(&self) -> &Timekeeper<HostCounter> {
-        // A predicted branch on a flag, so that the common case addresses the
-        // primary timekeeper directly (a `get` of the `OnceLock` here makes
-        // the compiler select every field's address between the two).
-        if self.failed_over.load(Ordering::Relaxed) {
-            self.successor()
-        } else {
-            &self.primary
-        }
+        let stage = self.stage.load(Ordering::Acquire);
+        // Each stage is set before the index names it.
+        self.stages[stage].get().expect("the stage in use is set")
     }
 
-    /// The successor, once there is one.
-    #[cold]
-    #[inline(never)]
-    fn successor(&self) -> &Timekeeper<HostCounter> {
-        self.successor.get().unwrap_or(&self.primary)
+    /// Moves the clock, once, from the kernel's clock it starts on to the
+    /// counter `choose` picks (the TSC, CNTVCT_EL0; or stays, with the reason
+    /// in `info`). Off the first read, which must stay cheap: the watchdog's
+    /// thread does it when it starts (at the first windup), or `info` and the
+    /// trace description when asked first. Later calls wait for the first.
+    pub(crate) fn choose_counter(&self) {
+        self.chosen.call_once(|| {
+            let choice = choose();
+            let mut steering = self.steering();
+            let mut facts = self.facts();
+            *facts = Facts {
+                frequency_source: choice.frequency_source,
+                verdicts: choice.verdicts,
+                fallback: choice.fallback,
+            };
+            if matches!(choice.counter, HostCounter::Kernel(_)) {
+                return;
+            }
+            let hz = choice.counter.frequency();
+            match self.hand_over(choice.counter) {
+                Ok(_) => {
+                    *steering = Steering::new(hz, choice.uncertainty_ppb, choice.anchor);
+                    steering.follow_offsets(self);
+                }
+                Err(refused) => {
+                    // A hardware counter the engine refuses (firmware that
+                    // left CNTFRQ_EL0 at 0, say): the kernel's clock stays.
+                    facts.frequency_source = KERNEL_FREQUENCY_SOURCE.to_string();
+                    facts.fallback = Some(format!("the hardware counter was refused: {refused}"));
+                }
+            }
+        });
     }
 
-    /// Retires the primary timekeeper for one on CLOCK_MONOTONIC that starts
-    /// where it stopped, because of `why`. Called with the steering lock held
-    /// (by the steering's watchdog, or by the cross-CPU check); the first call
-    /// fails over, later ones do nothing.
-    pub(crate) fn fail_over(&self, why: String) {
-        if self.failed_over.load(Ordering::Relaxed) {
-            return;
+    /// What `info` reports of the counter choice, whoever panicked holding it.
+    fn facts(&self) -> std::sync::MutexGuard<'_, Facts> {
+        self.facts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Retires the timekeeper in use for one on `counter` that starts where
+    /// it stopped, and moves the readers to it; returns that uptime. The
+    /// retire point lies up to an interval and a lead ahead of now (see
+    /// [`Timekeeper::retire`]): the successor starts at the count where it
+    /// falls due, and stands at it until then, rather than running ahead of
+    /// CLOCK_MONOTONIC by as much. Called with the steering lock held.
+    /// Nothing changes if the engine refuses `counter`, or past the last
+    /// stage.
+    fn hand_over(&self, counter: HostCounter) -> Result<BinTime, crate::Error> {
+        let stage = self.stage.load(Ordering::Acquire);
+        if stage + 1 == STAGES {
+            return Ok(self.engine().uptime());
         }
-        let retired_at = self.primary.retire();
-        // The retire point may lie up to two windup intervals ahead of the
-        // primary's now: the successor reaches it that much later on the
-        // kernel's clock, and stands at it until then, rather than running
-        // ahead of CLOCK_MONOTONIC by as much.
-        let ahead = retired_at.saturating_sub(self.primary.uptime());
-        let due = kernel_nanos(libc::CLOCK_MONOTONIC)
-            .saturating_add(u64::try_from(ahead.as_nanos()).unwrap_or(0));
-        let successor = build(
-            HostCounter::Kernel(KernelCounter::monotonic()),
-            retired_at,
-            Some(due),
-        )
-        .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
+        // The engine's checks of the counter, before anything is retired.
+        Timekeeper::builder(&counter)
+            .windup_interval(WINDUP_INTERVAL)
+            .build()?;
+        let current = self.engine();
+        let retired_at = current.retire();
+        let ahead = retired_at.saturating_sub(current.uptime());
+        let ahead_counts =
+            (ahead.as_nanos().max(0) as u128 * counter.frequency() as u128).div_ceil(1_000_000_000);
+        let due = counter.read().wrapping_add(ahead_counts as u64) & counter.mask();
+        let successor = timekeeper(counter, retired_at, Some(due), WINDUP_INTERVAL)
+            .expect("the counter passed the engine's checks above");
         // Realtime carries on: the retired timekeeper's offset, until the
         // steering re-reads the kernel's.
         successor.set_boottime(
-            self.primary
+            current
                 .realtime_coarse()
-                .saturating_sub(self.primary.uptime_coarse()),
+                .saturating_sub(current.uptime_coarse()),
         );
-        if self.successor.set(successor).is_ok() {
-            self.failed_over.store(true, Ordering::Relaxed);
-            let _ = self.failover.set(format!(
-                "{why}: CLOCK_MONOTONIC took over at {retired_at} s"
-            ));
+        let _ = self.stages[stage + 1].set(successor);
+        // Readers of the process's clock move to the successor before
+        // anything (a coarse value) of it is published.
+        if let Some(successor) = self
+            .as_process_clock()
+            .and_then(|clock| clock.stages[stage + 1].get())
+        {
+            READER.store(reader_word(successor), Ordering::Release);
         }
+        self.stage.store(stage + 1, Ordering::Release);
+        Ok(retired_at)
     }
 
-    /// Starts, once, the watchdog's thread, for a hardware counter: not at
-    /// startup, which must stay cheap, but at the first windup a reader
-    /// makes. On the TSC it first runs the cross-CPU check (see
-    /// [`CROSS_CPU_HANDOFFS`]): TSCs that two CPUs read apart are retired for
-    /// the kernel's counter. Then it winds up every [`WATCHDOG_INTERVAL`], so
-    /// that the watchdog runs in a program whose readers cannot notice that
-    /// the counter stopped (their reads never find a windup due). It ends at
-    /// a failover.
+    /// Retires the hardware counter's timekeeper for one on CLOCK_MONOTONIC,
+    /// because of `why`. Called with the steering lock held (by the
+    /// steering's watchdog, or by the cross-CPU check); does nothing on the
+    /// kernel's clock.
+    pub(crate) fn fail_over(&self, why: String) {
+        if matches!(self.engine().counter(), HostCounter::Kernel(_)) {
+            return;
+        }
+        let retired_at = self
+            .hand_over(HostCounter::Kernel(KernelCounter::monotonic()))
+            .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
+        let mut facts = self.facts();
+        facts.frequency_source = KERNEL_FREQUENCY_SOURCE.to_string();
+        facts.fallback = Some(format!(
+            "{why}: CLOCK_MONOTONIC took over at {retired_at} s"
+        ));
+    }
+
+    /// Starts, once, the watchdog's thread: not at startup, which must stay
+    /// cheap, but at the first windup a reader makes. It first moves the
+    /// clock to the hardware counter ([`choose_counter`]); on the TSC it then
+    /// runs the cross-CPU check (see [`CROSS_CPU_HANDOFFS`]): TSCs that two
+    /// CPUs read apart are retired for the kernel's counter. Then it winds up
+    /// every [`WATCHDOG_INTERVAL`], so that the watchdog runs in a program
+    /// whose readers cannot notice that the counter stopped (their reads
+    /// never find a windup due). It ends on the kernel's clock.
+    ///
+    /// [`choose_counter`]: HostClock::choose_counter
     fn start_watchdog(&'static self) {
         if self.watchdog_started.load(Ordering::Relaxed)
             || self.watchdog_started.swap(true, Ordering::Relaxed)
-            || matches!(self.primary.counter(), HostCounter::Kernel(_))
+            || (self.chosen.is_completed() && on_kernel_clock(self.engine()))
         {
             return;
         }
         let spawned = std::thread::Builder::new()
             .name("timehands-watchdog".to_string())
             .spawn(move || {
+                self.choose_counter();
                 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-                if matches!(self.primary.counter(), HostCounter::Tsc(_)) {
-                    let (verdict, why) = cross_cpu_verdict(self.primary.counter().frequency());
+                if matches!(self.engine().counter(), HostCounter::Tsc(_)) {
+                    let (verdict, why) = cross_cpu_verdict(self.engine().counter().frequency());
                     if let Some(why) = why {
                         self.steering().fail_over(self, why);
                     }
                     let _ = self.cross_cpu.set(verdict);
                 }
-                while !self.failed_over.load(Ordering::Relaxed) {
+                while !on_kernel_clock(self.engine()) {
                     std::thread::sleep(WATCHDOG_INTERVAL);
                     self.maintain();
                 }
             });
         if let Err(e) = spawned {
-            // No thread: the watchdog still runs with the readers' windups.
+            // No thread: the clock stays on the kernel's clock (info() may
+            // still move it), and the watchdog runs with the readers' windups.
             let _ = self.cross_cpu.set(Verdict {
                 check: CROSS_CPU_CHECK,
                 passed: false,
@@ -525,6 +621,27 @@ impl HostClock {
             steering.steer(self);
         }
         self.engine().windup();
+        if self.as_process_clock().is_none() {
+            return;
+        }
+        // Through the readers' word, so that a reader that sees a value below
+        // and then reads `now()` reads the same timekeeper or a later one.
+        let engine = match READER.load(Ordering::Acquire) {
+            NOT_STARTED => self.engine(),
+            word => reader_engine(word),
+        };
+        if self.upkeep_started.load(Ordering::Relaxed) {
+            COARSE_NANOS.fetch_max(floor_nanos(engine.uptime_coarse()), Ordering::Release);
+        }
+        // The engine's reads, which never wind up (this is a windup).
+        let [monotonic, realtime] = &SECOND_HINTS;
+        monotonic.store(engine.uptime_nanos() / 1_000_000_000, Ordering::Relaxed);
+        realtime.store(engine.realtime_nanos() / 1_000_000_000, Ordering::Relaxed);
+    }
+
+    /// This clock, if it is the process's one (tests build others).
+    fn as_process_clock(&self) -> Option<&'static HostClock> {
+        CLOCK.get().filter(|clock| std::ptr::eq(*clock, self))
     }
 
     fn start_upkeep(&'static self) {
@@ -638,15 +755,17 @@ fn verdict_of(
     (verdict, why)
 }
 
-/// A timekeeper for the host clock on `counter`, starting at `uptime` at the
-/// counter reading `count` (now, if `None`).
-fn build(
+/// A timekeeper for the host clock on `counter`, winding up every
+/// `interval`, starting at `uptime` at the counter reading `count` (now, if
+/// `None`).
+fn timekeeper(
     counter: HostCounter,
     uptime: BinTime,
     count: Option<u64>,
+    interval: Duration,
 ) -> Result<Timekeeper<HostCounter>, crate::Error> {
     let builder = Timekeeper::builder(counter)
-        .windup_interval(WINDUP_INTERVAL)
+        .windup_interval(interval)
         .start_at(uptime);
     match count {
         Some(count) => builder.start_count(count),
@@ -655,12 +774,14 @@ fn build(
     .build()
 }
 
-/// A timekeeper on the kernel's CLOCK_MONOTONIC, starting at `uptime`.
-fn kernel_timekeeper(uptime: BinTime) -> Timekeeper<HostCounter> {
-    build(
+/// A timekeeper on the kernel's CLOCK_MONOTONIC, starting at `uptime` at the
+/// kernel's time `count` (now, if `None`).
+fn kernel_timekeeper(uptime: BinTime, count: Option<u64>) -> Timekeeper<HostCounter> {
+    timekeeper(
         HostCounter::Kernel(KernelCounter::monotonic()),
         uptime,
-        None,
+        count,
+        WINDUP_INTERVAL,
     )
     .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid")
 }
@@ -680,14 +801,127 @@ extern "C" fn forget_threads_in_child() {
     if let Some(clock) = CLOCK.get() {
         clock.upkeep_started.store(false, Ordering::Relaxed);
         clock.watchdog_started.store(false, Ordering::Relaxed);
+        // Stale until the upkeep thread runs again: the next coarse read
+        // goes the long way, and starts it.
+        COARSE_NANOS.store(0, Ordering::Relaxed);
     }
 }
 
-/// Nanoseconds of a CLOCK_MONOTONIC-origin time (never negative: the clock
-/// starts at the kernel's time and never goes back).
-#[inline]
-fn nanos(t: BinTime) -> u64 {
-    t.as_nanos() as u64
+/// The process's clock as readers find it, in one word: the address of the
+/// timekeeper in use (the primary one, or its successor after a failover),
+/// and in the low bits (the timekeeper is 64-byte aligned) how to read its
+/// counter, decided once, so that a read neither tests whether the clock has
+/// started nor matches on the kind of counter. 0 until the clock starts.
+static READER: AtomicUsize = AtomicUsize::new(0);
+/// The low bits of [`READER`]: how the counter is read.
+const HOW: usize = 0b11;
+/// Not started: the first read starts the clock.
+const NOT_STARTED: usize = 0;
+/// Through [`HostCounter`]'s own read (the kernel's clock, CNTVCT_EL0).
+const COUNTER_READ: usize = 1;
+/// The TSC, with `rdtscp`.
+#[cfg(target_arch = "x86_64")]
+const RDTSCP: usize = 2;
+/// The TSC, with `lfence; rdtsc`.
+#[cfg(target_arch = "x86_64")]
+const LFENCE_RDTSC: usize = 3;
+const _: () = assert!(std::mem::align_of::<Timekeeper<HostCounter>>() > HOW);
+
+/// The readers' word for `engine`, a timekeeper of the process's clock.
+fn reader_word(engine: &'static Timekeeper<HostCounter>) -> usize {
+    let how = match engine.counter() {
+        #[cfg(target_arch = "x86_64")]
+        HostCounter::Tsc(tsc) => match tsc.ordered_read() {
+            hw::OrderedRead::Rdtscp => RDTSCP,
+            hw::OrderedRead::LfenceRdtsc => LFENCE_RDTSC,
+        },
+        _ => COUNTER_READ,
+    };
+    std::ptr::from_ref(engine) as usize | how
+}
+
+/// The timekeeper a readers' word other than 0 names.
+#[inline(always)]
+fn reader_engine(word: usize) -> &'static Timekeeper<HostCounter> {
+    debug_assert!(word & HOW != NOT_STARTED);
+    // SAFETY: a word other than 0 is made by `reader_word` from a
+    // `&'static` timekeeper of the process's clock (its primary one or its
+    // successor, both inside the `CLOCK` static, never moved or dropped).
+    unsafe { &*((word & !HOW) as *const Timekeeper<HostCounter>) }
+}
+
+/// Nanoseconds on CLOCK_MONOTONIC (with `REALTIME`, on CLOCK_REALTIME) from
+/// an ordered counter read (or, without `ORDERED`, an unordered one), winding
+/// the clock up when the read finds it due.
+///
+/// The common case, once the clock runs: one load of the readers' word, the
+/// counter read it names, and the engine's segment of the current hands
+/// (see [`Timekeeper::nanos_at`]). Everything else is out of line.
+#[inline(always)]
+fn read_nanos<const REALTIME: bool, const ORDERED: bool>() -> u64 {
+    let word = READER.load(Ordering::Acquire);
+    let how = word & HOW;
+    if how == NOT_STARTED {
+        return start_and_read::<REALTIME, ORDERED>();
+    }
+    let engine = reader_engine(word);
+    let count = match how {
+        #[cfg(target_arch = "x86_64")]
+        RDTSCP | LFENCE_RDTSC if !ORDERED => hw::rdtsc(),
+        // SAFETY: the word says RDTSCP only for a TSC read with rdtscp,
+        // which its constructor found the CPU has.
+        #[cfg(target_arch = "x86_64")]
+        RDTSCP => unsafe { hw::read_tsc_ordered(hw::OrderedRead::Rdtscp) },
+        // SAFETY: `lfence; rdtsc` runs on every x86_64 CPU.
+        #[cfg(target_arch = "x86_64")]
+        LFENCE_RDTSC => unsafe { hw::read_tsc_ordered(hw::OrderedRead::LfenceRdtsc) },
+        _ => sample::<ORDERED>(engine.counter()),
+    };
+    match engine.nanos_at::<REALTIME>(count) {
+        Some(ns) => ns,
+        None => read_nanos_slow::<REALTIME, ORDERED>(engine, count),
+    }
+}
+
+/// The counter's read, ordered or not.
+#[inline(always)]
+fn sample<const ORDERED: bool>(counter: &HostCounter) -> u64 {
+    if ORDERED {
+        counter.read()
+    } else {
+        counter.read_unordered()
+    }
+}
+
+/// A read at `count` that the current hands' first segment does not cover:
+/// the engine's long way (re-reading the counter through [`HostCounter`],
+/// the same counter), and the windup it may find due.
+#[cold]
+#[inline(never)]
+fn read_nanos_slow<const REALTIME: bool, const ORDERED: bool>(
+    engine: &Timekeeper<HostCounter>,
+    count: u64,
+) -> u64 {
+    let (ns, due) = engine.nanos_and_due_slow::<REALTIME>(count, sample::<ORDERED>);
+    if due {
+        clock().wind_up();
+    }
+    ns
+}
+
+/// The first read: starts the clock, publishes the readers' word (unless a
+/// failover already did), and reads.
+#[cold]
+#[inline(never)]
+fn start_and_read<const REALTIME: bool, const ORDERED: bool>() -> u64 {
+    let clock = clock();
+    let _ = READER.compare_exchange(
+        0,
+        reader_word(clock.engine()),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
+    read_nanos::<REALTIME, ORDERED>()
 }
 
 /// Now, on CLOCK_MONOTONIC: the fastest correct clock this machine has. Never
@@ -700,7 +934,7 @@ fn nanos(t: BinTime) -> u64 {
 /// ```
 #[inline]
 pub fn now() -> Instant {
-    read_winding(Timekeeper::uptime_and_due)
+    Instant::from_nanos(read_nanos::<false, true>())
 }
 
 /// Now, from an unordered counter read: cheaper than [`now`], monotonic on one
@@ -708,30 +942,35 @@ pub fn now() -> Instant {
 /// earlier one. For timing intervals on one thread only.
 #[inline]
 pub fn now_unordered() -> Instant {
-    read_winding(Timekeeper::uptime_unordered_and_due)
+    Instant::from_nanos(read_nanos::<false, false>())
 }
 
-/// The time `read` gives, winding the clock up when the read finds it due.
-#[inline]
-fn read_winding(read: impl Fn(&Timekeeper<HostCounter>) -> (BinTime, bool)) -> Instant {
-    let clock = clock();
-    let (uptime, due) = read(clock.engine());
-    if due {
-        clock.wind_up();
-    }
-    Instant::from_nanos(nanos(uptime))
-}
+/// [`now_coarse`]'s value: the clock's coarse uptime in nanoseconds, kept
+/// ready at each windup (the largest so far: several threads wind up) once
+/// the upkeep thread runs, so that a coarse read is one load. 0 until then,
+/// and in a `fork()`ed child until it runs again: the long way, which starts
+/// it.
+static COARSE_NANOS: AtomicU64 = AtomicU64::new(0);
 
 /// The time of the last windup: no counter read at all, at most a windup
 /// interval ([`getres`] says how much) behind [`now`], never ahead of it.
 /// The first call starts the thread that keeps it fresh.
 #[inline]
 pub fn now_coarse() -> Instant {
-    let clock = clock();
-    if !clock.upkeep_started.load(Ordering::Relaxed) {
-        clock.start_upkeep();
+    match COARSE_NANOS.load(Ordering::Acquire) {
+        0 => now_coarse_starting(),
+        ns => Instant::from_nanos(ns),
     }
-    Instant::from_nanos(nanos(clock.engine().uptime_coarse()))
+}
+
+/// A coarse read before the upkeep thread runs: starts it, and reads the
+/// timekeeper's own coarse clock (which [`COARSE_NANOS`] copies).
+#[cold]
+#[inline(never)]
+fn now_coarse_starting() -> Instant {
+    let clock = clock();
+    clock.start_upkeep();
+    Instant::from_nanos(floor_nanos(clock.engine().uptime_coarse()))
 }
 
 /// The latest time [`now_coherent`] handed out, in ns: the floor of
@@ -799,27 +1038,56 @@ impl ClockId {
 /// the clock of that name). The first call starts the thread that winds the
 /// clock up, as the coarse clocks need and as readers of `gettime` may never
 /// call [`now`].
+#[inline]
 pub fn gettime(id: ClockId) -> Duration {
-    let clock = clock();
-    if !clock.upkeep_started.load(Ordering::Relaxed) {
-        clock.start_upkeep();
-    }
-    let since_origin = |t: BinTime| Duration::try_from(t).unwrap_or(Duration::ZERO);
     match id {
-        ClockId::Monotonic => since_origin(clock.engine().uptime()),
-        ClockId::Realtime => since_origin(clock.engine().realtime()),
-        ClockId::Second => Duration::from_secs(since_origin(clock.engine().realtime()).as_secs()),
-        ClockId::Boottime => {
-            let offset = clock.boottime_offset.load(Ordering::Relaxed);
-            let boottime = clock
-                .engine()
-                .uptime()
-                .saturating_add(BinTime::from_nanos(offset as i128));
-            since_origin(boottime)
+        ClockId::Monotonic => split_near(read_nanos::<false, true>(), &SECOND_HINTS[0]),
+        ClockId::Realtime => split_near(read_nanos::<true, true>(), &SECOND_HINTS[1]),
+        other => Duration::from_nanos(gettime_nanos_other(other)),
+    }
+}
+
+/// Whole seconds of a recent read of CLOCK_MONOTONIC and of CLOCK_REALTIME,
+/// refreshed at windups: hints that let [`gettime`] split nanoseconds into
+/// seconds with a subtraction rather than a division. Any value is correct
+/// (a wrong one only sends the split the long way); each is at most
+/// `u64::MAX / 10^9`, so that its nanoseconds fit a `u64`.
+static SECOND_HINTS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// `ns` as a `Duration`, split at the second `hint` names when `ns` falls in
+/// that second or the next (a predicted branch and a subtraction), by a
+/// division otherwise.
+#[inline(always)]
+fn split_near(ns: u64, hint: &AtomicU64) -> Duration {
+    const NANOS_PER_SEC: u64 = 1_000_000_000;
+    let second = hint.load(Ordering::Relaxed);
+    // No overflow: hints are at most u64::MAX / 10^9.
+    let within = ns.wrapping_sub(second * NANOS_PER_SEC);
+    if within < NANOS_PER_SEC {
+        Duration::new(second, within as u32)
+    } else if within < 2 * NANOS_PER_SEC {
+        Duration::new(second + 1, (within - NANOS_PER_SEC) as u32)
+    } else {
+        Duration::from_nanos(ns)
+    }
+}
+
+/// The nanoseconds of the clocks other than Monotonic and Realtime.
+#[inline(never)]
+fn gettime_nanos_other(id: ClockId) -> u64 {
+    let clock = clock();
+    match id {
+        ClockId::Monotonic => read_nanos::<false, true>(),
+        ClockId::Realtime => read_nanos::<true, true>(),
+        ClockId::Second => read_nanos::<true, true>() / 1_000_000_000 * 1_000_000_000,
+        ClockId::Boottime => read_nanos::<false, true>()
+            .saturating_add_signed(clock.boottime_offset.load(Ordering::Relaxed)),
+        ClockId::MonotonicRaw => kernel_nanos(libc::CLOCK_MONOTONIC_RAW),
+        ClockId::MonotonicCoarse => now_coarse().as_nanos(),
+        ClockId::RealtimeCoarse => {
+            clock.start_upkeep();
+            floor_nanos(clock.engine().realtime_coarse())
         }
-        ClockId::MonotonicRaw => Duration::from_nanos(kernel_nanos(libc::CLOCK_MONOTONIC_RAW)),
-        ClockId::MonotonicCoarse => since_origin(clock.engine().uptime_coarse()),
-        ClockId::RealtimeCoarse => since_origin(clock.engine().realtime_coarse()),
     }
 }
 
@@ -901,28 +1169,30 @@ fn nanos_of<S: serde::Serializer>(d: &Duration, serializer: S) -> Result<S::Ok, 
 /// What the clock runs on, why, and how far it is from the kernel.
 pub fn info() -> Info {
     let clock = clock();
+    clock.choose_counter();
     let Facts {
         frequency_source,
         verdicts,
         fallback,
-    } = clock.facts.clone();
+    } = clock.facts().clone();
     let steering = clock.steering();
     Info {
         counter: clock.engine().counter().name().to_string(),
         frequency_hz: steering.frequency_hz(),
-        frequency_source: match clock.failover.get() {
-            Some(_) => "CLOCK_MONOTONIC counts nanoseconds".to_string(),
-            None => frequency_source,
-        },
+        frequency_source,
         frequency_uncertainty_ppb: steering.uncertainty_ppb(),
         frequency_correction_ppb: steering.correction_ppb(),
         verdicts: verdicts
             .into_iter()
             .chain(clock.cross_cpu.get().cloned())
             .collect(),
-        fallback: clock.failover.get().cloned().or(fallback),
-        windups: clock.primary.stats().windups
-            + clock.successor.get().map_or(0, |s| s.stats().windups),
+        fallback,
+        windups: clock
+            .stages
+            .iter()
+            .filter_map(OnceLock::get)
+            .map(|engine| engine.stats().windups)
+            .sum(),
         offset_ns: clock.last_offset.load(Ordering::Relaxed),
         accuracy: Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed)),
     }
@@ -932,6 +1202,7 @@ pub fn info() -> Info {
 mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::thread::JoinHandle;
 
     use super::*;
 
@@ -964,6 +1235,67 @@ mod tests {
         steps_back: Vec<(BinTime, BinTime)>,
     }
 
+    /// A thread that reads `clock` as `now()` does, winding it up when due
+    /// (and so starting the watchdog's thread), until `stop`.
+    fn read_until(clock: &'static HostClock, stop: Arc<AtomicBool>) -> JoinHandle<Seen> {
+        std::thread::spawn(move || {
+            let mut seen = Seen {
+                last: BinTime::ZERO,
+                steps_back: Vec::new(),
+            };
+            while !stop.load(Ordering::Relaxed) {
+                let (now, due) = clock.engine().uptime_and_due();
+                if now < seen.last {
+                    seen.steps_back.push((seen.last, now));
+                }
+                seen.last = now;
+                if due {
+                    clock.wind_up();
+                }
+            }
+            seen
+        })
+    }
+
+    /// A clock started as the process's is starts on the kernel's clock
+    /// (nothing to choose at the first read) and moves to the counter
+    /// `choose` picks at its first windup, on the watchdog's thread, with no
+    /// step back for a reader reading through it.
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the CPU's counter and the kernel's clocks")]
+    fn the_clock_starts_on_the_kernel_clock_and_moves_to_the_chosen_counter() {
+        let clock: &'static HostClock = Box::leak(Box::new(HostClock::start()));
+        assert!(on_kernel_clock(clock.engine()));
+        assert!(!clock.chosen.is_completed());
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = read_until(clock, stop.clone());
+        // The loop bound only keeps a broken hand-over from hanging the test.
+        for _ in 0..5000 {
+            if clock.chosen.is_completed() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        stop.store(true, Ordering::Relaxed);
+        let seen = reader.join().expect("the reader ran");
+        assert_eq!(seen.steps_back, []);
+        let chosen = choose();
+        assert_eq!(
+            clock.engine().counter().name(),
+            chosen.counter.name(),
+            "{:?}",
+            clock.facts().fallback
+        );
+        if !on_kernel_clock(clock.engine()) {
+            assert_eq!(
+                clock.stages[0].get().map(Timekeeper::windup),
+                Some(crate::Windup::Retired)
+            );
+        }
+        assert!(clock.engine().uptime() >= seen.last);
+    }
+
     /// A host clock on `counter`, read by a thread that winds it up as
     /// `now()` does (and so starts the watchdog's thread), until the watchdog
     /// fails it over after `fault`: no windup but the readers' and that
@@ -979,34 +1311,19 @@ mod tests {
             uncertainty_ppb: Some(0),
         })));
         let stop = Arc::new(AtomicBool::new(false));
-        let reader = {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut seen = Seen {
-                    last: BinTime::ZERO,
-                    steps_back: Vec::new(),
-                };
-                while !stop.load(Ordering::Relaxed) {
-                    let (now, due) = clock.engine().uptime_and_due();
-                    if now < seen.last {
-                        seen.steps_back.push((seen.last, now));
-                    }
-                    seen.last = now;
-                    if due {
-                        clock.wind_up();
-                    }
-                }
-                seen
-            })
-        };
+        let reader = read_until(clock, stop.clone());
         // Some steerings of a counter that keeps time, enough for the
         // watchdog to know its rate: no failover.
         std::thread::sleep(Duration::from_millis(60));
-        assert!(clock.failover.get().is_none(), "{:?}", clock.failover);
+        assert!(
+            clock.facts().fallback.is_none(),
+            "{:?}",
+            clock.facts().fallback
+        );
         fault(&counter);
         // The loop bound only keeps a broken watchdog from hanging the test.
         for _ in 0..5000 {
-            if clock.failover.get().is_some() {
+            if clock.facts().fallback.is_some() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(1));
@@ -1106,12 +1423,19 @@ mod tests {
         let (clock, seen) = fail_over_after(Faulty::default(), |c| {
             c.jump.store(1_000_000_000, Ordering::Relaxed)
         });
-        let why = clock.failover.get().expect("the watchdog failed over");
+        let why = clock
+            .facts()
+            .fallback
+            .clone()
+            .expect("the watchdog failed over");
         assert!(why.contains("ppm"), "{why}");
         assert_eq!(clock.engine().counter().name(), "CLOCK_MONOTONIC");
         assert_eq!(seen.steps_back, []);
         assert!(clock.engine().uptime() >= seen.last);
-        assert_eq!(clock.primary.windup(), crate::Windup::Retired);
+        assert_eq!(
+            clock.stages[0].get().map(Timekeeper::windup),
+            Some(crate::Windup::Retired)
+        );
     }
 
     #[test]
@@ -1126,7 +1450,11 @@ mod tests {
             )
         });
         assert_eq!(seen.steps_back, []);
-        let why = clock.failover.get().expect("the watchdog failed over");
+        let why = clock
+            .facts()
+            .fallback
+            .clone()
+            .expect("the watchdog failed over");
         // The steering interval in which it stopped shows a counter far too
         // slow; the next ones a stopped one: either is caught.
         assert!(why.contains("stopped") || why.contains("ppm"), "{why}");
@@ -1150,7 +1478,11 @@ mod tests {
                 Ordering::Relaxed,
             )
         });
-        let why = clock.failover.get().expect("the watchdog failed over");
+        let why = clock
+            .facts()
+            .fallback
+            .clone()
+            .expect("the watchdog failed over");
         assert!(why.contains("backwards"), "{why}");
         assert!(seen.steps_back.len() <= 1, "{:?}", seen.steps_back);
         assert!(clock.engine().uptime() >= seen.last);

@@ -71,6 +71,7 @@ use core::time::Duration;
 use crate::counter::Counter;
 use crate::discipline::{Discipline, nominal_scale};
 use crate::lock::WriterLock;
+use crate::nanos::{NanoSegment, floor_nanos, floor_nanos_signed, realtime_nanos};
 use crate::sync::{AtomicUsize, Ordering, Word, fence, relax};
 use crate::{BinTime, Error};
 
@@ -158,6 +159,35 @@ impl Line {
             self.at_switch.saturating_sub(until)
         }
     }
+
+    /// The line from its base up to a windup due (`interval` counts), as
+    /// nanosecond segments on a counter of `mask` where realtime (uptime
+    /// plus `boottime_nanos`) fits a `u64` too, the longer first: one
+    /// where the rate is the same throughout, two where it changes at the
+    /// switch point (a slew starting or ending). Up to the due point a read
+    /// needs no promise check: the promise is at least an interval long.
+    fn segments(&self, interval: u64, mask: u64, boottime_nanos: i64) -> [NanoSegment; 2] {
+        let piece = |from: u64, to: u64, scale: u64| {
+            let start = self.base.wrapping_add(from) & mask;
+            NanoSegment::new(start, to - from, self.uptime_at(from), scale, mask)
+                .offset_fits(boottime_nanos)
+        };
+        // Up to the due point the slew, if any, has not ended: it lasts an
+        // interval from the switch point.
+        if self.switch >= interval {
+            [piece(0, interval, self.scale_before), NanoSegment::NONE]
+        } else if self.switch == 0 || self.scale_before == self.scale_after {
+            [piece(0, interval, self.scale_after), NanoSegment::NONE]
+        } else {
+            let before = piece(0, self.switch, self.scale_before);
+            let after = piece(self.switch, interval, self.scale_after);
+            if before.len > after.len {
+                [before, after]
+            } else {
+                [after, before]
+            }
+        }
+    }
 }
 
 /// One published description of the timeline; see the module docs.
@@ -171,12 +201,37 @@ struct Hands {
     coarse: u64,
 }
 
+impl Hands {
+    /// Realtime minus uptime in whole nanoseconds, rounded down; 0 where
+    /// that does not fit an `i64` (and the hands has no segments).
+    fn boottime_nanos(&self) -> i64 {
+        floor_nanos_signed(self.boottime).unwrap_or(0)
+    }
+
+    /// The hands' line as nanosecond segments (see [`Line::segments`]),
+    /// none where the boottime offset in nanoseconds does not fit an `i64`.
+    fn segments(&self, interval: u64, mask: u64) -> [NanoSegment; 2] {
+        match floor_nanos_signed(self.boottime) {
+            Some(offset) => self.line.segments(interval, mask, offset),
+            None => [NanoSegment::NONE; 2],
+        }
+    }
+}
+
 /// A ring slot: a hands in atomics, with the ticket that makes a copy of it
-/// consistent (a seqlock per slot). The ticket and the timeline fill the first
-/// cache line, so that a read of uptime touches one line.
+/// consistent (a seqlock per slot). The ticket, the nanosecond segment most
+/// reads use and the boottime offset fill the first cache line, so that a
+/// read of `now()` touches one line; the exact timeline follows.
 #[repr(C, align(64))]
 struct Slot {
     ticket: AtomicUsize,
+    /// The line in nanoseconds, the piece most reads fall in: with the ticket
+    /// and the boottime offset, the first cache line, all that `now()` loads.
+    segment: SegmentWords,
+    /// Realtime minus uptime in whole nanoseconds, rounded down.
+    boottime_nanos: Word,
+    /// The other piece, where the rate changes at the switch point.
+    other_segment: SegmentWords,
     base: Word,
     switch: Word,
     scale_before: Word,
@@ -193,6 +248,9 @@ impl Slot {
     fn new() -> Slot {
         Slot {
             ticket: AtomicUsize::new(0),
+            segment: SegmentWords::new(),
+            boottime_nanos: Word::new(0),
+            other_segment: SegmentWords::new(),
             base: Word::new(0),
             switch: Word::new(0),
             scale_before: Word::new(0),
@@ -254,12 +312,22 @@ impl Slot {
         BinTime::new(self.boottime_sec.load() as i64, self.boottime_frac.load())
     }
 
-    /// Writes `hands` as ticket `ticket` (writer only).
-    fn store(&self, hands: &Hands, ticket: usize) {
+    /// Realtime minus uptime in whole nanoseconds, rounded down.
+    #[inline(always)]
+    fn boottime_nanos(&self) -> i64 {
+        self.boottime_nanos.load() as i64
+    }
+
+    /// Writes `hands`, with its line as `segments`, as ticket `ticket`
+    /// (writer only).
+    fn store(&self, hands: &Hands, segments: &[NanoSegment; 2], ticket: usize) {
         let line = &hands.line;
         self.ticket.store(0, Ordering::Relaxed);
         // Readers that see any field below see the 0 above.
         fence(Ordering::Release);
+        self.segment.store(&segments[0]);
+        self.boottime_nanos.store(hands.boottime_nanos() as u64);
+        self.other_segment.store(&segments[1]);
         self.base.store(line.base);
         self.switch.store(line.switch);
         self.scale_before.store(line.scale_before);
@@ -271,6 +339,50 @@ impl Slot {
         self.boottime_sec.store(hands.boottime.sec() as u64);
         self.boottime_frac.store(hands.boottime.frac());
         self.ticket.store(ticket, Ordering::Release);
+    }
+}
+
+/// A [`NanoSegment`] in atomics, within a slot.
+struct SegmentWords {
+    start: Word,
+    len: Word,
+    slope_hi: Word,
+    slope_lo: Word,
+    origin_hi: Word,
+    origin_lo: Word,
+}
+
+impl SegmentWords {
+    fn new() -> SegmentWords {
+        SegmentWords {
+            start: Word::new(0),
+            len: Word::new(0),
+            slope_hi: Word::new(0),
+            slope_lo: Word::new(0),
+            origin_hi: Word::new(0),
+            origin_lo: Word::new(0),
+        }
+    }
+
+    #[inline(always)]
+    fn load(&self) -> NanoSegment {
+        NanoSegment {
+            start: self.start.load(),
+            len: self.len.load(),
+            slope_hi: self.slope_hi.load(),
+            slope_lo: self.slope_lo.load(),
+            origin_hi: self.origin_hi.load(),
+            origin_lo: self.origin_lo.load(),
+        }
+    }
+
+    fn store(&self, segment: &NanoSegment) {
+        self.start.store(segment.start);
+        self.len.store(segment.len);
+        self.slope_hi.store(segment.slope_hi);
+        self.slope_lo.store(segment.slope_lo);
+        self.origin_hi.store(segment.origin_hi);
+        self.origin_lo.store(segment.origin_lo);
     }
 }
 
@@ -422,7 +534,7 @@ impl<C: Counter> Builder<C> {
             boottime: BinTime::ZERO,
             coarse: coarse_of(self.start),
         };
-        tk.slots[0].store(&first, 1);
+        tk.slots[0].store(&first, &first.segments(interval, mask), 1);
         Ok(tk)
     }
 }
@@ -531,8 +643,19 @@ impl<C: Counter> Timekeeper<C> {
         sample: impl Fn(&C) -> u64,
         also: impl Fn(&Slot) -> R,
     ) -> (BinTime, bool, R) {
+        self.read_at(sample(&self.counter), sample, also)
+    }
+
+    /// [`read_with`](Timekeeper::read_with) of the counter reading `count`,
+    /// taken before this call; `sample` reads again where the protocol asks.
+    #[inline]
+    fn read_at<R>(
+        &self,
+        count: u64,
+        sample: impl Fn(&C) -> u64,
+        also: impl Fn(&Slot) -> R,
+    ) -> (BinTime, bool, R) {
         let interval = self.interval;
-        let count = sample(&self.counter);
         let (state, (line, extra)) = self.current(|slot| (slot.line(interval), also(slot)));
         let delta = self.delta(line.base, count);
         if delta < line.switch.saturating_add(interval) {
@@ -619,6 +742,90 @@ impl<C: Counter> Timekeeper<C> {
             .compare_exchange(state, state & !PENDING, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
             .then_some(delta)
+    }
+
+    /// Whole nanoseconds of uptime as `sample` reads the counter (the floor
+    /// of the exact uptime, 0 if it is negative, `u64::MAX` past 584 years),
+    /// plus, with `REALTIME`, the boottime offset (rounded down to whole
+    /// nanoseconds) of the same hands; and whether a windup is due.
+    ///
+    /// The common case is the counter read, the first cache line of the
+    /// current hands (loaded while the read completes) and one multiply-add:
+    /// see the `nanos` module. Counts its segment does not cover go the long
+    /// way, out of line.
+    #[inline(always)]
+    fn nanos_and_due<const REALTIME: bool>(&self, sample: impl Fn(&C) -> u64) -> (u64, bool) {
+        let count = sample(&self.counter);
+        match self.nanos_at::<REALTIME>(count) {
+            Some(ns) => (ns, false),
+            None => self.nanos_and_due_slow::<REALTIME>(count, sample),
+        }
+    }
+
+    /// The nanoseconds at `count` (a reading taken before this call), if the
+    /// current hands' first segment covers it: the whole of a read's work
+    /// after the counter in the common case. Otherwise the caller goes on
+    /// with [`nanos_and_due_slow`](Timekeeper::nanos_and_due_slow).
+    #[inline(always)]
+    pub(crate) fn nanos_at<const REALTIME: bool>(&self, count: u64) -> Option<u64> {
+        let (_, (segment, boottime)) =
+            self.current(|slot| (slot.segment.load(), offset::<REALTIME>(slot)));
+        // No overflow: segments are built only where realtime fits a u64.
+        Some(segment.nanos_at(count)?.wrapping_add_signed(boottime))
+    }
+
+    /// [`nanos_and_due`](Timekeeper::nanos_and_due) for a count outside the
+    /// current hands' first segment: its other segment, or the exact
+    /// timeline (which clamps a count behind the base, checks the promise,
+    /// and finds windups due), rounded down as a segment rounds.
+    #[inline(never)]
+    pub(crate) fn nanos_and_due_slow<const REALTIME: bool>(
+        &self,
+        count: u64,
+        sample: impl Fn(&C) -> u64,
+    ) -> (u64, bool) {
+        let (_, (segment, boottime)) =
+            self.current(|slot| (slot.other_segment.load(), offset::<REALTIME>(slot)));
+        if let Some(ns) = segment.nanos_at(count) {
+            return (ns.saturating_add_signed(boottime), false);
+        }
+        let (uptime, due, boottime) = self.read_at(count, sample, |slot| {
+            if REALTIME {
+                slot.boottime()
+            } else {
+                BinTime::ZERO
+            }
+        });
+        (realtime_nanos(floor_nanos(uptime), boottime), due)
+    }
+
+    /// Whole nanoseconds of uptime: the floor of [`uptime`](Timekeeper::uptime)
+    /// (0 before its origin, `u64::MAX` 584 years after), computed with one
+    /// multiply-add after the counter read. Never decreases, as `uptime`.
+    ///
+    /// ```
+    /// use timehands::{SimCounter, Timekeeper};
+    ///
+    /// let counter = SimCounter::new(3_000_000_000); // 3 GHz
+    /// let tk = Timekeeper::new(counter.clone())?;
+    /// counter.advance(1_000_000_001); // a third of a second and a third of a ns
+    /// assert_eq!(tk.uptime_nanos(), 333_333_333);
+    /// assert_eq!(tk.uptime().to_string(), "0.333333333");
+    /// # Ok::<(), timehands::Error>(())
+    /// ```
+    #[inline]
+    pub fn uptime_nanos(&self) -> u64 {
+        self.nanos_and_due::<false>(C::read).0
+    }
+
+    /// Whole nanoseconds of realtime: [`uptime_nanos`](Timekeeper::uptime_nanos)
+    /// plus the boottime offset rounded down to whole nanoseconds (0 before
+    /// 1970). Equal to the floor of [`realtime`](Timekeeper::realtime) when
+    /// the offset is whole nanoseconds (as the host clock's always is), and at
+    /// most 1 ns below it otherwise.
+    #[inline]
+    pub fn realtime_nanos(&self) -> u64 {
+        self.nanos_and_due::<true>(C::read).0
     }
 
     /// Uptime: the time since the timekeeper was built, as precise as the counter.
@@ -923,8 +1130,9 @@ impl<C: Counter> Timekeeper<C> {
         let next_ticket = next_ticket(ticket(state));
         let next_state = next_ticket << TICKET_SHIFT | slot;
         let in_place = slot == slot_index(state);
+        let segments = next.segments(self.interval, self.mask);
         if !in_place {
-            self.slots[slot].store(next, next_ticket);
+            self.slots[slot].store(next, &segments, next_ticket);
         }
         match rate_switch {
             // The same function as the current hands everywhere: nothing a
@@ -937,7 +1145,7 @@ impl<C: Counter> Timekeeper<C> {
             }
         }
         if in_place {
-            self.slots[slot].store(next, next_ticket);
+            self.slots[slot].store(next, &segments, next_ticket);
         }
         true
     }
@@ -987,6 +1195,12 @@ impl<C: Counter> Timekeeper<C> {
 /// targets).
 pub(crate) fn max_interval(mask: u64) -> u64 {
     (mask / 8).min(usize::MAX as u64 / 4)
+}
+
+/// What a nanosecond read adds to uptime: the boottime offset for realtime.
+#[inline(always)]
+fn offset<const REALTIME: bool>(slot: &Slot) -> i64 {
+    if REALTIME { slot.boottime_nanos() } else { 0 }
 }
 
 /// The coarse clock's value at `uptime`: 32.32 fixed point, rounded down (so

@@ -46,6 +46,7 @@ mod instant;
 mod lock;
 #[cfg(feature = "std")]
 mod mock;
+mod nanos;
 #[cfg(feature = "std")]
 mod steer;
 mod sync;

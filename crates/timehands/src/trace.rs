@@ -90,7 +90,9 @@ fn uuid() -> String {
 
 /// The description of the clock that [`now`](crate::now) reads.
 pub fn clock_description() -> ClockDescription {
-    let engine = clock().engine();
+    let clock = clock();
+    clock.choose_counter();
+    let engine = clock.engine();
     let (offset, width) = offset_to_kernel(engine, libc::CLOCK_REALTIME, 10);
     let accuracy = getres(ClockId::Monotonic).accuracy;
     let precision = Duration::from_nanos(width / 2 + 1) + accuracy;

@@ -36,11 +36,25 @@ fn setup(hands: usize) -> (SimCounter, Arc<Timekeeper<SimCounter>>) {
     (counter, Arc::new(tk))
 }
 
+/// A read of the clock as a `u64` that keeps its order: the exact uptime
+/// packed, or the nanosecond read.
+type Read = fn(&Timekeeper<SimCounter>) -> u64;
+
+/// The exact uptime, packed.
+fn exact(tk: &Timekeeper<SimCounter>) -> u64 {
+    pack(tk.uptime())
+}
+
+/// The nanosecond read (its own segments, and the exact line's long way).
+fn nanos(tk: &Timekeeper<SimCounter>) -> u64 {
+    tk.uptime_nanos()
+}
+
 /// A writer lowers the rate while one reader moves time past every switch
-/// point it could choose and reads twice, handing its first value to a second
-/// reader (if `second_reader`) through an atomic. Nobody may see time go
-/// backwards.
-fn rate_change_against_readers(hands: usize, second_reader: bool) {
+/// point it could choose and reads twice with `read`, handing its first value
+/// to a second reader (if `second_reader`) through an atomic. Nobody may see
+/// time go backwards.
+fn rate_change_against_readers(hands: usize, second_reader: bool, read: Read) {
     loom::model(move || {
         let (counter, tk) = setup(hands);
         let handed = Arc::new(AtomicU64::new(0));
@@ -55,41 +69,54 @@ fn rate_change_against_readers(hands: usize, second_reader: bool) {
             let (tk, counter, handed) = (tk.clone(), counter.clone(), handed.clone());
             thread::spawn(move || {
                 counter.advance(5);
-                let a = tk.uptime();
-                handed.store(pack(a), Ordering::Release);
+                let a = read(&tk);
+                handed.store(a, Ordering::Release);
                 counter.advance(2);
-                let b = tk.uptime();
+                let b = read(&tk);
                 assert!(b >= a, "one reader saw {a} then {b}");
                 b
             })
         };
         let mine = second_reader.then(|| {
             let seen = handed.load(Ordering::Acquire);
-            let mine = tk.uptime();
+            let mine = read(&tk);
             assert!(
-                pack(mine) >= seen,
-                "read {mine} after another reader handed over a later time"
+                mine >= seen,
+                "read {mine} after another reader handed over {seen}"
             );
             mine
         });
 
         writer.join().unwrap();
         let last_of_first = first.join().unwrap();
-        let after = tk.uptime();
+        let after = read(&tk);
         assert!(after >= last_of_first && mine.is_none_or(|mine| after >= mine));
     });
 }
 
 #[test]
 fn rate_change_with_a_ring() {
-    rate_change_against_readers(2, true);
+    rate_change_against_readers(2, true, exact);
+}
+
+/// The same, read in nanoseconds: the segments a writer publishes with its
+/// hands are read under the same slot seqlock, and agree with the exact line.
+#[test]
+fn rate_change_with_a_ring_read_in_nanoseconds() {
+    rate_change_against_readers(2, true, nanos);
 }
 
 /// With one hands readers retry while the writer rewrites it, and every retry
 /// multiplies the interleavings: one reader keeps the model small enough.
 #[test]
 fn rate_change_in_place() {
-    rate_change_against_readers(1, false);
+    rate_change_against_readers(1, false, exact);
+}
+
+/// The same, read in nanoseconds.
+#[test]
+fn rate_change_in_place_read_in_nanoseconds() {
+    rate_change_against_readers(1, false, nanos);
 }
 
 /// Two windups and a realtime step at once: one writer at a time, and readers

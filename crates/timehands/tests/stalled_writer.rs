@@ -62,8 +62,8 @@ impl Counter for StallingCounter {
 }
 
 /// Reads uptime at the counter's current value and then after each of `steps`
-/// advances of 20 µs, checking that it never decreases from `last`; returns the
-/// last value. The first read, at the count the previous run ended on, is the
+/// advances of 20 µs, checking that it never decreases from `last` and that
+/// the nanosecond read agrees; returns the last value. The first read, at the count the previous run ended on, is the
 /// one that sees a backward step from a publish in between.
 fn read_ahead(tk: &Timekeeper<StallingCounter>, mut last: BinTime, steps: usize) -> BinTime {
     for step in 0..=steps {
@@ -72,6 +72,10 @@ fn read_ahead(tk: &Timekeeper<StallingCounter>, mut last: BinTime, steps: usize)
         }
         let now = tk.uptime();
         assert!(now >= last, "time went backwards: {last} then {now}");
+        // At the same count, the nanosecond read is the exact one rounded
+        // down, whichever hands (or long way) it used.
+        let nanos = tk.uptime_nanos();
+        assert_eq!(nanos as i128, now.as_nanos(), "at {now}");
         last = now;
     }
     last

@@ -6,7 +6,8 @@
 //!
 //! Each reader checks its own reads (per-thread monotonicity) and, through one
 //! shared atomic maximum, every other reader's (happens-before monotonicity: a
-//! value another thread published before our load is never ahead of our read).
+//! value another thread published before our load is never ahead of our read),
+//! for the exact reads and the nanosecond ones alike.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -64,6 +65,9 @@ fn readers_on_every_cpu_never_see_time_go_backwards() {
         .unwrap(),
     );
     let latest = Arc::new(AtomicU64::new(0));
+    // The same for the nanosecond reads, which the exact ones also publish
+    // (rounded down): the two kinds of read agree across threads.
+    let latest_nanos = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let cpus = thread::available_parallelism().map_or(2, |n| n.get());
 
@@ -92,9 +96,10 @@ fn readers_on_every_cpu_never_see_time_go_backwards() {
 
     let readers: Vec<_> = (0..cpus)
         .map(|_| {
-            let (tk, latest) = (tk.clone(), latest.clone());
+            let (tk, latest, latest_nanos) = (tk.clone(), latest.clone(), latest_nanos.clone());
             thread::spawn(move || {
                 let mut last = BinTime::ZERO;
+                let mut last_nanos = 0;
                 for _ in 0..1_000_000 {
                     let seen = latest.load(Ordering::Acquire);
                     let now = tk.uptime();
@@ -104,6 +109,21 @@ fn readers_on_every_cpu_never_see_time_go_backwards() {
                         "read {now} after another thread had published a later time"
                     );
                     latest.fetch_max(pack(now), Ordering::AcqRel);
+                    latest_nanos.fetch_max(now.as_nanos() as u64, Ordering::AcqRel);
+
+                    let seen = latest_nanos.load(Ordering::Acquire);
+                    let nanos = tk.uptime_nanos();
+                    assert!(
+                        nanos >= last_nanos,
+                        "one thread saw {last_nanos} then {nanos} ns"
+                    );
+                    assert!(
+                        nanos >= seen,
+                        "read {nanos} ns after another thread had published {seen} ns"
+                    );
+                    latest_nanos.fetch_max(nanos, Ordering::AcqRel);
+                    last_nanos = nanos;
+
                     let coarse = tk.uptime_coarse();
                     assert!(coarse <= tk.uptime(), "coarse {coarse} ahead of precise");
                     last = now;

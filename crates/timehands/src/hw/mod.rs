@@ -47,3 +47,5 @@ pub use kernel::{KernelCounter, available_clocksources, kernel_clocksource};
 pub use tsc::{
     CrystalRatio, FrequencySource, OrderedRead, ReadCost, StatedFrequency, Tsc, TscFacts,
 };
+#[cfg(target_arch = "x86_64")]
+pub(crate) use tsc::{rdtsc, read_ordered as read_tsc_ordered};

@@ -47,7 +47,7 @@ fn lfence() {
 
 /// A bare `rdtsc`.
 #[inline]
-fn rdtsc() -> u64 {
+pub(crate) fn rdtsc() -> u64 {
     // SAFETY: `rdtsc` exists on every x86_64 CPU, and Linux lets user space run
     // it (CR4.TSD clear) unless a process asks otherwise with `prctl`.
     unsafe { _rdtsc() }
@@ -343,17 +343,29 @@ impl Tsc {
     }
 }
 
+/// The TSC read as `read` orders it: what [`Tsc::read`](Counter::read) does,
+/// for a reader that chose the read once and keeps it.
+///
+/// # Safety
+/// `read` is [`OrderedRead::Rdtscp`] only where the CPU has `rdtscp`: as
+/// [`Tsc::ordered_read`] is.
+#[inline(always)]
+pub(crate) unsafe fn read_ordered(read: OrderedRead) -> u64 {
+    // The earlier memory accesses stay before the fenced read.
+    compiler_fence(Ordering::SeqCst);
+    match read {
+        // SAFETY: the caller's promise.
+        OrderedRead::Rdtscp => unsafe { rdtscp() },
+        OrderedRead::LfenceRdtsc => lfence_rdtsc(),
+    }
+}
+
 impl Counter for Tsc {
     #[inline]
     fn read(&self) -> u64 {
-        // The earlier memory accesses stay before the fenced read.
-        compiler_fence(Ordering::SeqCst);
-        match self.read {
-            // SAFETY: `read` is `Rdtscp` only when a constructor found rdtscp in
-            // CPUID.
-            OrderedRead::Rdtscp => unsafe { rdtscp() },
-            OrderedRead::LfenceRdtsc => lfence_rdtsc(),
-        }
+        // SAFETY: `read` is `Rdtscp` only when a constructor found rdtscp in
+        // CPUID.
+        unsafe { read_ordered(self.read) }
     }
 
     /// A bare `rdtsc`, with no fence: for timing an interval on one thread,
