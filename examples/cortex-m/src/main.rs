@@ -409,7 +409,7 @@ fn run_tick_phase(report: &mut Report, reader: &mut Reader, phase: &TickPhase) {
     report.check(
         worst.ring <= 1 && worst.single <= 1,
         format_args!(
-            "{}: {} windups {} apart, uptime after each is counts x 40 ns to 1 ns (worst: {} ns, {} ns; uptime {})",
+            "{}: {} windups {} apart, uptime after each is counts x 40 ns to 1 ns (worst {} ns with 8 hands, {} ns with 1; uptime {})",
             phase.name,
             phase.windups,
             Counts(phase.period as u64),
@@ -450,7 +450,7 @@ fn run_slew(report: &mut Report, reader: &mut Reader, request: i64) -> ReadStats
     report.check(
         too_fast == 0 && wrong_way == 0 && worst.single <= 1,
         format_args!(
-            "adjtime({request} ns): no windup interval slewed faster than 500 ppm or the wrong way; the other timekeeper did not move"
+            "adjtime({request} ns): no windup interval slewed faster than 500 ppm or the wrong way; the 1-hand timekeeper stayed on the reference"
         ),
     );
     stats
