@@ -74,6 +74,9 @@ const _: () = assert!(NS_PER_COUNT * TIMER_HZ == 1_000_000_000);
 /// The windup interval the timekeepers are built for: the fastest tick.
 const WINDUP_INTERVAL: Duration = Duration::from_millis(50);
 
+/// Counts between windups at 20 Hz: the windup interval.
+const TWENTY_HZ: u32 = (TIMER_HZ / 20) as u32;
+
 /// The latest a windup may come, in counts: seven eighths of the wrap
 /// (3 758 096 384 counts) less a third of a second, so that the handler's
 /// latency and the main loop's last read before it stay inside.
@@ -85,13 +88,14 @@ struct TickPhase {
     name: &'static str,
     /// Counts between windups.
     period: u32,
+    /// Windups to run.
     windups: u32,
 }
 
 const TICK_PHASES: [TickPhase; 4] = [
     TickPhase {
         name: "20 Hz",
-        period: 1_250_000,
+        period: TWENTY_HZ,
         windups: 40,
     },
     TickPhase {
@@ -111,8 +115,6 @@ const TICK_PHASES: [TickPhase; 4] = [
     },
 ];
 
-/// The tick of the adjustment phases: the timekeepers' windup interval.
-const ADJUST_PERIOD: u32 = 1_250_000;
 /// What each slew asks, one way then back.
 const SLEW_NS: i64 = 1_000_000;
 /// Windups to run a slew out: at 500 ppm a 50 ms interval slews 25 µs, so
@@ -216,7 +218,8 @@ fn last_tick() -> (Sample, u32) {
 }
 
 /// The tick: timer 1's interrupt, through the default handler (the board has
-/// no device crate naming its lines).
+/// no device crate naming its lines). cortex-m-rt has the default handler
+/// `unsafe`, as it catches every exception that has no handler of its own.
 #[exception]
 unsafe fn DefaultHandler(irqn: i16) {
     if irqn != board::TICK_IRQ {
@@ -511,7 +514,7 @@ fn main() -> ! {
         run_tick_phase(&mut report, &mut reader, phase);
     }
 
-    board::set_tick_period(ADJUST_PERIOD);
+    board::set_tick_period(TWENTY_HZ);
     let mut stats = run_slew(&mut report, &mut reader, SLEW_NS);
     stats.add(run_slew(&mut report, &mut reader, -SLEW_NS));
     stats.add(run_frequency(&mut report, &mut reader));
