@@ -76,6 +76,8 @@ const WINDUP_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Counts between windups at 20 Hz: the windup interval.
 const TWENTY_HZ: u32 = (TIMER_HZ / 20) as u32;
+const _: () =
+    assert!(TWENTY_HZ as u128 * 1_000_000_000 == WINDUP_INTERVAL.as_nanos() * TIMER_HZ as u128);
 
 /// The latest a windup may come, in counts: seven eighths of the wrap
 /// (3 758 096 384 counts) less a third of a second, so that the handler's
@@ -100,12 +102,12 @@ const TICK_PHASES: [TickPhase; 4] = [
     },
     TickPhase {
         name: "1 Hz",
-        period: 25_000_000,
+        period: TIMER_HZ as u32,
         windups: 3,
     },
     TickPhase {
         name: "every 10 s",
-        period: 250_000_000,
+        period: 10 * TIMER_HZ as u32,
         windups: 2,
     },
     TickPhase {
