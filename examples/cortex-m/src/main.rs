@@ -508,6 +508,14 @@ fn main() -> ! {
         Counts(COUNTER_MASK + 1),
         WINDUP_INTERVAL
     );
+    hprintln!(
+        "64-bit atomics: {}",
+        if cfg!(target_has_atomic = "64") {
+            "yes, the hands' 64-bit fields are single words"
+        } else {
+            "none, the hands' 64-bit fields are pairs of 32-bit halves"
+        }
+    );
     check_interval_limit(&mut report);
 
     let mut reader = Reader::new(keepers);
