@@ -464,7 +464,7 @@ impl HostClock {
                 return;
             }
             let hz = choice.counter.frequency();
-            match self.hand_over(choice.counter) {
+            match self.hand_over(choice.counter, true) {
                 Ok(_) => {
                     *steering = Steering::new(hz, choice.uncertainty_ppb, choice.anchor);
                     steering.follow_offsets(self);
@@ -489,10 +489,13 @@ impl HostClock {
     /// retire point lies up to an interval and a lead ahead of now (see
     /// [`Timekeeper::retire`]): the successor starts at the count where it
     /// falls due, and stands at it until then, rather than running ahead of
-    /// CLOCK_MONOTONIC by as much. Called with the steering lock held.
-    /// Nothing changes if the engine refuses `counter`, or past the last
-    /// stage.
-    fn hand_over(&self, counter: HostCounter) -> Result<BinTime, crate::Error> {
+    /// CLOCK_MONOTONIC by as much. With `wait`, the readers move only then
+    /// (a spin of at most an interval and a lead, for a thread that can
+    /// afford it): until then they read the retired timekeeper, which is
+    /// right up to that point, so that no read is ahead of CLOCK_MONOTONIC.
+    /// Called with the steering lock held. Nothing changes if the engine
+    /// refuses `counter`, or past the last stage.
+    fn hand_over(&self, counter: HostCounter, wait: bool) -> Result<BinTime, crate::Error> {
         let stage = self.stage.load(Ordering::Acquire);
         if stage + 1 == STAGES {
             return Ok(self.engine().uptime());
@@ -516,6 +519,12 @@ impl HostClock {
                 .realtime_coarse()
                 .saturating_sub(current.uptime_coarse()),
         );
+        if wait {
+            let counter = successor.counter();
+            while counter.read().wrapping_sub(due) & counter.mask() > counter.mask() / 2 {
+                std::hint::spin_loop();
+            }
+        }
         let _ = self.stages[stage + 1].set(successor);
         // Readers of the process's clock move to the successor before
         // anything (a coarse value) of it is published.
@@ -538,7 +547,7 @@ impl HostClock {
             return;
         }
         let retired_at = self
-            .hand_over(HostCounter::Kernel(KernelCounter::monotonic()))
+            .hand_over(HostCounter::Kernel(KernelCounter::monotonic()), false)
             .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
         let mut facts = self.facts();
         facts.frequency_source = KERNEL_FREQUENCY_SOURCE.to_string();
