@@ -3,19 +3,41 @@
 //!
 //! # Choosing the counter
 //!
-//! At the first read (never before `main`): on x86_64 the TSC, when CPUID says
-//! it is invariant and the kernel itself keeps time with it (its clocksource is
-//! `tsc`, which Linux grants only to a TSC it found synchronized across CPUs);
-//! on aarch64 the generic timer's CNTVCT_EL0; otherwise, or when
-//! `TIMEHANDS_COUNTER=kernel`, the kernel's CLOCK_MONOTONIC itself, so the clock
-//! is correct everywhere and fast where it can be. `TIMEHANDS_COUNTER=tsc`
-//! takes the TSC whatever the checks say. [`info`] tells what was chosen and why.
+//! The first read (never anything before `main`) starts the clock on the
+//! kernel's CLOCK_MONOTONIC itself: nothing to choose, so the first read costs
+//! tens of microseconds, with CLOCK_MONOTONIC's own offset (none) and error
+//! bound from the start. The choice costs more than that in a VM, where every
+//! CPUID traps to the hypervisor (some microseconds a leaf) and the kernel's
+//! clocksource is a file to read; so it is made at the first windup, on the
+//! watchdog's thread (below), or by [`info`] if it asks first: on x86_64 the
+//! TSC, when CPUID says it is invariant and the kernel itself keeps time with
+//! it (its clocksource is `tsc`, which Linux grants only to a TSC it found
+//! synchronized across CPUs); on aarch64 the generic timer's CNTVCT_EL0;
+//! otherwise, or when `TIMEHANDS_COUNTER=kernel`, the kernel's clock stays, so
+//! the clock is correct everywhere and fast where it can be.
+//! `TIMEHANDS_COUNTER=tsc` takes the TSC whatever the checks say. [`info`]
+//! tells what was chosen and why.
 //!
-//! A check of our own follows on the TSC: at the first windup a reader makes
-//! (not at startup, which must stay cheap) a thread measures each CPU's TSC
-//! against the first CPU's (`tsc_sync`, as Linux does at boot); TSCs found
+//! The move is a retirement ([`Timekeeper::retire`]) of the timekeeper on the
+//! kernel's clock for one on the chosen counter that starts where it stops.
+//! The thread waits until that point falls due before it moves the readers,
+//! so time neither steps back nor runs ahead of CLOCK_MONOTONIC; the first
+//! timekeeper winds up every [`STARTUP_INTERVAL`], so that the point is near.
+//!
+//! A check of our own follows on the TSC: the same thread measures each CPU's
+//! TSC against the first CPU's (`tsc_sync`, as Linux does at boot); TSCs found
 //! apart are dropped for the kernel's clock, as the watchdog drops a counter
 //! (below), and the verdict joins the others in [`info`].
+//!
+//! # How a read finds the clock
+//!
+//! `now()` loads one word ([`READER`]): the address of the timekeeper in use
+//! and, in its low bits, how to read its counter (`rdtscp`, `lfence; rdtsc`,
+//! or the counter's own read), so that a read tests nothing else before the
+//! counter read. Then the engine's first nanosecond segment of the current
+//! hands gives the time with one multiply-add (see [`Timekeeper::nanos_at`]).
+//! The word is 0 until the clock starts, and changes when a timekeeper takes
+//! over from another.
 //!
 //! # Staying with the kernel
 //!
@@ -54,7 +76,11 @@
 //! Nobody needs to: a reader that finds the timehands a windup interval old
 //! winds up (the others carry on; one wins the writer lock). A thread is started
 //! only for the coarse clocks, which read no counter and so would never notice:
-//! the first coarse read starts it, and it winds up every interval.
+//! the first coarse read starts it, and it winds up every interval. Each windup
+//! leaves the coarse time ready for [`now_coarse`] in one word
+//! ([`COARSE_NANOS`]), and the whole seconds of each clock as hints for
+//! [`gettime`], which then splits nanoseconds into seconds without a
+//! division.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
@@ -1071,13 +1097,12 @@ fn split_near(ns: u64, hint: &AtomicU64) -> Duration {
     const NANOS_PER_SEC: u64 = 1_000_000_000;
     let second = hint.load(Ordering::Relaxed);
     // No overflow: hints are at most u64::MAX / 10^9.
-    let within = ns.wrapping_sub(second * NANOS_PER_SEC);
-    if within < NANOS_PER_SEC {
-        Duration::new(second, within as u32)
-    } else if within < 2 * NANOS_PER_SEC {
-        Duration::new(second + 1, (within - NANOS_PER_SEC) as u32)
-    } else {
-        Duration::from_nanos(ns)
+    match ns.checked_sub(second * NANOS_PER_SEC) {
+        Some(within) if within < NANOS_PER_SEC => Duration::new(second, within as u32),
+        Some(within) if within < 2 * NANOS_PER_SEC => {
+            Duration::new(second + 1, (within - NANOS_PER_SEC) as u32)
+        }
+        _ => Duration::from_nanos(ns),
     }
 }
 
@@ -1242,6 +1267,24 @@ mod tests {
     struct Seen {
         last: BinTime,
         steps_back: Vec<(BinTime, BinTime)>,
+    }
+
+    /// Any hint splits nanoseconds right: the hint's second and the next go
+    /// the short way, every other one (a stale hint, a step of realtime) the
+    /// long way.
+    #[test]
+    fn seconds_split_right_whatever_the_hint() {
+        let hint = AtomicU64::new(0);
+        for ns in [0, 999_999_999, 1_000_000_000, 5_123_456_789, u64::MAX] {
+            for second in [0, 4, 5, 6, 7, 1_000, u64::MAX / 1_000_000_000] {
+                hint.store(second, Ordering::Relaxed);
+                assert_eq!(
+                    split_near(ns, &hint),
+                    Duration::from_nanos(ns),
+                    "{ns} near {second}"
+                );
+            }
+        }
     }
 
     /// A thread that reads `clock` as `now()` does, winding it up when due

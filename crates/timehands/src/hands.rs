@@ -10,8 +10,15 @@
 //! lasts one windup interval's counts and then stops, so a windup that comes
 //! late (readers that wind up only when they read, seconds apart) never runs a
 //! slew past its amount. A reader takes the current hands, reads the counter
-//! and evaluates; [`Hands::uptime_at`] is the one conversion routine that
+//! and evaluates; [`Line::uptime_at`] is the one conversion routine that
 //! readers and the writer share.
+//!
+//! Each hands also carries its line up to a windup due in whole nanoseconds,
+//! as one or two straight segments (`nanos.rs`): a read of nanoseconds
+//! through them is one multiply-add after the counter read, and equals the
+//! floor of [`Line::uptime_at`] in nanoseconds exactly, so it inherits every
+//! guarantee below. The first segment, the ticket and the boottime offset
+//! share the slot's first cache line.
 //!
 //! A windup samples the counter and publishes a new hands that continues the old
 //! function exactly (so no windup ever steps time, however late it comes: the
