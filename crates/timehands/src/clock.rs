@@ -82,8 +82,8 @@
 //! [`gettime`], which then splits nanoseconds into seconds without a
 //! division.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, Once, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::hw::{self, KernelCounter};
@@ -358,6 +358,13 @@ struct Facts {
 /// counter goes wrong.
 const STAGES: usize = 3;
 
+/// [`HostClock::choice`]: the counter is still to be chosen.
+const TO_CHOOSE: u8 = 0;
+/// [`HostClock::choice`]: a thread is choosing it.
+const CHOOSING: u8 = 1;
+/// [`HostClock::choice`]: the counter is chosen (and in use).
+const CHOSEN: u8 = 2;
+
 /// The windup interval of the timekeeper the process's clock starts on, on
 /// the kernel's clock, until the hardware counter takes over: short, so that
 /// its promise (at most an interval and a lead ahead), where the hand-over
@@ -370,10 +377,11 @@ pub(crate) struct HostClock {
     stages: [OnceLock<Timekeeper<HostCounter>>; STAGES],
     /// The index of the timekeeper in use, set after it is.
     stage: AtomicUsize,
-    /// The move to the counter `choose` picks, once (see
-    /// [`choose_counter`](HostClock::choose_counter)); done from the start
-    /// for a clock given its counter.
-    chosen: Once,
+    /// Where the move to the counter `choose` picks stands (see
+    /// [`choose_counter`](HostClock::choose_counter)): [`TO_CHOOSE`],
+    /// [`CHOOSING`] or [`CHOSEN`] (from the start, for a clock given its
+    /// counter).
+    choice: AtomicU8,
     /// Whether the watchdog's thread was started.
     watchdog_started: AtomicBool,
     /// The verdict of the cross-CPU check of the TSC, once done.
@@ -416,7 +424,7 @@ impl HostClock {
     #[cfg(test)]
     fn new(choice: Choice) -> HostClock {
         let clock = HostClock::build(choice, WINDUP_INTERVAL);
-        clock.chosen.call_once(|| ());
+        clock.choice.store(CHOSEN, Ordering::Release);
         clock
     }
 
@@ -444,7 +452,7 @@ impl HostClock {
             )),
             stages: [OnceLock::from(engine), OnceLock::new(), OnceLock::new()],
             stage: AtomicUsize::new(0),
-            chosen: Once::new(),
+            choice: AtomicU8::new(TO_CHOOSE),
             watchdog_started: AtomicBool::new(false),
             cross_cpu: OnceLock::new(),
             facts: Mutex::new(Facts {
@@ -475,34 +483,50 @@ impl HostClock {
     /// counter `choose` picks (the TSC, CNTVCT_EL0; or stays, with the reason
     /// in `info`). Off the first read, which must stay cheap: the watchdog's
     /// thread does it when it starts (at the first windup), or `info` and the
-    /// trace description when asked first. Later calls wait for the first.
+    /// trace description when asked first. A call while another thread
+    /// chooses waits for it (not with a lock: a `fork()`ed child, which has
+    /// no such thread, starts the choice again).
     pub(crate) fn choose_counter(&self) {
-        self.chosen.call_once(|| {
-            let choice = choose();
-            let mut steering = self.steering();
-            let mut facts = self.facts();
-            *facts = Facts {
-                frequency_source: choice.frequency_source,
-                verdicts: choice.verdicts,
-                fallback: choice.fallback,
-            };
-            if matches!(choice.counter, HostCounter::Kernel(_)) {
-                return;
+        loop {
+            match self.choice.compare_exchange(
+                TO_CHOOSE,
+                CHOOSING,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(CHOSEN) => return,
+                Err(_) => std::thread::sleep(Duration::from_micros(50)),
             }
-            let hz = choice.counter.frequency();
+        }
+        let choice = choose();
+        let hz = choice.counter.frequency();
+        let kept = Facts {
+            frequency_source: choice.frequency_source,
+            verdicts: choice.verdicts,
+            fallback: choice.fallback,
+        };
+        let facts = if matches!(choice.counter, HostCounter::Kernel(_)) {
+            kept
+        } else {
+            let mut steering = self.steering();
             match self.hand_over(choice.counter, true) {
                 Ok(_) => {
                     *steering = Steering::new(hz, choice.uncertainty_ppb, choice.anchor);
                     steering.follow_offsets(self);
+                    kept
                 }
-                Err(refused) => {
-                    // A hardware counter the engine refuses (firmware that
-                    // left CNTFRQ_EL0 at 0, say): the kernel's clock stays.
-                    facts.frequency_source = KERNEL_FREQUENCY_SOURCE.to_string();
-                    facts.fallback = Some(format!("the hardware counter was refused: {refused}"));
-                }
+                // A hardware counter the engine refuses (firmware that left
+                // CNTFRQ_EL0 at 0, say): the kernel's clock stays.
+                Err(refused) => Facts {
+                    frequency_source: KERNEL_FREQUENCY_SOURCE.to_string(),
+                    fallback: Some(format!("the hardware counter was refused: {refused}")),
+                    ..kept
+                },
             }
-        });
+        };
+        *self.facts() = facts;
+        self.choice.store(CHOSEN, Ordering::Release);
     }
 
     /// What `info` reports of the counter choice, whoever panicked holding it.
@@ -595,7 +619,7 @@ impl HostClock {
     fn start_watchdog(&'static self) {
         if self.watchdog_started.load(Ordering::Relaxed)
             || self.watchdog_started.swap(true, Ordering::Relaxed)
-            || (self.chosen.is_completed() && on_kernel_clock(self.engine()))
+            || (self.choice.load(Ordering::Acquire) == CHOSEN && on_kernel_clock(self.engine()))
         {
             return;
         }
@@ -836,6 +860,13 @@ extern "C" fn forget_threads_in_child() {
     if let Some(clock) = CLOCK.get() {
         clock.upkeep_started.store(false, Ordering::Relaxed);
         clock.watchdog_started.store(false, Ordering::Relaxed);
+        // A choice the parent was making is made again, by the child.
+        let _ = clock.choice.compare_exchange(
+            CHOOSING,
+            TO_CHOOSE,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
         // Stale until the upkeep thread runs again: the next coarse read
         // goes the long way, and starts it.
         COARSE_NANOS.store(0, Ordering::Relaxed);
@@ -1318,12 +1349,12 @@ mod tests {
     fn the_clock_starts_on_the_kernel_clock_and_moves_to_the_chosen_counter() {
         let clock: &'static HostClock = Box::leak(Box::new(HostClock::start()));
         assert!(on_kernel_clock(clock.engine()));
-        assert!(!clock.chosen.is_completed());
+        assert_eq!(clock.choice.load(Ordering::Acquire), TO_CHOOSE);
         let stop = Arc::new(AtomicBool::new(false));
         let reader = read_until(clock, stop.clone());
         // The loop bound only keeps a broken hand-over from hanging the test.
         for _ in 0..5000 {
-            if clock.chosen.is_completed() {
+            if clock.choice.load(Ordering::Acquire) == CHOSEN {
                 break;
             }
             std::thread::sleep(Duration::from_millis(1));
