@@ -96,7 +96,10 @@ fn main() -> ExitCode {
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Stat(args)) => stat::run(&args),
         Some(Command::Scale(args)) => scale::run(&args),
-        Some(Command::TscSync(args)) => tsc_sync::run(&args),
+        Some(Command::TscSync(args)) => {
+            return tsc_sync::run(&args)
+                .unwrap_or_else(|e| fail(&e, ExitCode::from(tsc_sync::CANNOT_CHECK)));
+        }
         Some(Command::Track(args)) => track::run(&args),
         Some(Command::Timers(args)) => timers::run(&args),
         Some(Command::Latency(args)) => latency::run(&args),
@@ -105,11 +108,14 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            say(&format!("{e:#}"));
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&e, ExitCode::FAILURE),
     }
+}
+
+/// Prints `error` on one line and returns `status`.
+fn fail(error: &anyhow::Error, status: ExitCode) -> ExitCode {
+    say(&format!("{error:#}"));
+    status
 }
 
 /// Parses the command line; a bad one gets clap's error folded onto one line
