@@ -50,7 +50,7 @@ Examples:
   timehands tsc-sync          bounds on every CPU pair's TSC offset, and a verdict
   timehands track -D 10       our clock's offset and rate against the kernel's
   timehands latency -p 80 -l 10000 -q   wakeup latency, as cyclictest measures it
-  timehands load -t 6 -D 60   the timer stress of seed 001, beside latency
+  timehands load -t 6 -D 60   six threads of random short sleeps, to run beside latency
   timehands timers            hard-timer lateness under a soft-timer storm
   timehands info              the counter, its frequency and the trust verdicts
   timehands info --json       the same as one JSON document";
@@ -83,8 +83,8 @@ enum Command {
     /// histogram), plus missed periods, p50/p99/p99.9, the system and the
     /// timer slack.
     Latency(latency::Args),
-    /// The timer stress of seed 001: N threads doing random sub-millisecond
-    /// sleeps, until the duration or Ctrl-C.
+    /// A timer stress: N threads doing random sub-millisecond sleeps, until
+    /// the duration or Ctrl-C.
     Load(load::Args),
 }
 

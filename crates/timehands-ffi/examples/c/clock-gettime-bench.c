@@ -2,7 +2,7 @@
  * clock-gettime-bench.c
  *
  * The clock_gettime(2) benchmark of Scott Cheloha's 2021 OpenBSD patch
- * (seed 000), adapted for timehands: the same loop, `count` reads of
+ * (public domain), adapted for timehands: the same loop, `count` reads of
  * CLOCK_MONOTONIC, runs over the C library's clock_gettime and then over
  * libtimehands' th_clock_gettime, each timed by the kernel's CLOCK_MONOTONIC.
  * So that both meet the same machine (a loaded one changes by the second), the
