@@ -82,7 +82,7 @@ enum Command {
     /// Wakeup latency as cyclictest measures it (same flags, line and
     /// histogram), plus missed periods, p50/p99/p99.9, the system and the
     /// timer slack.
-    Latency(latency::Args),
+    Latency(Box<latency::Args>),
     /// A timer stress: N threads doing random sub-millisecond sleeps, until
     /// the duration or Ctrl-C.
     Load(load::Args),
