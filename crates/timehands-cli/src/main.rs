@@ -22,6 +22,7 @@ mod summary;
 mod timers;
 mod track;
 mod tsc_sync;
+mod verdict;
 
 use std::io::Write as _;
 use std::process::ExitCode;
