@@ -649,6 +649,26 @@ fn the_named_pipe_gives_a_reader_the_thread_lines() {
 }
 
 #[test]
+fn tracemark_without_tracefs_is_one_line_and_a_non_zero_exit() {
+    let mounted = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .any(|dir| std::path::Path::new(dir).join("trace_marker").exists());
+    if mounted {
+        // It would stop the machine's tracing: not a test's business.
+        eprintln!("skipped: tracefs is mounted here, and --tracemark would stop tracing");
+        return;
+    }
+    let out = latency(&["-q", "-l", "2", "-i", "200", "-b", "1000", "--tracemark"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("timehands: --tracemark: tracefs is not mounted"),
+        "{err}"
+    );
+}
+
+#[test]
 fn what_this_machine_cannot_do_is_one_line_and_a_non_zero_exit() {
     // --smi needs an Intel CPU's MSR; --tracemark needs tracefs.
     let out = latency(&["-q", "-l", "2", "-i", "200", "--smi"]);

@@ -224,8 +224,8 @@ pub struct ThreadPlan {
     pub index: usize,
     /// Its period in µs.
     pub interval_us: u64,
-    /// The CPU it is pinned to, if any.
-    pub cpu: Option<usize>,
+    /// The CPU it is pinned to.
+    pub cpu: usize,
     /// Its real-time priority; 0 leaves it SCHED_OTHER.
     pub priority: u8,
     /// Its real-time policy (used with a priority above 0).
@@ -483,19 +483,14 @@ impl Progress {
 /// Sets the calling thread up as `plan` says; with `--smi`, opens the SMI
 /// counter of its CPU.
 fn set_up(plan: &ThreadPlan) -> anyhow::Result<(Setup, Option<SmiCounter>)> {
-    if let Some(cpu) = plan.cpu {
-        realtime::pin_to(cpu)?;
-    }
+    realtime::pin_to(plan.cpu)?;
     if plan.priority > 0 {
         realtime::set_realtime(plan.policy, plan.priority)?;
     }
     if plan.least_slack {
         realtime::set_min_timer_slack();
     }
-    let smi = plan
-        .smi
-        .then(|| SmiCounter::open(plan.cpu.unwrap_or_else(realtime::current_cpu)))
-        .transpose()?;
+    let smi = plan.smi.then(|| SmiCounter::open(plan.cpu)).transpose()?;
     // SAFETY: gettid takes no arguments and cannot fail.
     let tid = unsafe { libc::gettid() };
     Ok((

@@ -409,7 +409,7 @@ impl Plan {
                 ThreadPlan {
                     index,
                     interval_us: u64::from(args.interval) + index as u64 * distance_us,
-                    cpu: Some(affinity::cpu_for_thread(index, &cpus)),
+                    cpu: affinity::cpu_for_thread(index, &cpus),
                     priority,
                     policy,
                     clock,
@@ -651,8 +651,7 @@ fn check_smi(plan: &Plan) -> anyhow::Result<()> {
     if !cfg!(target_arch = "x86_64") || timehands::hw::TscFacts::read().vendor != "GenuineIntel" {
         bail!("--smi: SMI counter is not supported on this processor (it is an Intel MSR)");
     }
-    let cpu = plan.threads[0].cpu.unwrap_or_else(realtime::current_cpu);
-    measure::SmiCounter::open(cpu).map(drop)
+    measure::SmiCounter::open(plan.threads[0].cpu).map(drop)
 }
 
 /// `--mainaffinity`, or else the CPUs of `-a` (as cyclictest restricts its

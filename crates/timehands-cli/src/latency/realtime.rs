@@ -132,12 +132,6 @@ pub fn pin_to_set(cpus: &[usize]) -> io::Result<()> {
     Ok(())
 }
 
-/// The CPU the calling thread runs on now.
-pub fn current_cpu() -> usize {
-    // SAFETY: sched_getcpu takes no arguments.
-    usize::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0)
-}
-
 /// The CPUs this process may run on, in ascending order.
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: an all-zero cpu_set_t is the empty set.

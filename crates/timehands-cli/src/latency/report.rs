@@ -16,7 +16,7 @@ use super::sysinfo::SysInfo;
 
 /// The version of the JSON document's layout; it changes when a field changes
 /// meaning or goes away (new fields may appear without it). 2: cyclictest's
-/// layout (`cpu` is -1 for an unpinned thread, `histogram` always an object).
+/// layout (`cpu` always a number, `histogram` always an object).
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// The rt-tests release whose cyclictest's flags, output and JSON these are.
@@ -324,8 +324,8 @@ impl Serialize for Threads<'_> {
 }
 
 /// A thread's figures: cyclictest's fields first (`histogram` as an object of
-/// the buckets that counted, `cycles`, `min`, `max`, `avg`, `cpu` (-1 when
-/// unpinned), `node`), then ours.
+/// the buckets that counted, `cycles`, `min`, `max`, `avg`, `cpu`, `node`),
+/// then ours.
 #[derive(Serialize)]
 struct ThreadJson {
     histogram: BTreeMap<String, u64>,
@@ -333,7 +333,7 @@ struct ThreadJson {
     min: u64,
     max: u64,
     avg: f64,
-    cpu: i64,
+    cpu: usize,
     node: i64,
     tid: i32,
     priority: u8,
@@ -370,8 +370,8 @@ impl ThreadJson {
             max: s.max,
             // Two decimals, as cyclictest writes it.
             avg: (r.stats.mean() * 100.0).round() / 100.0,
-            cpu: r.plan.cpu.map_or(-1, |cpu| cpu as i64),
-            node: r.plan.cpu.map_or(-1, numa_node),
+            cpu: r.plan.cpu,
+            node: numa_node(r.plan.cpu),
             tid: r.setup.tid,
             priority: r.plan.priority,
             interval_us: r.plan.interval_us,
@@ -413,7 +413,7 @@ mod tests {
             plan: ThreadPlan {
                 index,
                 interval_us: 1000,
-                cpu: None,
+                cpu: 0,
                 priority: 80,
                 policy: crate::latency::realtime::Policy::Fifo,
                 clock: crate::latency::clock::Clock::Monotonic,
