@@ -93,6 +93,47 @@ fn nanosleep(clock: Clock, flags: libc::c_int, nanos: u64) -> io::Result<()> {
     }
 }
 
+/// cyclictest's `-R`: the resolution the kernel reports for `clock` against
+/// the smallest step seen over about a millisecond of back-to-back reads,
+/// as warnings when the measured one is coarser (or always with `-v`).
+pub fn check_resolution(clock: Clock, verbose: bool, list: bool) {
+    let mut res = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `res` is a valid, writable timespec.
+    let reported = (unsafe { libc::clock_getres(clock.id(), &mut res) } == 0)
+        .then(|| res.tv_sec as u64 * NANOS_PER_SEC + res.tv_nsec as u64);
+    let start = clock.now();
+    let mut readings = Vec::new();
+    while clock.now().as_nanos() - start.as_nanos() < 1_000_000 && readings.len() < 100_000 {
+        readings.push(clock.now().as_nanos());
+    }
+    let steps = readings.windows(2).map(|w| w[1] - w[0]);
+    if list {
+        eprintln!(
+            "INFO: For {} consecutive calls to clock_gettime():",
+            readings.len()
+        );
+        eprintln!("INFO: time, delta time (nsec)");
+        for (at, step) in readings.iter().skip(1).zip(steps.clone()) {
+            eprintln!(
+                "INFO: {}.{:09}  {step:5}",
+                at / NANOS_PER_SEC,
+                at % NANOS_PER_SEC
+            );
+        }
+    }
+    let measured = steps.filter(|&s| s > 0).min().unwrap_or(0);
+    if verbose || reported.is_some_and(|r| measured > r) {
+        match reported {
+            Some(r) => eprintln!("WARN: reported clock resolution: {r} nsec"),
+            None => eprintln!("WARN: clock_getres failed"),
+        }
+        eprintln!("WARN: measured clock resolution approximately: {measured} nsec");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,6 +24,7 @@ pub(crate) mod duration;
 mod feeds;
 pub(crate) mod interrupt;
 mod measure;
+mod plan;
 mod realtime;
 mod report;
 mod stats;
@@ -42,11 +43,11 @@ use anyhow::{Context, bail};
 
 use crate::output;
 
-use clock::Clock;
 use measure::{
-    Align, BreakTrace, Limits, Nanosleep, PosixTimer, Progress, RelativeSleep, Sample,
-    ServiceTimer, Setup, Shared, Spikes, ThreadPlan, Waiter,
+    Align, BreakTrace, Nanosleep, PosixTimer, Progress, RelativeSleep, Sample, ServiceTimer, Setup,
+    Shared, Spikes, ThreadPlan, Waiter,
 };
+use plan::{Plan, WaitMode};
 use realtime::Policy;
 use report::ThreadResult;
 use stats::Unit;
@@ -303,169 +304,6 @@ fn parse_threads(text: &str) -> Result<ThreadCount, String> {
     }
 }
 
-/// How the threads wait, from the flags.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum WaitMode {
-    Absolute,
-    Relative,
-    System,
-    PosixTimer,
-    Service,
-}
-
-/// A run's settings once the flags are checked and cyclictest's rules
-/// applied.
-struct Plan {
-    threads: Vec<ThreadPlan>,
-    limits: Limits,
-    all_column: bool,
-    distance_us: u64,
-    /// The policy asked for, and whether the threads run SCHED_OTHER anyway
-    /// (cyclictest's `policy: fifo` or `policy: batch/other`).
-    policy: Policy,
-    other: bool,
-    wait: WaitMode,
-}
-
-impl Plan {
-    fn from_args(args: &Args) -> anyhow::Result<Plan> {
-        let allowed = realtime::allowed_cpus();
-        // Without a CPUSET, cyclictest 2.40 pins thread N to the N-th CPU it
-        // may use, round-robin, whether -a is given or not.
-        let cpus: Vec<usize> = match (&args.affinity, args.smp) {
-            (_, true) => {
-                if args.affinity.is_some() {
-                    eprintln!("WARN: -a ignored due to smp mode");
-                }
-                allowed.clone()
-            }
-            (Some(list), false) if !list.is_empty() => {
-                affinity::parse_cpu_list("-a", list, &allowed).map_err(anyhow::Error::msg)?
-            }
-            (_, false) => allowed.clone(),
-        };
-        let per_cpu = cpus.len();
-        let count = match (args.threads, args.smp) {
-            (Some(_), true) => {
-                eprintln!("WARN: -t ignored due to smp mode");
-                per_cpu
-            }
-            (_, true) | (Some(ThreadCount::PerCpu), false) => per_cpu,
-            (Some(ThreadCount::Exactly(n)), false) => n,
-            (None, false) => 1,
-        };
-        let bound = args.histogram.or(args.histofall).map(|b| b as usize);
-        if let Some(bound) = bound {
-            let bytes = bound.saturating_mul(count).saturating_mul(size_of::<u64>());
-            if bytes > MAX_HISTOGRAM_BYTES {
-                bail!(
-                    "-h {bound} with {count} threads needs {} MiB of buckets: \
-                     use a smaller bound or fewer threads",
-                    bytes >> 20
-                );
-            }
-        }
-        if let (Some(red), false) = (args.oscope, args.verbose) {
-            bail!("-o {red}: the oscilloscope mode reduces -v's output: give -v too");
-        }
-        let distance_us = match (bound, args.distance) {
-            (Some(_), Some(_)) => {
-                eprintln!("WARN: distance is ignored and set to 0, if histogram enabled");
-                0
-            }
-            (Some(_), None) => 0,
-            (None, d) => u64::from(d.unwrap_or(DEFAULT_DISTANCE_US)),
-        };
-        let (policy, first_priority) = policy_and_priority(args, count);
-        let other = first_priority == 0 || !policy.is_realtime();
-        let wait = match (args.service, args.system, args.posix_timers, args.relative) {
-            (true, ..) => WaitMode::Service,
-            (_, true, true, _) => {
-                eprintln!("WARN: The system option requires clock_nanosleep");
-                eprintln!("WARN: and is not compatible with posix_timers");
-                eprintln!("WARN: Using clock_nanosleep");
-                WaitMode::System
-            }
-            (_, true, ..) => WaitMode::System,
-            (_, _, true, _) => WaitMode::PosixTimer,
-            (.., true) => WaitMode::Relative,
-            _ => WaitMode::Absolute,
-        };
-        let clock = Clock::from_number(args.clock).unwrap_or_default();
-        if wait == WaitMode::Service && clock != Clock::Monotonic {
-            bail!(
-                "--service -c {}: the timer service keeps CLOCK_MONOTONIC only",
-                args.clock
-            );
-        }
-        let threads = (0..count)
-            .map(|index| {
-                let spread = if args.priospread { index } else { 0 };
-                let priority = if other {
-                    0
-                } else {
-                    u8::try_from(usize::from(first_priority).saturating_sub(spread)).unwrap_or(0)
-                };
-                ThreadPlan {
-                    index,
-                    interval_us: u64::from(args.interval) + index as u64 * distance_us,
-                    cpu: affinity::cpu_for_thread(index, &cpus),
-                    priority,
-                    policy,
-                    clock,
-                    least_slack: args.least_slack,
-                    smi: args.smi,
-                }
-            })
-            .collect();
-        Ok(Plan {
-            threads,
-            limits: Limits {
-                loops: args.loops,
-                duration: args.duration,
-                bound,
-                unit: if args.nsecs {
-                    Unit::Nanos
-                } else {
-                    Unit::Micros
-                },
-            },
-            all_column: args.histofall.is_some(),
-            distance_us,
-            policy,
-            other,
-            wait,
-        })
-    }
-}
-
-/// cyclictest's rules for `-p`, `--policy` and `--priospread`: a priority
-/// makes the policy SCHED_FIFO unless it is FIFO or RR already; a real-time
-/// policy without a priority (or -p 0) gets threads + 1.
-fn policy_and_priority(args: &Args, count: usize) -> (Policy, u8) {
-    let default_priority = || {
-        let p = u8::try_from((count + 1).min(99)).unwrap_or(99);
-        eprintln!("defaulting realtime priority to {p}");
-        p
-    };
-    let asked = args.policy.unwrap_or(Policy::Other);
-    let mut policy = asked;
-    let mut priority = args.priority.unwrap_or(0);
-    if args.priority.is_some() && !policy.is_realtime() {
-        if args.policy.is_some() {
-            eprintln!("policy and priority don't match: setting policy to SCHED_FIFO");
-        }
-        policy = Policy::Fifo;
-    }
-    if priority == 0 && (policy.is_realtime() || args.priospread) {
-        priority = default_priority();
-        if !policy.is_realtime() {
-            policy = Policy::Fifo;
-        }
-    }
-    (policy, priority)
-}
-
 /// Where the JSON goes.
 enum JsonOut {
     Stdout,
@@ -545,7 +383,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let text = !matches!(json, Some(JsonOut::Stdout));
     let stop = interrupt::stop_on_interrupt()?;
     if args.resolution {
-        check_resolution(plan.threads[0].clock, args.verbose, args.dbg_cyclictest);
+        clock::check_resolution(plan.threads[0].clock, args.verbose, args.dbg_cyclictest);
     }
     if text && args.verbose {
         output::print(&format!(
@@ -665,47 +503,6 @@ fn pin_main_thread(args: &Args) -> anyhow::Result<()> {
     };
     let cpus = affinity::parse_cpu_list(flag, list, &allowed).map_err(anyhow::Error::msg)?;
     realtime::pin_to_set(&cpus).with_context(|| format!("{flag} {list}: cannot run there"))
-}
-
-/// cyclictest's `-R`: the resolution the kernel reports for `clock` against
-/// the smallest step seen over about a millisecond of back-to-back reads,
-/// as warnings when the measured one is coarser (or always with `-v`).
-fn check_resolution(clock: Clock, verbose: bool, list: bool) {
-    let mut res = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `res` is a valid, writable timespec.
-    let reported = (unsafe { libc::clock_getres(clock.id(), &mut res) } == 0)
-        .then(|| res.tv_sec as u64 * clock::NANOS_PER_SEC + res.tv_nsec as u64);
-    let start = clock.now();
-    let mut readings = Vec::new();
-    while clock.now().as_nanos() - start.as_nanos() < 1_000_000 && readings.len() < 100_000 {
-        readings.push(clock.now().as_nanos());
-    }
-    let steps = readings.windows(2).map(|w| w[1] - w[0]);
-    if list {
-        eprintln!(
-            "INFO: For {} consecutive calls to clock_gettime():",
-            readings.len()
-        );
-        eprintln!("INFO: time, delta time (nsec)");
-        for (at, step) in readings.iter().skip(1).zip(steps.clone()) {
-            eprintln!(
-                "INFO: {}.{:09}  {step:5}",
-                at / clock::NANOS_PER_SEC,
-                at % clock::NANOS_PER_SEC
-            );
-        }
-    }
-    let measured = steps.filter(|&s| s > 0).min().unwrap_or(0);
-    if verbose || reported.is_some_and(|r| measured > r) {
-        match reported {
-            Some(r) => eprintln!("WARN: reported clock resolution: {r} nsec"),
-            None => eprintln!("WARN: clock_getres failed"),
-        }
-        eprintln!("WARN: measured clock resolution approximately: {measured} nsec");
-    }
 }
 
 fn cpu_count(name: libc::c_int) -> i64 {
