@@ -93,9 +93,11 @@ fn quiet_prints_one_cyclictest_line_per_thread_with_distance_applied() {
         assert_eq!(l.priority, 0, "no -p: SCHED_OTHER");
         // cyclictest's default distance: thread N at interval + N * 500.
         assert_eq!(l.interval, 200 + 500 * i as u64);
-        assert_eq!(l.cycles, 20);
+        assert!(l.cycles <= 20, "{text}");
         assert!(l.min <= l.avg && l.avg <= l.max, "{text}");
     }
+    // As cyclictest: the first thread to make its loops ends the run.
+    assert_eq!(lines.iter().map(|l| l.cycles).max(), Some(20), "{text}");
     // The lines cyclictest lacks.
     for i in 0..2 {
         let extra = format!("# T:{i:2} Missed:");
@@ -118,7 +120,7 @@ fn service_waits_on_the_timer_service() {
     let text = stdout_of(&["-q", "-l", "20", "-i", "200", "-t", "2", "--service"]);
     let lines = thread_lines(&text);
     assert_eq!(lines.len(), 2, "{text}");
-    assert!(lines.iter().all(|l| l.cycles == 20), "{text}");
+    assert_eq!(lines.iter().map(|l| l.cycles).max(), Some(20), "{text}");
     let service = text
         .lines()
         .find(|l| l.starts_with("# timer service: hard expiry thread "))
@@ -234,9 +236,12 @@ fn json_has_the_schema_version_percentiles_and_overflow_counts() {
     assert!(doc["sysinfo"]["virtualized"].is_boolean());
     assert!(doc["sysinfo"]["realtime"].is_u64());
     let mut overflows = 0;
+    let mut most = 0;
     for t in ["0", "1"] {
         let th = &doc["thread"][t];
-        assert_eq!(th["cycles"], 25, "{th}");
+        let cycles = th["cycles"].as_u64().expect("cycles");
+        assert!(cycles <= 25, "{th}");
+        most = most.max(cycles);
         // With a histogram every thread gets the same interval (distance 0).
         assert_eq!(th["interval_us"], 200, "{th}");
         assert!(th["missed_periods"].is_u64(), "{th}");
@@ -266,7 +271,7 @@ fn json_has_the_schema_version_percentiles_and_overflow_counts() {
             })
             .sum();
         let over = th["histogram_overflows"].as_u64().expect("overflows");
-        assert_eq!(bucketed + over, 25, "{th}");
+        assert_eq!(bucketed + over, cycles, "{th}");
         assert_eq!(
             th["histogram_overflow_cycles"]
                 .as_array()
@@ -276,6 +281,8 @@ fn json_has_the_schema_version_percentiles_and_overflow_counts() {
         );
         overflows += over;
     }
+    // The first thread to make its loops ended the run.
+    assert_eq!(most, 25, "{doc}");
     assert_eq!(doc["histogram_overflows"], overflows);
 }
 
@@ -570,9 +577,12 @@ fn every_way_of_waiting_measures_the_loops_asked_for() {
         &["--secaligned", "100"],
     ] {
         let doc = json_of(&[&["-l", "3", "-i", "300", "--json"][..], way].concat());
-        for t in doc["thread"].as_object().expect("threads").values() {
-            assert_eq!(t["cycles"], 3, "{way:?}: {doc}");
-        }
+        let cycles = doc["thread"]
+            .as_object()
+            .expect("threads")
+            .values()
+            .map(|t| t["cycles"].as_u64().expect("cycles"));
+        assert_eq!(cycles.max(), Some(3), "{way:?}: {doc}");
     }
 }
 

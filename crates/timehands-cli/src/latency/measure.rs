@@ -584,8 +584,12 @@ pub fn run(
             break_trace.check(tid, value, stop);
         }
         progress.publish(stats.summary());
-        let cycles = stats.summary().cycles;
-        if cycles == limits.loops || end.is_some_and(|end| woke.as_nanos() >= end) {
+        if stats.summary().cycles == limits.loops {
+            // As cyclictest: the first thread to make its loops ends the run.
+            stop.store(true, Ordering::Relaxed);
+            break;
+        }
+        if end.is_some_and(|end| woke.as_nanos() >= end) {
             break;
         }
     }

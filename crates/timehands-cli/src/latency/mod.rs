@@ -164,7 +164,8 @@ pub struct Args {
     #[arg(long = "mainaffinity", value_name = "CPUSET")]
     pub mainaffinity: Option<String>,
 
-    /// Wakeups per thread; 0 for no limit.
+    /// Wakeups per thread; 0 for no limit. As cyclictest, the run ends when
+    /// the first thread has made them (the others stop at their next wakeup).
     #[arg(short = 'l', long = "loops", value_name = "LOOPS", default_value_t = 0)]
     pub loops: u64,
 
@@ -452,14 +453,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .is_some_and(|b| b.hit.lock().is_ok_and(|hit| hit.is_some()))
     {
         "breaktrace"
-    } else if stop.load(Ordering::Relaxed) {
-        "signal"
     } else if plan.limits.loops > 0
         && results
             .iter()
-            .all(|r| r.stats.summary().cycles == plan.limits.loops)
+            .any(|r| r.stats.summary().cycles == plan.limits.loops)
     {
         "loops"
+    } else if stop.load(Ordering::Relaxed) {
+        "signal"
     } else {
         "duration"
     };
