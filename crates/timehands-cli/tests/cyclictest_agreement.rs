@@ -80,7 +80,9 @@ fn run(program: &str, flags: &[&str]) -> Output {
 
 /// A line's format: in cyclictest's fixed-width lines (the thread lines, the
 /// histogram's rows, `-v`'s values, the spikes) every number with its padding
-/// becomes its width; in the others numbers and spacing are free.
+/// becomes its width; in the others the words and punctuation are compared,
+/// and numbers and spacing are free (how many cycle numbers follow `# Thread
+/// 0:` depends on the latencies).
 fn format(line: &str) -> String {
     let fixed =
         line.starts_with("T:") || line.starts_with(|c: char| c == ' ' || c.is_ascii_digit());
@@ -94,10 +96,9 @@ fn format(line: &str) -> String {
                 chars.next();
             }
             match (run.trim().is_empty(), fixed) {
-                (true, false) => shape.push(' '),
                 (true, true) => shape.push_str(&run),
                 (false, true) => shape.push_str(&format!("<{}>", run.len())),
-                (false, false) => shape.push_str(if run.starts_with(' ') { " <n>" } else { "<n>" }),
+                (_, false) => {}
             }
         } else {
             shape.push(c);
