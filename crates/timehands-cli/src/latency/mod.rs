@@ -125,7 +125,8 @@ pub struct Args {
     #[arg(short = 'F', long = "fifo", value_name = "PATH")]
     pub fifo: Option<PathBuf>,
 
-    /// Keep a histogram of US one-µs buckets and print it after the run.
+    /// Keep a histogram of US one-µs buckets (one-ns with -N) and print it
+    /// after the run.
     #[arg(short = 'h', long = "histogram", value_name = "US", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_HISTOGRAM)), conflicts_with = "histofall")]
     pub histogram: Option<u32>,
 
