@@ -1,5 +1,5 @@
 //! `timehands bench`: nanoseconds per call of every clock, ours and the
-//! kernel's, in the rounds of seed 000's benchmark script (R rounds of N
+//! kernel's, in the rounds of OpenBSD's `clock-gettime-bench.c` (R rounds of N
 //! calls; a round the kernel preempted is discarded and counted). `--raw`
 //! keeps each clock's rounds for `timehands stat` or ministat.
 

@@ -104,6 +104,25 @@ impl Clock {
         }
     }
 
+    /// Whose clock it is: ours, the kernel's, or std's.
+    pub fn family(self) -> Family {
+        match self {
+            Clock::Now
+            | Clock::NowUnordered
+            | Clock::NowCoarse
+            | Clock::GettimeRealtime
+            | Clock::GettimeBoottime
+            | Clock::GettimeRealtimeCoarse => Family::Timehands,
+            Clock::StdInstant => Family::Std,
+            _ => Family::Kernel,
+        }
+    }
+
+    /// The clock `--clocks` names `key`.
+    pub fn from_key(key: &str) -> Option<Clock> {
+        Clock::from_str(key, true).ok()
+    }
+
     /// Whether the clock reads a value kept at a tick rather than a counter.
     pub fn is_coarse(self) -> bool {
         matches!(
@@ -134,6 +153,36 @@ impl Clock {
             // Exact: timehands' Instant is CLOCK_MONOTONIC's nanoseconds.
             Clock::StdInstant => timehands::Instant::from(Instant::now()).as_nanos(),
         }
+    }
+}
+
+/// Whose a clock is, as plots tell them apart by colour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// timehands' (ours).
+    Timehands,
+    /// The kernel's, through the vDSO.
+    Kernel,
+    /// Rust's standard library's.
+    Std,
+}
+
+impl Family {
+    /// Every family, in the order of [`Family::index`].
+    pub const ALL: [Family; 3] = [Family::Timehands, Family::Kernel, Family::Std];
+
+    /// The legend's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Timehands => "timehands (ours)",
+            Family::Kernel => "the kernel's (clock_gettime)",
+            Family::Std => "std",
+        }
+    }
+
+    /// The family's place in [`Family::ALL`], which is its plot group.
+    pub fn index(self) -> usize {
+        self as usize
     }
 }
 

@@ -29,6 +29,12 @@ impl Facts {
         timehands::now();
         Facts(timehands::info())
     }
+
+    /// Why timehands reads the kernel's clock instead of a counter, when it
+    /// does.
+    pub fn fallback(&self) -> Option<&str> {
+        self.0.fallback.as_deref()
+    }
 }
 
 impl fmt::Display for Facts {

@@ -1,4 +1,5 @@
-//! `timehands load`: the timer stress of seed 001.
+//! `timehands load`: a timer stress: many ordinary threads sleeping random
+//! sub-millisecond times.
 //!
 //! N ordinary (SCHED_OTHER) threads each sleep a random time below one
 //! millisecond with a relative `clock_nanosleep`, over and over, as Gratian
@@ -27,7 +28,7 @@ const POLL: Duration = Duration::from_millis(20);
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
   timehands load -t 6              six threads until Ctrl-C
-  timehands load -t 6 -D 16h       the seed's 16-hour run
+  timehands load -t 6 -D 16h       a 16-hour soak
   timehands load -t 6 -D 60 & timehands latency -p 80 -m -q -D 60")]
 pub struct Args {
     /// Number of threads doing random sub-millisecond sleeps.

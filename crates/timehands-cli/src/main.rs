@@ -22,6 +22,7 @@ mod summary;
 mod timers;
 mod track;
 mod tsc_sync;
+mod verdict;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -50,7 +51,7 @@ Examples:
   timehands tsc-sync          bounds on every CPU pair's TSC offset, and a verdict
   timehands track -D 10       our clock's offset and rate against the kernel's
   timehands latency -p 80 -l 10000 -q   wakeup latency, as cyclictest measures it
-  timehands load -t 6 -D 60   the timer stress of seed 001, beside latency
+  timehands load -t 6 -D 60   six threads of random short sleeps, to run beside latency
   timehands timers            hard-timer lateness under a soft-timer storm
   timehands info              the counter, its frequency and the trust verdicts
   timehands info --json       the same as one JSON document";
@@ -82,9 +83,9 @@ enum Command {
     /// Wakeup latency as cyclictest measures it (same flags, line and
     /// histogram), plus missed periods, p50/p99/p99.9, the system and the
     /// timer slack.
-    Latency(latency::Args),
-    /// The timer stress of seed 001: N threads doing random sub-millisecond
-    /// sleeps, until the duration or Ctrl-C.
+    Latency(Box<latency::Args>),
+    /// A timer stress: N threads doing random sub-millisecond sleeps, until
+    /// the duration or Ctrl-C.
     Load(load::Args),
 }
 
@@ -96,7 +97,10 @@ fn main() -> ExitCode {
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Stat(args)) => stat::run(&args),
         Some(Command::Scale(args)) => scale::run(&args),
-        Some(Command::TscSync(args)) => tsc_sync::run(&args),
+        Some(Command::TscSync(args)) => {
+            return tsc_sync::run(&args)
+                .unwrap_or_else(|e| fail(&e, ExitCode::from(tsc_sync::CANNOT_CHECK)));
+        }
         Some(Command::Track(args)) => track::run(&args),
         Some(Command::Timers(args)) => timers::run(&args),
         Some(Command::Latency(args)) => latency::run(&args),
@@ -105,11 +109,14 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            say(&format!("{e:#}"));
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&e, ExitCode::FAILURE),
     }
+}
+
+/// Prints `error` on one line and returns `status`.
+fn fail(error: &anyhow::Error, status: ExitCode) -> ExitCode {
+    say(&format!("{error:#}"));
+    status
 }
 
 /// Parses the command line; a bad one gets clap's error folded onto one line

@@ -13,6 +13,14 @@ const WIDTH: u32 = 900;
 const CHART_HEIGHT: u32 = 420;
 const BAR_HEIGHT: u32 = 32;
 
+/// The colours of a bar chart's groups, in order (blue, orange, green: told
+/// apart by most colour-blind readers too).
+pub const GROUP_COLOURS: [RGBColor; 3] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+];
+
 /// One line of a chart.
 pub struct Series {
     /// The legend's name for it.
@@ -45,6 +53,8 @@ pub struct Bar {
     pub low: f64,
     /// The whisker's right end.
     pub high: f64,
+    /// Its group, an index into [`Bars::groups`]: its colour and legend.
+    pub group: usize,
 }
 
 /// `charts` one above the other, as an SVG document.
@@ -120,6 +130,9 @@ pub struct Bars {
     pub x: String,
     /// The rows, top to bottom.
     pub bars: Vec<Bar>,
+    /// The legend's name of each group of bars, coloured by
+    /// [`GROUP_COLOURS`] in order; the legend shows the groups that have bars.
+    pub groups: Vec<String>,
 }
 
 /// `charts` of bars one above the other, as an SVG document.
@@ -150,6 +163,11 @@ where
 {
     let bars = &chart.bars;
     let ends = bars.iter().flat_map(|b| [0.0, b.value, b.low, b.high]);
+    let mut x = span(ends);
+    if !chart.groups.is_empty() {
+        // Room on the right for the legend, clear of the bars.
+        x.end += (x.end - x.start) * 0.45;
+    }
     // Bars run top to bottom: row i is centred on y = last - i.
     let last = bars.len().saturating_sub(1) as f64;
     let y_of = |row: usize| last - row as f64;
@@ -158,7 +176,7 @@ where
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(300)
-        .build_cartesian_2d(span(ends), -0.5..last + 0.5)?;
+        .build_cartesian_2d(x, -0.5..last + 0.5)?;
     // Ticks at least every half row, so that every whole y (a row's centre)
     // gets one; only those are labelled.
     let name = |y: &f64| {
@@ -176,18 +194,34 @@ where
         .y_label_formatter(&name)
         .disable_y_mesh()
         .draw()?;
-    let color = Palette99::pick(0).to_rgba();
-    plot.draw_series(bars.iter().enumerate().map(|(row, bar)| {
-        let y = y_of(row);
-        Rectangle::new(
-            [(0.0, y - 0.3), (bar.value, y + 0.3)],
-            color.mix(0.6).filled(),
-        )
-    }))?;
+    for (group, name) in chart.groups.iter().enumerate() {
+        if !bars.iter().any(|b| b.group == group) {
+            continue;
+        }
+        let colour = GROUP_COLOURS[group % GROUP_COLOURS.len()];
+        plot.draw_series(
+            bars.iter()
+                .enumerate()
+                .filter(|(_, bar)| bar.group == group)
+                .map(|(row, bar)| {
+                    let y = y_of(row);
+                    Rectangle::new([(0.0, y - 0.3), (bar.value, y + 0.3)], colour.filled())
+                }),
+        )?
+        .label(name.as_str())
+        .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], colour.filled()));
+    }
     plot.draw_series(bars.iter().enumerate().map(|(row, bar)| {
         let y = y_of(row);
         PathElement::new([(bar.low, y), (bar.high, y)], BLACK.stroke_width(2))
     }))?;
+    if !chart.groups.is_empty() {
+        plot.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
+    }
     Ok(())
 }
 
@@ -242,8 +276,10 @@ mod tests {
                         value: f64::from(i),
                         low: 0.0,
                         high: f64::from(i) + 1.0,
+                        group: (i % 2) as usize,
                     })
                     .collect(),
+                groups: vec!["even rows".into(), "odd rows".into()],
             };
             let svg = super::bars(&[bars]).expect("drawn");
             for i in 0..rows {
@@ -252,6 +288,9 @@ mod tests {
                     "{rows} rows: no label {i} in {svg}"
                 );
             }
+            // A legend entry for each group that has bars.
+            assert!(svg.contains(">\neven rows\n<"), "{svg}");
+            assert_eq!(svg.contains(">\nodd rows\n<"), rows > 1, "{svg}");
         }
     }
 }

@@ -1,6 +1,8 @@
-//! `timehands report`, the command's default: what the clock runs on (the
-//! facts of `info`), then what every clock costs and how far each of ours is
-//! from the kernel's clock of the same name. It takes a few seconds.
+//! `timehands report`, the command's default: the verdict first (the clock to
+//! use here, its cost against the kernel's and std's, its measured error),
+//! then what the clock runs on (the facts of `info`), what every clock costs
+//! and how far each of ours is from the kernel's clock of the same name. It
+//! takes a few seconds.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -10,11 +12,13 @@ use clap::ValueEnum;
 use serde::Serialize;
 
 use crate::bracket::{self, Offset};
-use crate::clocks::Clock;
+use crate::clocks::{Clock, Family};
 use crate::info::Facts;
 use crate::output::{self, OutFile};
 use crate::plot::{self, Bar, Bars};
 use crate::rounds::{self, Cost, Plan};
+use crate::verdict::{self, Verdict};
+use plotters::style::RGBColor;
 
 /// The longest the cost rounds may take: the report ends in under 15 s even
 /// on a machine so busy that most rounds are preempted and taken again (on
@@ -50,6 +54,8 @@ pub struct Args {
 /// The whole report, as JSON names it.
 #[derive(Serialize)]
 struct Report {
+    /// `None` when a clock of the three it weighs could not be measured.
+    verdict: Option<Verdict>,
     info: Facts,
     rounds: u32,
     calls: u64,
@@ -90,7 +96,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         budget: Some(COST_BUDGET),
     };
     let measured = rounds::measure(clocks, plan)?;
-    let accuracy = clocks
+    let accuracy: Vec<Accuracy> = clocks
         .iter()
         .filter_map(|&ours| {
             let kernel = ours.kernel_twin()?;
@@ -103,12 +109,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             })
         })
         .collect();
+    // After the measurement, so that the steering has run a while.
+    let info = Facts::gather();
+    let cost: Vec<Cost> = measured.iter().filter_map(|r| r.cost(args.calls)).collect();
+    let verdict = accuracy
+        .iter()
+        .find(|a| a.clock == Clock::Now.key())
+        .and_then(|now| verdict::of(&cost, &now.offset, info.fallback()));
     let report = Report {
-        // After the measurement, so that the steering has run a while.
-        info: Facts::gather(),
+        verdict,
+        info,
         rounds: args.rounds,
         calls: args.calls,
-        cost: measured.iter().filter_map(|r| r.cost(args.calls)).collect(),
+        cost,
         accuracy,
     };
     let text = report.text();
@@ -121,7 +134,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 
 impl Report {
     fn text(&self) -> String {
-        let mut text = format!("{}\n", self.info);
+        let mut text = String::new();
+        if let Some(verdict) = &self.verdict {
+            text.push_str(&wrap(&verdict.text, 78));
+            text.push('\n');
+        }
+        let _ = writeln!(text, "{}", self.info);
         let _ = writeln!(
             text,
             "Cost: {} rounds of {} calls per clock, ns per call; a round with an involuntary context switch is discarded and taken again",
@@ -179,8 +197,10 @@ impl Files {
                     value: c.ns_per_call.median,
                     low: c.ns_per_call.min,
                     high: c.ns_per_call.max,
+                    group: family_of(&c.clock).index(),
                 })
                 .collect(),
+            groups: family_names(),
         };
         self.cost.write(&plot::bars(&[cost])?)?;
         // The coarse clocks differ by up to a tick, a million times what the
@@ -200,9 +220,11 @@ impl Files {
                         value: offset,
                         low: offset - half,
                         high: offset + half,
+                        group: family_of(&a.clock).index(),
                     }
                 })
                 .collect(),
+            groups: family_names(),
         };
         self.accuracy.write(&plot::bars(&[
             accuracy(
@@ -211,15 +233,108 @@ impl Files {
             ),
             accuracy(true, "Coarse clocks: offset from the kernel's coarse clock"),
         ])?)?;
-        self.html.write(&format!(
-            "<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>timehands report</title></head>\n<body>\n<h1>timehands report</h1>\n<img src=\"cost.svg\" alt=\"cost per call of every clock\">\n<img src=\"accuracy.svg\" alt=\"offset of each of our clocks from the kernel's\">\n<pre>\n{}</pre>\n</body>\n</html>\n",
-            escape_html(text)
-        ))
+        self.html.write(&html(report.verdict.as_ref(), text))
     }
+}
+
+/// The family of the clock `--clocks` names `key` (the kernel's for a name
+/// it does not know, which cannot come from a measurement).
+fn family_of(key: &str) -> Family {
+    Clock::from_key(key).map_or(Family::Kernel, Clock::family)
+}
+
+/// The plots' groups: the families' names, in their order.
+fn family_names() -> Vec<String> {
+    Family::ALL.iter().map(|f| f.name().to_string()).collect()
+}
+
+/// The report's page: the verdict first, a key of the plots' colours, the
+/// plots, then the text report.
+fn html(verdict: Option<&Verdict>, text: &str) -> String {
+    let verdict = verdict.map_or_else(
+        || {
+            "<p class=\"verdict\">No verdict: a clock it weighs could not be measured.</p>"
+                .to_string()
+        },
+        |v| {
+            format!(
+                "<p class=\"verdict\" id=\"verdict\">{}</p>",
+                escape_html(&v.text)
+            )
+        },
+    );
+    let key: String = Family::ALL
+        .iter()
+        .map(|f| {
+            let RGBColor(r, g, b) = plot::GROUP_COLOURS[f.index()];
+            format!(
+                "<li><span class=\"swatch\" style=\"background: rgb({r}, {g}, {b})\"></span>{}</li>",
+                escape_html(f.name())
+            )
+        })
+        .collect();
+    format!(
+        "<!DOCTYPE html>
+<html lang=\"en\">
+<head><meta charset=\"utf-8\"><title>timehands report</title>
+<style>
+body {{ font-family: sans-serif; max-width: 920px; margin: 1em auto; }}
+.verdict {{ font-size: 1.3em; line-height: 1.4; padding: 0.6em 0.9em; border-left: 6px solid rgb(31, 119, 180); background: #f3f7fb; }}
+ul.key {{ list-style: none; padding: 0; }}
+ul.key li {{ display: inline-block; margin-right: 1.5em; }}
+.swatch {{ display: inline-block; width: 1em; height: 1em; margin-right: 0.4em; vertical-align: middle; }}
+</style></head>
+<body>
+<h1>timehands report</h1>
+{verdict}
+<ul class=\"key\" id=\"key\">{key}</ul>
+<img src=\"cost.svg\" alt=\"cost per call of every clock\">
+<img src=\"accuracy.svg\" alt=\"offset of each of our clocks from the kernel's\">
+<pre>
+{}</pre>
+</body>
+</html>
+",
+        escape_html(text)
+    )
+}
+
+/// `text` broken into lines of at most `width` characters, at spaces.
+fn wrap(text: &str, width: usize) -> String {
+    let mut lines = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            lines.push_str(&line);
+            lines.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push_str(&line);
+        lines.push('\n');
+    }
+    lines
 }
 
 fn escape_html(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping_breaks_at_spaces_within_the_width() {
+        assert_eq!(wrap("aa bb cc dd", 5), "aa bb\ncc dd\n");
+        assert_eq!(wrap("a verylongword b", 4), "a\nverylongword\nb\n");
+        assert_eq!(wrap("", 10), "");
+    }
 }

@@ -5,10 +5,10 @@
 //! sum are reported per clock. The four clocks are the two that write no
 //! shared memory (timehands' `now()` and the kernel's CLOCK_MONOTONIC through
 //! the vDSO), which should scale linearly with cores, and the two designs that
-//! cannot: a clock read under a global mutex (the TOD lock of RTEMS, seed
-//! 004), and a clock that makes every reading at least the last one handed
-//! out through one shared atomic (seed 003's "last value" scheme, which
-//! bounces one cache line between every reader).
+//! cannot: a clock read under a global mutex (as RTEMS reads its
+//! time of day under one lock), and a clock that makes every reading at
+//! least the last one handed out through one shared atomic (a "last value"
+//! scheme, which bounces one cache line between every reader).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

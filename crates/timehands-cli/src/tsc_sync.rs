@@ -1,9 +1,11 @@
 //! `timehands tsc-sync`: bounds on the TSC offset of every pair of CPUs, from
 //! messages handed back and forth between two pinned threads
 //! ([`timehands::tsc_sync`] explains the model), and a verdict: synchronized
-//! when every pair's bounds contain 0.
+//! when every pair's bounds contain 0. The exit status carries the verdict,
+//! so that a script can use it as a check.
 
 use std::fmt::Write as _;
+use std::process::ExitCode;
 
 use serde::Serialize;
 
@@ -15,7 +17,10 @@ use crate::output;
 Examples:
   timehands tsc-sync                      every pair of the CPUs this process may use
   timehands tsc-sync --cpus 0,3 --handoffs 100000
-  timehands tsc-sync --json | jq .synchronized")]
+  timehands tsc-sync --json | jq .synchronized
+
+Exit status: 0 when every pair's bounds contain 0, 1 when some pair is apart,
+2 when the check cannot be made (a bad flag, a CPU this process may not use).")]
 pub struct Args {
     /// Hand-offs per pair (half each way): more give tighter bounds.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(2..=100_000_000), allow_negative_numbers = true)]
@@ -58,10 +63,16 @@ struct Run {
     pairs: Vec<Pair>,
 }
 
-/// Runs `timehands tsc-sync`.
-pub fn run(args: &Args) -> anyhow::Result<()> {
+/// The exit status of a check that could not be made.
+pub const CANNOT_CHECK: u8 = 2;
+
+/// Runs `timehands tsc-sync`: success when every pair agrees, 1 when some
+/// pair is apart. An error means the check could not be made
+/// ([`CANNOT_CHECK`]).
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let run = measure(args)?;
-    output::print_json_or_text(args.json, &run, Run::text)
+    output::print_json_or_text(args.json, &run, Run::text)?;
+    Ok(run.exit_code())
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
@@ -159,6 +170,16 @@ fn tsc_frequency() -> anyhow::Result<u64> {
 }
 
 impl Run {
+    /// 0 when every pair agrees (or there is no pair), 1 when some pair is
+    /// apart.
+    fn exit_code(&self) -> ExitCode {
+        if self.synchronized {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    }
+
     fn text(&self) -> String {
         let mut text = format!(
             "TSC offset of the second CPU minus the first, {} hand-offs per pair, TSC at {} Hz\n",
@@ -193,5 +214,50 @@ impl Run {
         };
         let _ = writeln!(text, "verdict: {verdict}");
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(lo_cycles: i64, hi_cycles: i64) -> Pair {
+        Pair {
+            cpus: (0, 1),
+            lo_cycles,
+            hi_cycles,
+            lo_ns: lo_cycles as f64,
+            hi_ns: hi_cycles as f64,
+            min_round_trip_cycles: 100,
+            min_round_trip_ns: 100.0,
+            handoffs: 2,
+            backward: 0,
+            synchronized: lo_cycles <= 0 && 0 <= hi_cycles,
+        }
+    }
+
+    fn run_of(pairs: Vec<Pair>) -> Run {
+        Run {
+            frequency_hz: 1_000_000_000,
+            handoffs: 2,
+            synchronized: pairs.iter().all(|p| p.synchronized),
+            pairs,
+        }
+    }
+
+    #[test]
+    fn a_pair_apart_makes_the_exit_status_1() {
+        let apart = run_of(vec![pair(-5, 5), pair(20, 40)]);
+        assert_eq!(apart.exit_code(), ExitCode::FAILURE);
+        assert!(apart.text().contains("verdict: NOT synchronized"));
+    }
+
+    #[test]
+    fn pairs_that_agree_or_no_pair_make_it_0() {
+        assert_eq!(
+            run_of(vec![pair(-5, 5), pair(0, 3)]).exit_code(),
+            ExitCode::SUCCESS
+        );
+        assert_eq!(run_of(Vec::new()).exit_code(), ExitCode::SUCCESS);
     }
 }

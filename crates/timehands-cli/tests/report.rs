@@ -25,6 +25,16 @@ fn args<'a>(head: &[&'a str]) -> Vec<&'a str> {
 #[test]
 fn the_text_has_the_facts_a_cost_row_per_clock_and_the_accuracy_rows() {
     let text = stdout(&args(&["report"]));
+    // The verdict first, then the facts.
+    assert!(text.starts_with("Use "), "{text}");
+    let verdict = text.split("\n\n").next().expect("a verdict");
+    let sentence = verdict.replace('\n', " ");
+    assert!(
+        sentence.contains(" ns per call")
+            && sentence.contains("from CLOCK_MONOTONIC, exact to within"),
+        "{verdict}"
+    );
+    assert!(verdict.lines().all(|l| l.len() <= 78), "{verdict}");
     let counter = timehands::info().counter;
     assert!(
         text.lines()
@@ -68,6 +78,32 @@ fn no_subcommand_runs_the_report_with_its_flags() {
 #[test]
 fn json_has_the_facts_every_clock_and_the_offsets() {
     let doc = json(&args(&["report", "--json"]));
+    let verdict = &doc["verdict"];
+    let clock = verdict["clock"].as_str().expect("the clock to use");
+    assert!(
+        ["timehands now()", "CLOCK_MONOTONIC", "std Instant::now()"].contains(&clock),
+        "{verdict}"
+    );
+    // The clock to use is the cheapest of the three.
+    let [ours, kernel, std] =
+        ["timehands_ns", "kernel_ns", "std_ns"].map(|f| verdict[f].as_f64().expect(f));
+    let cheapest = ours.min(kernel).min(std);
+    let of_clock = match clock {
+        "timehands now()" => ours,
+        "CLOCK_MONOTONIC" => kernel,
+        _ => std,
+    };
+    assert_eq!(of_clock, cheapest, "{verdict}");
+    assert!(
+        verdict["error_ns"].is_i64() && verdict["error_within_ns"].is_u64(),
+        "{verdict}"
+    );
+    assert!(
+        verdict["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with(&format!("Use {clock} here"))),
+        "{verdict}"
+    );
     assert!(doc["info"]["counter"].is_string(), "{doc}");
     assert!(doc["info"]["verdicts"].is_array(), "{doc}");
     assert_eq!(doc["rounds"], 3);
@@ -121,6 +157,117 @@ fn out_writes_the_plots_and_a_page_that_shows_them() {
         cost.contains("CLOCK_MONOTONIC_RAW"),
         "no clock names in the plot"
     );
+    // Ours, the kernel's and std's clocks in three colours, with a legend.
+    for (colour, name) in [
+        ("#1F77B4", "timehands (ours)"),
+        ("#FF7F0E", "the kernel&apos;s (clock_gettime)"),
+        ("#2CA02C", "std"),
+    ] {
+        assert!(
+            cost.contains(&format!("fill=\"{colour}\"")),
+            "no {colour} in cost.svg"
+        );
+        assert!(
+            cost.contains(&format!(">\n{name}\n<")),
+            "no legend {name} in cost.svg"
+        );
+    }
+    // The page leads with the verdict.
+    let verdict = text
+        .split("\n\n")
+        .next()
+        .expect("a verdict")
+        .replace('\n', " ");
+    let body = html.split("<body>").nth(1).expect("a body");
+    let lead = body
+        .split("<p class=\"verdict\" id=\"verdict\">")
+        .nth(1)
+        .expect("a verdict");
+    assert!(
+        body.find("<p").expect("a paragraph") < body.find("<img").expect("a plot"),
+        "{html}"
+    );
+    assert_eq!(lead.split("</p>").next(), Some(verdict.as_str()), "{html}");
+}
+
+/// A headless Chromium on PATH, or the reason the browser checks are skipped.
+fn chromium() -> Option<&'static str> {
+    let found = ["chromium", "chromium-browser"].into_iter().find(|name| {
+        std::process::Command::new(name)
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| out.status.success())
+    });
+    if found.is_none() {
+        eprintln!("skipped: no chromium on PATH (apt-get install chromium)");
+    }
+    found
+}
+
+#[test]
+fn the_page_in_a_browser_leads_with_the_verdict_and_draws_the_plots() {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let dir = scratch("report-browser");
+    let out = dir.join("page");
+    stdout(&args(&["report", "--out", out.to_str().expect("utf-8")]));
+    let page = format!("file://{}", out.join("index.html").display());
+    let profile = dir.join("profile");
+    let shot = dir.join("shot.png");
+    let browse = |what: &[&str]| {
+        std::process::Command::new("timeout")
+            .arg("120")
+            .arg(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--window-size=1000,1400",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(what)
+            .arg(&page)
+            .output()
+            .expect("chromium runs")
+    };
+    let dom = browse(&["--dump-dom"]);
+    assert!(
+        dom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    let dom = String::from_utf8(dom.stdout).expect("utf-8");
+    let body = dom.split("<body>").nth(1).expect("a body");
+    // The first thing after the title is the verdict, then the key of colours.
+    let after_title = body.split("</h1>").nth(1).expect("a title").trim_start();
+    assert!(
+        after_title.starts_with("<p class=\"verdict\" id=\"verdict\">Use "),
+        "{dom}"
+    );
+    for name in ["timehands (ours)", "the kernel's (clock_gettime)", "std"] {
+        assert!(
+            body.contains(&format!("</span>{name}</li>")),
+            "no key {name}: {dom}"
+        );
+    }
+    let shot_flag = format!("--screenshot={}", shot.display());
+    let taken = browse(&[&shot_flag]);
+    assert!(
+        taken.status.success(),
+        "{}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    // The IHDR chunk: width and height of the window.
+    let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().expect("4 bytes"));
+    assert_eq!((size(16), size(20)), (1000, 1400));
 }
 
 #[test]

@@ -326,3 +326,116 @@ fn a_file_name_that_is_not_utf8_is_read_and_a_directory_is_refused() {
         "timehands: cannot read data: Is a directory (os error 21)\n"
     );
 }
+
+/// `timehands stat` with `args` in the fixtures' data directory, which must
+/// succeed; its standard output.
+fn stat_in_data(args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .arg("stat")
+        .args(args)
+        .current_dir(fixtures().join("data"))
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+#[test]
+fn the_flags_past_ministat_leave_its_output_as_it_is_and_add_after_it() {
+    let ministat = stat_in_data(&["iguana", "chameleon"]);
+    let more = stat_in_data(&[
+        "--percentiles",
+        "50,90,99.9",
+        "--welch",
+        "--mann-whitney",
+        "iguana",
+        "chameleon",
+    ]);
+    let added = more
+        .strip_prefix(&ministat)
+        .expect("ministat's output first");
+    // NumPy: np.percentile(iguana, [50, 90, 99.9]) = 200, 540, 747.9, and
+    // chameleon's 500, 846, 929.16; SciPy 1.10: ttest_ind(chameleon, iguana,
+    // equal_var=False) t 1.488839530990719, p 0.17772184154340448;
+    // mannwhitneyu(chameleon, iguana, method="asymptotic") U 26, p
+    // 0.18758480505961106.
+    assert_eq!(
+        added,
+        "\
+Percentiles (definition 7, as R and NumPy):
+                p50           p90         p99.9
+x   7           200           540         747.9
++   5           500           846        929.16
+Against x iguana, at 95.0% confidence:
++ Welch's t 1.48884, df 7.42543, p 0.177722: no difference proven
++ Mann-Whitney U 26, z 1.31776, p 0.187585: no difference proven
+"
+    );
+}
+
+#[test]
+fn json_has_the_sets_the_percentiles_and_every_test_asked_for() {
+    let text = stat_in_data(&[
+        "-c",
+        "80",
+        "--json",
+        "--percentiles",
+        "50",
+        "--welch",
+        "--mann-whitney",
+        "iguana",
+        "chameleon",
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("one JSON document");
+    assert_eq!(doc["confidence"], 80.0);
+    let sets = doc["sets"].as_array().expect("sets");
+    assert_eq!(sets.len(), 2);
+    assert_eq!(
+        (&sets[0]["name"], &sets[0]["symbol"]),
+        (&"iguana".into(), &"x".into())
+    );
+    assert_eq!(
+        (&sets[1]["n"], &sets[1]["median"]),
+        (&5.into(), &500.0.into())
+    );
+    assert_eq!(sets[0]["percentiles"]["p50"], 200.0);
+    let c = &doc["comparisons"][0];
+    assert_eq!(
+        (&c["set"], &c["against"]),
+        (&"chameleon".into(), &"iguana".into())
+    );
+    // ministat's manual: a difference of 240 +/- 212.215 at 80%.
+    assert_eq!(c["student"]["difference"], 240.0);
+    assert!((c["student"]["margin"].as_f64().expect("margin") - 212.215).abs() < 5e-4);
+    assert_eq!(c["student"]["proven"], true);
+    let welch_p = c["welch"]["p"].as_f64().expect("p");
+    assert!((welch_p - 0.17772184154340448).abs() < 1e-9, "{c}");
+    // p 0.178 is below 1 - 0.80: proven at 80%.
+    assert_eq!(c["welch"]["proven"], true);
+    assert_eq!(c["mann_whitney"]["u"], 26.0);
+    assert_eq!(c["mann_whitney"]["proven"], true);
+    // Without the flags, only Student's test.
+    let plain: serde_json::Value =
+        serde_json::from_str(&stat_in_data(&["--json", "iguana", "chameleon"])).expect("JSON");
+    assert!(plain["comparisons"][0]["welch"].is_null(), "{plain}");
+    assert!(plain["sets"][0]["percentiles"].is_null(), "{plain}");
+}
+
+#[test]
+fn a_percentile_outside_0_to_100_is_refused_in_one_line() {
+    for bad in ["101", "-1", "half"] {
+        let out = Command::new(BIN)
+            .args(["stat", "--percentiles", bad, "iguana"])
+            .current_dir(fixtures().join("data"))
+            .output()
+            .expect("runs");
+        assert!(!out.status.success(), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(bad), "{err}");
+    }
+}

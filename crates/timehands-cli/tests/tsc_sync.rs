@@ -4,7 +4,32 @@ mod support;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod on_x86_64_linux {
-    use super::support::{fails_in_one_line, json, stdout};
+    use super::support::{fails_in_one_line, run};
+
+    /// Runs `args` and returns its stdout, checking that the exit status is
+    /// the verdict: 0 when synchronized, 1 when some pair is apart.
+    fn checked(args: &[&str]) -> String {
+        let out = run(args);
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        let synchronized = if args.contains(&"--json") {
+            let doc: serde_json::Value = serde_json::from_str(&text).expect("one JSON document");
+            doc["synchronized"].as_bool().expect("a verdict")
+        } else {
+            text.contains("verdict: synchronized") || text.contains("verdict: nothing to compare")
+        };
+        assert_eq!(
+            out.status.code(),
+            Some(if synchronized { 0 } else { 1 }),
+            "{args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    }
+
+    /// Runs `args` (with `--json`) and parses the document.
+    fn json(args: &[&str]) -> serde_json::Value {
+        serde_json::from_str(&checked(args)).expect("one JSON document")
+    }
 
     /// Every pair of the CPUs this process may use, as the JSON gives them.
     fn all_pairs() -> Vec<serde_json::Value> {
@@ -14,7 +39,7 @@ mod on_x86_64_linux {
 
     #[test]
     fn the_text_has_a_row_per_pair_and_a_verdict() {
-        let text = stdout(&["tsc-sync", "--handoffs", "200"]);
+        let text = checked(&["tsc-sync", "--handoffs", "200"]);
         let verdict = text.lines().last().expect("a verdict");
         assert!(verdict.starts_with("verdict: "), "{text}");
         let rows: Vec<&str> = text
@@ -65,20 +90,24 @@ mod on_x86_64_linux {
     }
 
     #[test]
-    fn bad_cpu_lists_and_counts_fail_in_one_line() {
-        fails_in_one_line(&["tsc-sync", "--cpus", "0,100000"], "100000");
-        fails_in_one_line(&["tsc-sync", "--cpus", "0"], "--cpus");
-        fails_in_one_line(&["tsc-sync", "--cpus", "0,0"], "CPU 0 is given twice");
-        fails_in_one_line(&["tsc-sync", "--cpus", "0,1,0"], "CPU 0 is given twice");
-        fails_in_one_line(&["tsc-sync", "--cpus", "0,one"], "one");
-        fails_in_one_line(&["tsc-sync", "--cpus", "0,-1"], "-1");
-        fails_in_one_line(&["tsc-sync", "--handoffs", "1"], "--handoffs");
-        fails_in_one_line(&["tsc-sync", "--bogus"], "--bogus");
+    fn bad_cpu_lists_and_counts_fail_in_one_line_with_status_2() {
+        for (args, naming) in [
+            (&["tsc-sync", "--cpus", "0,100000"][..], "100000"),
+            (&["tsc-sync", "--cpus", "0"], "--cpus"),
+            (&["tsc-sync", "--cpus", "0,0"], "CPU 0 is given twice"),
+            (&["tsc-sync", "--cpus", "0,1,0"], "CPU 0 is given twice"),
+            (&["tsc-sync", "--cpus", "0,one"], "one"),
+            (&["tsc-sync", "--cpus", "0,-1"], "-1"),
+            (&["tsc-sync", "--handoffs", "1"], "--handoffs"),
+            (&["tsc-sync", "--bogus"], "--bogus"),
+        ] {
+            assert_eq!(fails_in_one_line(args, naming), 2, "{args:?}");
+        }
     }
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 #[test]
 fn elsewhere_it_says_it_needs_an_x86_64_tsc() {
-    support::fails_in_one_line(&["tsc-sync"], "x86_64");
+    assert_eq!(support::fails_in_one_line(&["tsc-sync"], "x86_64"), 2);
 }

@@ -1,7 +1,7 @@
 //! A timer service on timehands' clock: precise hard timers that a pile of
 //! deferrable soft timers cannot delay.
 //!
-//! Seed 001 of the project shows the problem on PREEMPT_RT Linux: a few
+//! Gratian Crisan's test load shows the problem on PREEMPT_RT Linux: a few
 //! ordinary threads sleeping for random sub-second intervals put enough
 //! timer-expiry work in front of a real-time thread's wake-up to add tens of
 //! microseconds to its worst case. Any program with one timer queue has the

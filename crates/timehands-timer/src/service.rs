@@ -132,7 +132,7 @@ impl Builder {
 /// The timer service: hard timers on a real-time thread, soft timers on a
 /// worker of their own, so that no pile of soft timers delays a hard one.
 ///
-/// This is the user-space answer to the hrtimer stacking of seed 001: there,
+/// This is the user-space answer to the hrtimer stacking seen on PREEMPT_RT: there,
 /// the expiry work of many sloppy timers (sleeps and timeouts of ordinary
 /// threads) ran in the same queue, in front of the one precise deadline of a
 /// real-time thread. Here the two kinds never share anything on the expiry

@@ -1,6 +1,6 @@
 //! A windup that comes late: the naive 64-bit product against the engine.
 //!
-//! The BSD kernels computed `th_scale * delta` in 64 bits (seed 000, OpenBSD
+//! The BSD kernels computed `th_scale * delta` in 64 bits (OpenBSD
 //! before its 2021 patch). Once the product passes 2^64, that is once a windup is
 //! about a second late, it wraps and whole seconds vanish. The engine takes the
 //! full 128-bit product. Both run here on the same simulated 3 GHz counter: one

@@ -4,10 +4,10 @@
 //! may use (round-robin); `-a CPUSET` puts them round-robin on that set, in
 //! ascending CPU order, so `-a 3-5,0 -t 5` runs threads 0 and 4 on CPU 0.
 
-/// Parses a CPU list such as `0`, `2-3` or `3-5,0` into ascending CPU numbers,
-/// and refuses a CPU this process may not use.
-pub fn parse_cpu_list(text: &str, allowed: &[usize]) -> Result<Vec<usize>, String> {
-    let bad = || format!("-a {text}: bad CPU list (want numbers and ranges such as 0,2-3)");
+/// Parses a CPU list such as `0`, `2-3` or `3-5,0`, given to `flag`, into
+/// ascending CPU numbers, and refuses a CPU this process may not use.
+pub fn parse_cpu_list(flag: &str, text: &str, allowed: &[usize]) -> Result<Vec<usize>, String> {
+    let bad = || format!("{flag} {text}: bad CPU list (want numbers and ranges such as 0,2-3)");
     let mut cpus = Vec::new();
     for part in text.split(',') {
         let (first, last) = match part.split_once('-') {
@@ -25,7 +25,7 @@ pub fn parse_cpu_list(text: &str, allowed: &[usize]) -> Result<Vec<usize>, Strin
     cpus.dedup();
     if let Some(cpu) = cpus.iter().find(|cpu| !allowed.contains(cpu)) {
         return Err(format!(
-            "-a {text}: CPU {cpu} is not available to this process (allowed: {})",
+            "{flag} {text}: CPU {cpu} is not available to this process (allowed: {})",
             join(allowed)
         ));
     }
@@ -52,14 +52,14 @@ mod tests {
 
     #[test]
     fn lists_and_ranges_come_out_ascending_and_once() {
-        assert_eq!(parse_cpu_list("3-5,0", &EIGHT), Ok(vec![0, 3, 4, 5]));
-        assert_eq!(parse_cpu_list("2", &EIGHT), Ok(vec![2]));
-        assert_eq!(parse_cpu_list("1,1-2", &EIGHT), Ok(vec![1, 2]));
+        assert_eq!(parse_cpu_list("-a", "3-5,0", &EIGHT), Ok(vec![0, 3, 4, 5]));
+        assert_eq!(parse_cpu_list("-a", "2", &EIGHT), Ok(vec![2]));
+        assert_eq!(parse_cpu_list("-a", "1,1-2", &EIGHT), Ok(vec![1, 2]));
     }
 
     #[test]
     fn threads_go_round_robin_as_cyclictest_puts_them() {
-        let cpus = parse_cpu_list("3-5,0", &EIGHT).expect("valid");
+        let cpus = parse_cpu_list("-a", "3-5,0", &EIGHT).expect("valid");
         let placed: Vec<usize> = (0..5).map(|i| cpu_for_thread(i, &cpus)).collect();
         assert_eq!(placed, [0, 3, 4, 5, 0]);
     }
@@ -67,10 +67,10 @@ mod tests {
     #[test]
     fn garbage_and_foreign_cpus_are_refused_with_the_flag_named() {
         for text in ["", "x", "1-", "3-1", "1,,2"] {
-            let err = parse_cpu_list(text, &EIGHT).expect_err(text);
+            let err = parse_cpu_list("-a", text, &EIGHT).expect_err(text);
             assert!(err.starts_with("-a "), "{err}");
         }
-        let err = parse_cpu_list("9", &[0, 1]).expect_err("not ours");
+        let err = parse_cpu_list("-a", "9", &[0, 1]).expect_err("not ours");
         assert!(err.contains("CPU 9") && err.contains("0,1"), "{err}");
     }
 }

@@ -1,4 +1,5 @@
-//! The kernel's CLOCK_MONOTONIC, read and slept on directly.
+//! The kernel's clocks (CLOCK_MONOTONIC, or CLOCK_REALTIME with `-c 1`), read
+//! and slept on directly.
 //!
 //! Wakeup latency is the distance between the deadline a thread asked the
 //! kernel for and the moment it runs again, so both ends are taken on the clock
@@ -10,46 +11,126 @@ use std::io;
 use timehands::Instant;
 
 /// Nanoseconds in a second.
-const NANOS_PER_SEC: u64 = 1_000_000_000;
+pub const NANOS_PER_SEC: u64 = 1_000_000_000;
 
-/// CLOCK_MONOTONIC now.
-pub fn now() -> Instant {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC exists on
-    // every Linux, so the call cannot fail.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    Instant::from_nanos(ts.tv_sec as u64 * NANOS_PER_SEC + ts.tv_nsec as u64)
+/// A kernel clock that a thread can read and sleep on: cyclictest's `-c`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Clock {
+    /// CLOCK_MONOTONIC, `-c 0` (the default).
+    #[default]
+    Monotonic,
+    /// CLOCK_REALTIME, `-c 1`.
+    Realtime,
 }
 
-/// Sleeps until `deadline` on CLOCK_MONOTONIC (TIMER_ABSTIME), so that a late
-/// wakeup does not push every later deadline back.
-///
-/// A signal ends the sleep early with [`io::ErrorKind::Interrupted`].
-pub fn sleep_until(deadline: Instant) -> io::Result<()> {
-    nanosleep(libc::TIMER_ABSTIME, deadline.as_nanos())
+impl Clock {
+    /// cyclictest's `-c` number: 0 or 1.
+    pub fn from_number(number: u8) -> Option<Clock> {
+        match number {
+            0 => Some(Clock::Monotonic),
+            1 => Some(Clock::Realtime),
+            _ => None,
+        }
+    }
+
+    /// The kernel's id of the clock.
+    pub fn id(self) -> libc::clockid_t {
+        match self {
+            Clock::Monotonic => libc::CLOCK_MONOTONIC,
+            Clock::Realtime => libc::CLOCK_REALTIME,
+        }
+    }
+
+    /// The clock now.
+    pub fn now(self) -> Instant {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; both clocks exist on
+        // every Linux, so the call cannot fail.
+        unsafe { libc::clock_gettime(self.id(), &mut ts) };
+        Instant::from_nanos(ts.tv_sec as u64 * NANOS_PER_SEC + ts.tv_nsec as u64)
+    }
+
+    /// Sleeps until `deadline` on this clock (TIMER_ABSTIME), so that a late
+    /// wakeup does not push every later deadline back.
+    ///
+    /// A signal ends the sleep early with [`io::ErrorKind::Interrupted`].
+    pub fn sleep_until(self, deadline: Instant) -> io::Result<()> {
+        nanosleep(self, libc::TIMER_ABSTIME, deadline.as_nanos())
+    }
+
+    /// Sleeps for `nanos` on this clock, relative to now (cyclictest's `-r`).
+    /// A signal ends the sleep early.
+    pub fn sleep_for(self, nanos: u64) -> io::Result<()> {
+        nanosleep(self, 0, nanos)
+    }
 }
 
 /// Sleeps for `nanos` on CLOCK_MONOTONIC, relative to now (what an ordinary
 /// program's timeout does). A signal ends the sleep early.
 pub fn sleep_for(nanos: u64) -> io::Result<()> {
-    nanosleep(0, nanos)
+    Clock::Monotonic.sleep_for(nanos)
 }
 
-fn nanosleep(flags: libc::c_int, nanos: u64) -> io::Result<()> {
-    let ts = libc::timespec {
+/// A timespec of `nanos`.
+pub fn timespec(nanos: u64) -> libc::timespec {
+    libc::timespec {
         tv_sec: (nanos / NANOS_PER_SEC) as libc::time_t,
         tv_nsec: (nanos % NANOS_PER_SEC) as libc::c_long,
-    };
+    }
+}
+
+fn nanosleep(clock: Clock, flags: libc::c_int, nanos: u64) -> io::Result<()> {
+    let ts = timespec(nanos);
     // SAFETY: `ts` is a valid timespec; the remainder pointer may be null.
-    let ret =
-        unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, flags, &ts, std::ptr::null_mut()) };
+    let ret = unsafe { libc::clock_nanosleep(clock.id(), flags, &ts, std::ptr::null_mut()) };
     // clock_nanosleep returns the error number instead of setting errno.
     match ret {
         0 => Ok(()),
         errno => Err(io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// cyclictest's `-R`: the resolution the kernel reports for `clock` against
+/// the smallest step seen over about a millisecond of back-to-back reads,
+/// as warnings when the measured one is coarser (or always with `-v`).
+pub fn check_resolution(clock: Clock, verbose: bool, list: bool) {
+    let mut res = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `res` is a valid, writable timespec.
+    let reported = (unsafe { libc::clock_getres(clock.id(), &mut res) } == 0)
+        .then(|| res.tv_sec as u64 * NANOS_PER_SEC + res.tv_nsec as u64);
+    let start = clock.now();
+    let mut readings = Vec::new();
+    while clock.now().as_nanos() - start.as_nanos() < 1_000_000 && readings.len() < 100_000 {
+        readings.push(clock.now().as_nanos());
+    }
+    let steps = readings.windows(2).map(|w| w[1] - w[0]);
+    if list {
+        eprintln!(
+            "INFO: For {} consecutive calls to clock_gettime():",
+            readings.len()
+        );
+        eprintln!("INFO: time, delta time (nsec)");
+        for (at, step) in readings.iter().skip(1).zip(steps.clone()) {
+            eprintln!(
+                "INFO: {}.{:09}  {step:5}",
+                at / NANOS_PER_SEC,
+                at % NANOS_PER_SEC
+            );
+        }
+    }
+    let measured = steps.filter(|&s| s > 0).min().unwrap_or(0);
+    if verbose || reported.is_some_and(|r| measured > r) {
+        match reported {
+            Some(r) => eprintln!("WARN: reported clock resolution: {r} nsec"),
+            None => eprintln!("WARN: clock_getres failed"),
+        }
+        eprintln!("WARN: measured clock resolution approximately: {measured} nsec");
     }
 }
 
@@ -59,8 +140,12 @@ mod tests {
 
     #[test]
     fn a_deadline_in_the_past_returns_at_once_and_the_clock_does_not_go_back() {
-        let before = now();
-        sleep_until(Instant::from_nanos(before.as_nanos().saturating_sub(1))).expect("sleeps");
-        assert!(now() >= before);
+        for clock in [Clock::Monotonic, Clock::Realtime] {
+            let before = clock.now();
+            clock
+                .sleep_until(Instant::from_nanos(before.as_nanos().saturating_sub(1)))
+                .expect("sleeps");
+            assert!(clock.now() >= before);
+        }
     }
 }

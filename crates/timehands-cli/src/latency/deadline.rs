@@ -27,6 +27,12 @@ impl Deadline {
         }
     }
 
+    /// Starts the schedule again one interval after `now`: a relative sleep
+    /// (`-r`) is measured against the moment it began plus the interval.
+    pub fn restart_from(&mut self, now: Instant) {
+        self.next = now.as_nanos() + self.interval;
+    }
+
     /// The deadline to sleep until.
     pub fn next(&self) -> Instant {
         Instant::from_nanos(self.next)
@@ -91,6 +97,14 @@ mod tests {
         let mut d = Deadline::first_after(at(0), 1000);
         assert_eq!(d.advance_past(at(2001)), 1);
         assert_eq!(d.next(), at(3000));
+    }
+
+    #[test]
+    fn a_restart_measures_from_the_new_start() {
+        let mut d = Deadline::first_after(at(0), 1000);
+        d.restart_from(at(5_250));
+        assert_eq!(d.next(), at(6_250));
+        assert_eq!(d.lateness(at(6_300)), 50);
     }
 
     #[test]

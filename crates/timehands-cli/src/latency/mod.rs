@@ -7,20 +7,24 @@
 //! back to back and their figures set side by side. What cyclictest lacks is
 //! added where its scripts will not trip on it (`#` lines, extra JSON fields):
 //! the periods missed by late wakeups, p50/p99/p99.9 from an HDR histogram,
-//! the system the figures came from, and the timer slack of the threads (set to
-//! the minimum, as a SCHED_OTHER thread otherwise sleeps up to 50 µs long on
-//! purpose).
+//! the system the figures came from, and the timer slack of the threads (left
+//! as the thread has it, as cyclictest leaves it: a SCHED_OTHER thread sleeps
+//! up to its slack, 50 µs by default, long on purpose; `--least-slack` asks
+//! for 1 ns).
 //!
 //! How a thread waits is [`measure::Waiter`]: [`measure::Nanosleep`] as
-//! cyclictest, or with `--service` a hard timer of the timehands timer service
+//! cyclictest by default, a relative sleep (`-r`, `-s`), a POSIX timer (`-x`),
+//! or with `--service` a hard timer of the timehands timer service
 //! ([`measure::ServiceTimer`]), whose expiry thread runs at the `-p` priority.
 
 mod affinity;
 mod clock;
 mod deadline;
 pub(crate) mod duration;
+mod feeds;
 pub(crate) mod interrupt;
 mod measure;
+mod plan;
 mod realtime;
 mod report;
 mod stats;
@@ -32,48 +36,80 @@ use std::fs::File;
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Barrier, Mutex, mpsc};
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
 
 use crate::output;
 
-use measure::{Limits, Nanosleep, Progress, ServiceTimer, Setup, ThreadPlan, Waiter};
+use measure::{
+    Align, BreakTrace, Nanosleep, PosixTimer, Progress, RelativeSleep, Sample, ServiceTimer, Setup,
+    Shared, Spikes, ThreadPlan, Waiter,
+};
+use plan::{Plan, WaitMode};
+use realtime::Policy;
 use report::ThreadResult;
+use stats::Unit;
 use sysinfo::SysInfo;
 
 /// cyclictest's default interval, µs.
 const DEFAULT_INTERVAL_US: u32 = 1000;
 /// cyclictest's default distance between the threads' intervals, µs.
 const DEFAULT_DISTANCE_US: u32 = 500;
-/// cyclictest's largest histogram, µs.
-const MAX_HISTOGRAM_US: u32 = 1_000_000;
+/// cyclictest's largest histogram, in units.
+const MAX_HISTOGRAM: u32 = 1_000_000;
 /// The most memory the histograms of all threads may take, 1 GiB.
 const MAX_HISTOGRAM_BYTES: usize = 1 << 30;
 /// More measuring threads than this is a typo, not a test.
 const MAX_THREADS: usize = 4096;
 /// How often the live display is redrawn (cyclictest's 10 ms).
 const REDRAW: Duration = Duration::from_millis(10);
+/// cyclictest's default count of spikes kept (`--spike-nodes`).
+const DEFAULT_SPIKE_NODES: usize = 1024;
 
 const EXAMPLES: &str = "\
 Examples:
   timehands latency -p 80 -i 1000 -l 10000 -q       cyclictest's classic run
   timehands latency -S -p 80 -m -D 10m -h 200 -q   one pinned thread per CPU, a histogram
   timehands latency -p 80 -l 100000 --json out.json   cyclictest's JSON, plus percentiles
+  timehands latency -p 80 -b 100 --tracemark       stop and mark the trace at 100 us
   timehands latency -l 1000 --json | jq '.thread[\"0\"].p99_us'
 
-Flags, defaults and output are cyclictest's; `#` lines add missed periods,
-p50/p99/p99.9, the system and the timer slack. Ctrl-C stops and prints the summary.";
+Flags, defaults and output are cyclictest's (rt-tests 2.40); `#` lines add
+missed periods, p50/p99/p99.9, the system and the timer slack. The timer slack
+is left as the thread has it, as cyclictest leaves it; --least-slack asks for
+1 ns. Ctrl-C stops and prints the summary.";
 
-/// Flags of `timehands latency` (cyclictest's).
+/// Flags of `timehands latency` (cyclictest's, and `--service`,
+/// `--least-slack`).
 #[derive(clap::Args)]
 #[command(disable_help_flag = true, after_help = EXAMPLES)]
 pub struct Args {
-    /// Pin thread N to CPU N of the CPUs this process may use; with CPUSET
-    /// (such as 0, 2-3 or 3-5,0), pin the threads round-robin to those CPUs.
+    /// Pin the threads round-robin to CPUSET (such as 0, 2-3 or 3-5,0); alone,
+    /// or without -a, thread N runs on the N-th CPU this process may use, as
+    /// cyclictest 2.40 places them.
     #[arg(short = 'a', long = "affinity", value_name = "CPUSET", num_args = 0..=1, default_missing_value = "")]
     pub affinity: Option<String>,
+
+    /// Start all threads together, thread N's wakeups shifted by N * USEC.
+    #[arg(short = 'A', long = "aligned", value_name = "USEC", num_args = 0..=1, default_missing_value = "0", conflicts_with = "secaligned", allow_negative_numbers = true)]
+    pub aligned: Option<u32>,
+
+    /// Stop at the first latency above USEC (0: never), and print which
+    /// thread saw it; with --tracemark, also mark the kernel's trace and stop
+    /// tracing.
+    #[arg(short = 'b', long = "breaktrace", value_name = "USEC")]
+    pub breaktrace: Option<u64>,
+
+    /// The clock to sleep on and measure with: 0 CLOCK_MONOTONIC, 1
+    /// CLOCK_REALTIME.
+    #[arg(short = 'c', long = "clock", value_name = "CLOCK", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub clock: u8,
+
+    /// Do not tune the system: leave /dev/cpu_dma_latency alone.
+    #[arg(long = "default-system")]
+    pub default_system: bool,
 
     /// Distance of the threads' intervals in µs (thread N runs at
     /// interval + N * distance); 500 by default, 0 with a histogram.
@@ -84,12 +120,18 @@ pub struct Args {
     #[arg(short = 'D', long = "duration", value_name = "TIME", value_parser = duration::parse)]
     pub duration: Option<Duration>,
 
-    /// Keep a histogram of US one-µs buckets and print it after the run.
-    #[arg(short = 'h', long = "histogram", value_name = "US", value_parser = clap::value_parser!(u32).range(1..=MAX_HISTOGRAM_US as i64), conflicts_with = "histofall")]
+    /// Create a named pipe at PATH and write the threads' lines to each
+    /// reader that opens it.
+    #[arg(short = 'F', long = "fifo", value_name = "PATH")]
+    pub fifo: Option<PathBuf>,
+
+    /// Keep a histogram of US one-µs buckets (one-ns with -N) and print it
+    /// after the run.
+    #[arg(short = 'h', long = "histogram", value_name = "US", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_HISTOGRAM)), conflicts_with = "histofall")]
     pub histogram: Option<u32>,
 
     /// Like -h, with a column summing all threads.
-    #[arg(short = 'H', long = "histofall", value_name = "US", value_parser = clap::value_parser!(u32).range(1..=MAX_HISTOGRAM_US as i64))]
+    #[arg(short = 'H', long = "histofall", value_name = "US", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_HISTOGRAM)))]
     pub histofall: Option<u32>,
 
     /// Write the histogram to PATH instead of stdout.
@@ -105,36 +147,138 @@ pub struct Args {
     #[arg(long = "json", value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
 
-    /// Wakeups per thread; 0 for no limit.
+    /// Save battery: leave /dev/cpu_dma_latency alone (poorer figures).
+    #[arg(long = "laptop")]
+    pub laptop: bool,
+
+    /// The wakeup latency, µs, asked of the CPUs' idle states through
+    /// /dev/cpu_dma_latency (a negative value is 0).
+    #[arg(
+        long = "latency",
+        value_name = "PM_QOS",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub pm_qos: i32,
+
+    /// Run the main thread on CPUSET (the measuring threads are placed by -a).
+    #[arg(long = "mainaffinity", value_name = "CPUSET")]
+    pub mainaffinity: Option<String>,
+
+    /// Wakeups per thread; 0 for no limit. As cyclictest, the run ends when
+    /// the first thread has made them (the others stop at their next wakeup).
     #[arg(short = 'l', long = "loops", value_name = "LOOPS", default_value_t = 0)]
     pub loops: u64,
+
+    /// Set the threads' timer slack to the least, 1 ns (cyclictest leaves
+    /// the thread's own, 50 µs by default, which SCHED_OTHER sleeps may use).
+    #[arg(long = "least-slack")]
+    pub least_slack: bool,
 
     /// Lock current and future memory (mlockall).
     #[arg(short = 'm', long = "mlockall")]
     pub mlockall: bool,
 
-    /// SCHED_FIFO priority of the threads (1-99; 0 picks threads + 1, as
+    /// Redraw the live display only when a new maximum comes.
+    #[arg(short = 'M', long = "refresh_on_max")]
+    pub refresh_on_max: bool,
+
+    /// Figures in ns instead of µs (the histogram too).
+    #[arg(short = 'N', long = "nsecs")]
+    pub nsecs: bool,
+
+    /// With -v, print one line per RED wakeups: the largest of them.
+    #[arg(short = 'o', long = "oscope", value_name = "RED", value_parser = clap::value_parser!(u64).range(1..))]
+    pub oscope: Option<u64>,
+
+    /// Real-time priority of the first thread (1-99; 0 picks threads + 1, as
     /// cyclictest does). Without -p the threads run SCHED_OTHER.
     #[arg(short = 'p', long = "priority", value_name = "PRIO", value_parser = clap::value_parser!(u8).range(0..=99))]
     pub priority: Option<u8>,
+
+    /// Scheduling policy of the threads: other, normal, batch, idle, fifo or
+    /// rr (a priority needs fifo or rr; other policies run as other).
+    #[arg(long = "policy", value_name = "NAME", value_enum, ignore_case = true)]
+    pub policy: Option<Policy>,
+
+    /// Give thread N the priority of -p minus N.
+    #[arg(long = "priospread")]
+    pub priospread: bool,
 
     /// Print the summary only, on exit.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
 
+    /// Sleep one interval from each wakeup (relative) instead of to absolute
+    /// deadlines.
+    #[arg(short = 'r', long = "relative")]
+    pub relative: bool,
+
+    /// Measure the clock's resolution first (clock_getres against many
+    /// clock_gettime calls), and warn when it is coarser than reported.
+    #[arg(short = 'R', long = "resolution")]
+    pub resolution: bool,
+
+    /// Start all threads at the next full second, plus USEC.
+    #[arg(long = "secaligned", value_name = "USEC", num_args = 0..=1, default_missing_value = "0", allow_negative_numbers = true)]
+    pub secaligned: Option<u32>,
+
     /// Wait on hard timers of the timehands timer service instead of
     /// clock_nanosleep: the service's expiry thread (SCHED_FIFO at -p) fires
-    /// each timer and wakes the measuring thread
-    #[arg(long = "service")]
+    /// each timer and wakes the measuring thread.
+    #[arg(long = "service", conflicts_with_all = ["relative", "system", "posix_timers"])]
     pub service: bool,
+
+    /// Sleep with the nanosleep system call (relative) instead of
+    /// clock_nanosleep.
+    #[arg(short = 's', long = "system")]
+    pub system: bool,
+
+    /// Count the SMIs (System Management Interrupts) of each thread's CPU,
+    /// from the CPU's MSR (Intel, root, the msr module).
+    #[arg(long = "smi")]
+    pub smi: bool,
 
     /// One thread per CPU, each pinned to its CPU, all at the same priority.
     #[arg(short = 'S', long = "smp")]
     pub smp: bool,
 
+    /// Record every latency above TRIGGER µs (0: none) and list them after
+    /// the run.
+    #[arg(long = "spike", value_name = "TRIGGER")]
+    pub spike: Option<u64>,
+
+    /// How many spikes are listed (the rest are counted).
+    #[arg(long = "spike-nodes", value_name = "NUM", default_value_t = DEFAULT_SPIKE_NODES)]
+    pub spike_nodes: usize,
+
     /// Number of measuring threads; alone, one per CPU this process may use.
     #[arg(short = 't', long = "threads", value_name = "NUM", num_args = 0..=1, default_missing_value = "", value_parser = parse_threads)]
     pub threads: Option<ThreadCount>,
+
+    /// With -b, write the break into the kernel's trace_marker and stop
+    /// tracing (tracefs must be mounted).
+    #[arg(long = "tracemark")]
+    pub tracemark: bool,
+
+    /// Write each line as it is made (output is never held back here; the
+    /// flag is taken for cyclictest's scripts).
+    #[arg(short = 'u', long = "unbuffered")]
+    pub unbuffered: bool,
+
+    /// Print every latency as it comes, `thread:cycle:value`, instead of the
+    /// thread lines.
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
+
+    /// With -R, list the clock_gettime readings it took, on stderr.
+    #[arg(long = "dbg_cyclictest")]
+    pub dbg_cyclictest: bool,
+
+    /// Wait on a POSIX interval timer (timer_create, a signal per expiry)
+    /// instead of clock_nanosleep.
+    #[arg(short = 'x', long = "posix_timers")]
+    pub posix_timers: bool,
 
     /// Print help.
     #[arg(long = "help", action = clap::ArgAction::Help)]
@@ -162,93 +306,6 @@ fn parse_threads(text: &str) -> Result<ThreadCount, String> {
     }
 }
 
-/// A run's settings once the flags are checked and cyclictest's rules
-/// applied.
-struct Plan {
-    threads: Vec<ThreadPlan>,
-    limits: Limits,
-    all_column: bool,
-    distance_us: u64,
-}
-
-impl Plan {
-    fn from_args(args: &Args) -> anyhow::Result<Plan> {
-        let allowed = realtime::allowed_cpus();
-        let cpus: Option<Vec<usize>> = match (&args.affinity, args.smp) {
-            (_, true) => {
-                if args.affinity.is_some() {
-                    eprintln!("WARN: -a ignored due to smp mode");
-                }
-                Some(allowed.clone())
-            }
-            (Some(list), false) if list.is_empty() => Some(allowed.clone()),
-            (Some(list), false) => {
-                Some(affinity::parse_cpu_list(list, &allowed).map_err(anyhow::Error::msg)?)
-            }
-            (None, false) => None,
-        };
-        let per_cpu = cpus.as_ref().map_or(allowed.len(), Vec::len);
-        let count = match (args.threads, args.smp) {
-            (Some(_), true) => {
-                eprintln!("WARN: -t ignored due to smp mode");
-                per_cpu
-            }
-            (_, true) | (Some(ThreadCount::PerCpu), false) => per_cpu,
-            (Some(ThreadCount::Exactly(n)), false) => n,
-            (None, false) => 1,
-        };
-        let bound_us = args.histogram.or(args.histofall).map(|us| us as usize);
-        if let Some(bound) = bound_us {
-            let bytes = bound.saturating_mul(count).saturating_mul(size_of::<u64>());
-            if bytes > MAX_HISTOGRAM_BYTES {
-                bail!(
-                    "-h {bound} with {count} threads needs {} MiB of buckets: \
-                     use a smaller bound or fewer threads",
-                    bytes >> 20
-                );
-            }
-        }
-        let distance_us = match (bound_us, args.distance) {
-            (Some(_), Some(_)) => {
-                eprintln!("WARN: distance is ignored and set to 0, if histogram enabled");
-                0
-            }
-            (Some(_), None) => 0,
-            (None, d) => u64::from(d.unwrap_or(DEFAULT_DISTANCE_US)),
-        };
-        let priority = match args.priority {
-            Some(0) => {
-                // SCHED_FIFO has no priority 0.
-                let p = u8::try_from((count + 1).min(99)).unwrap_or(99);
-                eprintln!("defaulting realtime priority to {p}");
-                p
-            }
-            Some(p) => p,
-            None => 0,
-        };
-        let threads = (0..count)
-            .map(|index| ThreadPlan {
-                index,
-                interval_us: u64::from(args.interval) + index as u64 * distance_us,
-                cpu: cpus
-                    .as_deref()
-                    .map(|cpus| affinity::cpu_for_thread(index, cpus)),
-                priority,
-            })
-            .collect();
-        Ok(Plan {
-            threads,
-            limits: Limits {
-                loops: args.loops,
-                duration: args.duration,
-                bound_us,
-            },
-            all_column: args.histofall.is_some(),
-            distance_us,
-        })
-    }
-}
-
 /// Where the JSON goes.
 enum JsonOut {
     Stdout,
@@ -259,6 +316,44 @@ enum JsonOut {
 /// measurement.
 fn create(path: &PathBuf, flag: &str) -> anyhow::Result<File> {
     File::create(path).with_context(|| format!("{flag} {}: cannot write", path.display()))
+}
+
+/// What the run's flags ask of the system before the threads start, kept
+/// until the end.
+struct Tuning {
+    idle_limit: Option<Result<realtime::IdleLimit, String>>,
+    pm_qos: i32,
+}
+
+impl Tuning {
+    /// The PM QoS request unless `--laptop` or `--default-system`.
+    fn apply(args: &Args) -> Tuning {
+        let pm_qos = args.pm_qos.max(0);
+        if args.laptop {
+            eprintln!("WARN: not setting cpu_dma_latency to save battery power");
+        }
+        let idle_limit =
+            (!args.laptop && !args.default_system).then(|| realtime::IdleLimit::request(pm_qos));
+        Tuning { idle_limit, pm_qos }
+    }
+
+    /// What JSON says of the request.
+    fn cpu_dma_latency(&self) -> String {
+        match &self.idle_limit {
+            Some(Ok(_)) => format!("{}us", self.pm_qos),
+            Some(Err(why)) => format!("not set: {why}"),
+            None => "not set: --laptop or --default-system".to_string(),
+        }
+    }
+
+    /// cyclictest's line about the request, or the reason it failed.
+    fn line(&self) -> Option<String> {
+        match &self.idle_limit {
+            Some(Ok(_)) => Some(format!("# /dev/cpu_dma_latency set to {}us\n", self.pm_qos)),
+            Some(Err(why)) => Some(format!("# WARN: {why}\n")),
+            None => None,
+        }
+    }
 }
 
 /// Runs `timehands latency`.
@@ -274,55 +369,109 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .as_ref()
         .map(|path| create(path, "--histfile"))
         .transpose()?;
+    if args.smi {
+        check_smi(&plan)?;
+    }
+    let marker = match (args.tracemark, args.breaktrace.filter(|&b| b > 0)) {
+        (true, Some(_)) => Some(realtime::TraceMarker::open()?),
+        (true, None) => {
+            eprintln!("WARN: --tracemark marks the -b threshold: without -b it marks nothing");
+            None
+        }
+        (false, _) => None,
+    };
+    let fifo = args.fifo.as_deref().map(feeds::Fifo::create).transpose()?;
+    pin_main_thread(args)?;
     let text = !matches!(json, Some(JsonOut::Stdout));
     let stop = interrupt::stop_on_interrupt()?;
+    if args.resolution {
+        clock::check_resolution(plan.threads[0].clock, args.verbose, args.dbg_cyclictest);
+    }
+    if text && args.verbose {
+        output::print(&format!(
+            "Max CPUs = {}\nOnline CPUs = {}\n",
+            cpu_count(libc::_SC_NPROCESSORS_CONF),
+            cpu_count(libc::_SC_NPROCESSORS_ONLN)
+        ))?;
+    }
     if args.mlockall {
         realtime::lock_memory()?;
     }
-    let idle_limit = realtime::IdleLimit::request();
-    let cpu_dma_latency = match &idle_limit {
-        Ok(_) => "0us".to_string(),
-        Err(why) => format!("not set: {why}"),
-    };
-    if text {
-        match &idle_limit {
-            Ok(_) => output::print("# /dev/cpu_dma_latency set to 0us\n")?,
-            Err(why) => output::print(&format!("# WARN: {why}\n"))?,
-        }
+    let tuning = Tuning::apply(args);
+    if let (true, Some(line)) = (text, tuning.line()) {
+        output::print(&line)?;
     }
-    let start_unix_s = unix_seconds();
-    let live = text && !args.quiet && io::stdout().is_terminal();
-    let results = if args.service {
-        let service = timer_service(plan.threads[0].priority)?;
-        if text {
-            output::print(&format!(
-                "# timer service: hard expiry thread {}\n",
-                service.scheduling()
-            ))?;
+    if text && args.verbose {
+        let mut lines = String::new();
+        for t in &plan.threads {
+            lines.push_str(&format!("Thread {} Interval: {}\n", t.index, t.interval_us));
         }
-        measure_all(&plan, stop, live, || ServiceTimer::new(&service))?
+        output::print(&lines)?;
+    }
+    let (samples, verbose_feed) = if args.verbose && text {
+        let (sender, receiver) = mpsc::channel();
+        let printer =
+            feeds::VerbosePrinter::new(plan.threads.len(), args.oscope.unwrap_or(1), args.smi);
+        (Some(sender), Some((receiver, printer)))
     } else {
-        measure_all(&plan, stop, live, || Nanosleep)?
+        (None, None)
     };
-    drop(idle_limit);
-    let stopped_by = if stop.load(Ordering::Relaxed) {
-        "signal"
+    let shared = Shared {
+        stop,
+        samples,
+        // 0 is off for both, as in cyclictest.
+        break_trace: args.breaktrace.filter(|&b| b > 0).map(|above| BreakTrace {
+            above,
+            hit: Mutex::new(None),
+            marker,
+        }),
+        spikes: args.spike.filter(|&s| s > 0).map(|above| Spikes {
+            above,
+            kept: args.spike_nodes,
+            seen: Mutex::new((Vec::new(), 0)),
+        }),
+        align: args.aligned.or(args.secaligned).map(|offset_us| Align {
+            barrier: Barrier::new(plan.threads.len()),
+            start: Mutex::new(None),
+            offset_ns: u64::from(offset_us) * 1000,
+            to_second: args.secaligned.is_some(),
+        }),
+    };
+    let start_time = SystemTime::now();
+    let display = Display {
+        text,
+        live: text && !args.quiet && !args.verbose && io::stdout().is_terminal(),
+        refresh_on_max: args.refresh_on_max,
+        verbose: verbose_feed,
+        fifo: fifo.as_ref(),
+    };
+    let results = run_threads(&plan, &shared, display)?;
+    let cpu_dma_latency = tuning.cpu_dma_latency();
+    drop(tuning);
+    let stopped_by = if shared
+        .break_trace
+        .as_ref()
+        .is_some_and(|b| b.hit.lock().is_ok_and(|hit| hit.is_some()))
+    {
+        "breaktrace"
     } else if plan.limits.loops > 0
         && results
             .iter()
-            .all(|r| r.stats.summary().cycles == plan.limits.loops)
+            .any(|r| r.stats.summary().cycles == plan.limits.loops)
     {
         "loops"
+    } else if stop.load(Ordering::Relaxed) {
+        "signal"
     } else {
         "duration"
     };
     let sysinfo = SysInfo::gather();
     if text {
-        print_text(args, &plan, &results, histfile, &sysinfo)?;
+        print_text(args, &plan, &results, &shared, histfile, &sysinfo)?;
     }
     if let Some(out) = json {
         let run = RunFacts {
-            start_unix_s,
+            start_time,
             stopped_by,
             cpu_dma_latency,
         };
@@ -334,6 +483,83 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Opens the SMI counter of the first thread's CPU once before the run, so
+/// that a machine without one is told at once.
+fn check_smi(plan: &Plan) -> anyhow::Result<()> {
+    if !cfg!(target_arch = "x86_64") || timehands::hw::TscFacts::read().vendor != "GenuineIntel" {
+        bail!("--smi: SMI counter is not supported on this processor (it is an Intel MSR)");
+    }
+    measure::SmiCounter::open(plan.threads[0].cpu).map(drop)
+}
+
+/// `--mainaffinity`, or else the CPUs of `-a` (as cyclictest restricts its
+/// main thread to them).
+fn pin_main_thread(args: &Args) -> anyhow::Result<()> {
+    let allowed = realtime::allowed_cpus();
+    let (flag, list) = match (&args.mainaffinity, &args.affinity) {
+        (Some(list), _) => ("--mainaffinity", list),
+        (None, Some(list)) if !list.is_empty() && !args.smp => ("-a", list),
+        _ => return Ok(()),
+    };
+    let cpus = affinity::parse_cpu_list(flag, list, &allowed).map_err(anyhow::Error::msg)?;
+    realtime::pin_to_set(&cpus).with_context(|| format!("{flag} {list}: cannot run there"))
+}
+
+fn cpu_count(name: libc::c_int) -> i64 {
+    // SAFETY: sysconf takes a name and touches no memory.
+    i64::from(unsafe { libc::sysconf(name) } as i32)
+}
+
+/// What the main thread does while the threads measure.
+struct Display<'a> {
+    /// The run prints text (not JSON alone).
+    text: bool,
+    /// Redraw cyclictest's live display (a terminal, not quiet, not -v).
+    live: bool,
+    /// `-M`: only on a new maximum.
+    refresh_on_max: bool,
+    /// `-v`: the values the threads send, and how they are printed.
+    verbose: Option<(mpsc::Receiver<Sample>, feeds::VerbosePrinter)>,
+    /// `-F`: the named pipe to serve.
+    fifo: Option<&'a feeds::Fifo>,
+}
+
+/// Starts the threads with the waiter the flags ask for.
+fn run_threads(
+    plan: &Plan,
+    shared: &Shared,
+    display: Display,
+) -> anyhow::Result<Vec<ThreadResult>> {
+    let interval_ns = |t: &ThreadPlan| t.interval_us * 1000;
+    match plan.wait {
+        WaitMode::Absolute => measure_all(plan, shared, display, |t| Nanosleep(t.clock)),
+        WaitMode::Relative | WaitMode::System => {
+            measure_all(plan, shared, display, |t| RelativeSleep {
+                clock: t.clock,
+                interval_ns: interval_ns(t),
+                system_call: plan.wait == WaitMode::System,
+            })
+        }
+        WaitMode::PosixTimer => {
+            // Before any thread starts, so that every thread inherits it.
+            measure::block_timer_signal();
+            measure_all(plan, shared, display, |t| {
+                PosixTimer::new(t.clock, interval_ns(t))
+            })
+        }
+        WaitMode::Service => {
+            let service = timer_service(plan.threads[0].priority)?;
+            if display.text {
+                output::print(&format!(
+                    "# timer service: hard expiry thread {}\n",
+                    service.scheduling()
+                ))?;
+            }
+            measure_all(plan, shared, display, |_| ServiceTimer::new(&service))
+        }
+    }
 }
 
 /// The timer service for `--service`, its hard thread asking for SCHED_FIFO
@@ -356,7 +582,7 @@ fn timer_service(priority: u8) -> anyhow::Result<timehands_timer::TimerService> 
 
 /// What the JSON says about the run besides the flags and the figures.
 struct RunFacts {
-    start_unix_s: u64,
+    start_time: SystemTime,
     stopped_by: &'static str,
     cpu_dma_latency: String,
 }
@@ -369,34 +595,55 @@ fn document<'a>(
     run: RunFacts,
 ) -> report::Document<'a> {
     let priority = plan.threads[0].priority;
+    let cmdline = std::env::args().collect::<Vec<_>>().join(" ");
+    let end_time = SystemTime::now();
     report::Document {
+        file_version: 1,
+        cmdline_: cmdline.clone(),
+        rt_test_version_: report::RT_TESTS_VERSION,
+        start_time: report::date(run.start_time),
+        end_time: report::date(end_time),
+        return_code: 0,
+        sysinfo,
+        num_threads: results.len(),
+        resolution_in_ns: u8::from(plan.limits.unit == Unit::Nanos),
+        thread: report::Threads(results),
         schema_version: report::SCHEMA_VERSION,
         tool: "timehands latency",
         version: env!("CARGO_PKG_VERSION"),
-        cmdline: std::env::args().collect::<Vec<_>>().join(" "),
-        start_unix_s: run.start_unix_s,
-        end_unix_s: unix_seconds(),
+        cmdline,
+        start_unix_s: unix_seconds(run.start_time),
+        end_unix_s: unix_seconds(end_time),
         stopped_by: run.stopped_by,
-        sysinfo,
         settings: report::Settings {
             interval_us: u64::from(args.interval),
             distance_us: plan.distance_us,
             priority,
-            policy: if priority > 0 { "fifo" } else { "other" },
+            policy: if plan.other {
+                "other"
+            } else {
+                plan.policy.name()
+            },
             loops: plan.limits.loops,
             duration_s: plan.limits.duration.map(|d| d.as_secs()),
             mlockall: args.mlockall,
-            histogram_us: plan.limits.bound_us,
-            cpu_dma_latency: run.cpu_dma_latency,
-            waiter: if args.service {
-                "timer service"
+            histogram: plan.limits.bound,
+            unit: if plan.limits.unit == Unit::Nanos {
+                "ns"
             } else {
-                "clock_nanosleep"
+                "us"
             },
+            cpu_dma_latency: run.cpu_dma_latency,
+            waiter: match plan.wait {
+                WaitMode::Absolute => "clock_nanosleep",
+                WaitMode::Relative => "clock_nanosleep relative",
+                WaitMode::System => "nanosleep",
+                WaitMode::PosixTimer => "posix timer",
+                WaitMode::Service => "timer service",
+            },
+            least_slack: args.least_slack,
         },
-        num_threads: results.len(),
-        resolution_in_ns: 0,
-        histogram_overflows: plan.limits.bound_us.map(|_| {
+        histogram_overflows: plan.limits.bound.map(|_| {
             results
                 .iter()
                 .filter_map(|r| r.stats.buckets())
@@ -404,24 +651,27 @@ fn document<'a>(
                 .sum()
         }),
         missed_periods: results.iter().map(|r| r.stats.missed()).sum(),
-        thread: report::Threads(results),
     }
 }
 
 /// Starts one thread per plan, each waiting with a waiter from `waiter`,
 /// waits until they are set up (any refusal stops them all and is the error),
-/// redraws the live display while they run, and collects their results.
+/// prints what `display` asks while they run, and collects their results.
 fn measure_all<W: Waiter>(
     plan: &Plan,
-    stop: &AtomicBool,
-    live: bool,
-    waiter: impl Fn() -> W + Sync,
+    shared: &Shared,
+    mut display: Display,
+    waiter: impl Fn(&ThreadPlan) -> W + Sync,
 ) -> anyhow::Result<Vec<ThreadResult>> {
+    let stop = shared.stop;
+    // Raised when the threads are done, for the named pipe's server.
+    let done = AtomicBool::new(false);
+    let done = &done;
     let progress: Vec<Progress> = plan.threads.iter().map(|_| Progress::default()).collect();
     let (ready, setups) = mpsc::channel();
     let (progress, waiter) = (&progress, &waiter);
     std::thread::scope(|scope| {
-        let outcome = (move || {
+        let outcome = (|| {
             let handles: Vec<_> = plan
                 .threads
                 .iter()
@@ -431,7 +681,14 @@ fn measure_all<W: Waiter>(
                     std::thread::Builder::new()
                         .name(format!("latency-{}", thread.index))
                         .spawn_scoped(scope, move || {
-                            measure::run(thread, plan.limits, &mut waiter(), stop, progress, &ready)
+                            measure::run(
+                                thread,
+                                plan.limits,
+                                &mut waiter(thread),
+                                shared,
+                                progress,
+                                &ready,
+                            )
                         })
                         .context("cannot start a measuring thread")
                 })
@@ -454,13 +711,36 @@ fn measure_all<W: Waiter>(
             if let Some(e) = refusal {
                 return Err(e);
             }
-            if live {
-                while !handles.iter().all(|h| h.is_finished()) {
-                    let frame = status_frame(plan, &tids, progress);
+            let running = || !handles.iter().all(|h| h.is_finished());
+            if let Some(fifo) = display.fifo {
+                scope.spawn(move || {
+                    fifo.serve(done, || {
+                        plan.threads
+                            .iter()
+                            .zip(progress)
+                            .map(|(t, p)| {
+                                format!(
+                                    "{}\n",
+                                    report::thread_line(t, p.tid(), p.read(), plan.limits.unit)
+                                )
+                            })
+                            .collect()
+                    })
+                });
+            }
+            let mut shown_max = None;
+            while (display.live || display.verbose.is_some()) && running() {
+                if let Some((samples, printer)) = &mut display.verbose {
+                    output::print(&printer.lines(samples.try_iter()))?;
+                }
+                let max: Vec<u64> = progress.iter().map(|p| p.read().max).collect();
+                if display.live && (!display.refresh_on_max || shown_max.as_ref() != Some(&max)) {
+                    let frame = status_frame(plan, progress);
                     print!("{frame}\x1b[{}A", plan.threads.len() + 2);
                     let _ = io::stdout().flush();
-                    std::thread::sleep(REDRAW);
+                    shown_max = Some(max);
                 }
+                std::thread::sleep(REDRAW);
             }
             let mut results = Vec::new();
             for (h, (thread, setup)) in handles.into_iter().zip(plan.threads.iter().zip(tids)) {
@@ -476,79 +756,106 @@ fn measure_all<W: Waiter>(
                     });
                 }
             }
+            if let Some((samples, printer)) = &mut display.verbose {
+                output::print(&printer.lines(samples.try_iter()))?;
+            }
             Ok(results)
         })();
-        // Threads still running on an error must end for the scope to end.
+        // Threads still running on an error, and the named pipe's server,
+        // must end for the scope to end.
         if outcome.is_err() {
             stop.store(true, Ordering::Relaxed);
         }
+        done.store(true, Ordering::Relaxed);
         outcome
     })
 }
 
 /// cyclictest's live display: the policy line, an empty line, a line per
 /// thread.
-fn status_frame(plan: &Plan, setups: &[Setup], progress: &[Progress]) -> String {
-    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let mut frame = format!(
-        "{}          \n\n",
-        report::policy_line(plan.threads[0].priority, loadavg.trim())
-    );
-    for ((thread, setup), progress) in plan.threads.iter().zip(setups).zip(progress) {
-        frame.push_str(&report::thread_line(thread, setup.tid, progress.read()));
+fn status_frame(plan: &Plan, progress: &[Progress]) -> String {
+    let mut frame = format!("{}          \n\n", policy_line(plan));
+    for (thread, progress) in plan.threads.iter().zip(progress) {
+        frame.push_str(&report::thread_line(
+            thread,
+            progress.tid(),
+            progress.read(),
+            plan.limits.unit,
+        ));
         frame.push('\n');
     }
     frame
 }
 
-/// The text output: cyclictest's (the last frame, or the quiet summary, and
-/// the histogram), then the `#` lines it lacks.
+/// cyclictest's `policy: ...: loadavg: ...` line.
+fn policy_line(plan: &Plan) -> String {
+    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    report::policy_line(plan.policy.name(), plan.other, loadavg.trim())
+}
+
+/// The text output: cyclictest's (the last frame, or the quiet summary, the
+/// spikes, the histogram, the break), then the `#` lines it lacks.
 fn print_text(
     args: &Args,
     plan: &Plan,
     results: &[ThreadResult],
+    shared: &Shared,
     histfile: Option<File>,
     sysinfo: &SysInfo,
 ) -> anyhow::Result<()> {
     // Made whole, then written at once: see `output::print`.
     let mut out = Vec::new();
-    if !args.quiet {
-        let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-        writeln!(
-            out,
-            "{}          \n",
-            report::policy_line(plan.threads[0].priority, loadavg.trim())
-        )?;
+    if !args.quiet && !args.verbose {
+        writeln!(out, "{}          \n", policy_line(plan))?;
     }
-    // As cyclictest: quiet with a histogram prints the histogram only.
-    if !args.quiet || plan.limits.bound_us.is_none() {
+    // As cyclictest: quiet with a histogram prints the histogram only; -v
+    // prints values instead of lines, unless quiet.
+    let lines = if args.verbose {
+        args.quiet && plan.limits.bound.is_none()
+    } else {
+        !args.quiet || plan.limits.bound.is_none()
+    };
+    if lines {
         for r in results {
             writeln!(
                 out,
                 "{}",
-                report::thread_line(&r.plan, r.setup.tid, r.stats.summary())
+                report::thread_line(&r.plan, r.setup.tid, r.stats.summary(), plan.limits.unit)
             )?;
         }
     }
-    if plan.limits.bound_us.is_some() {
+    if let Some(spikes) = &shared.spikes {
+        let seen = spikes
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        report::write_spikes(&mut out, &seen.0, seen.1)?;
+    }
+    if plan.limits.bound.is_some() {
         match (histfile, &args.histfile) {
             (Some(mut file), Some(path)) => {
-                report::write_histogram(&mut file, results, plan.all_column)
+                report::write_histogram(&mut file, results, plan.all_column, args.smi)
                     .with_context(|| format!("--histfile {}: cannot write", path.display()))?
             }
-            _ => report::write_histogram(&mut out, results, plan.all_column)?,
+            _ => report::write_histogram(&mut out, results, plan.all_column, args.smi)?,
         }
     }
+    if let Some(break_trace) = &shared.break_trace {
+        let hit = *break_trace
+            .hit
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        report::write_break(&mut out, results, hit)?;
+    }
     writeln!(out, "# {}", sysinfo.line())?;
-    writeln!(out, "{}", report::slack_line(results))?;
+    writeln!(out, "{}", report::slack_line(results, args.least_slack))?;
     for r in results {
         writeln!(out, "{}", report::extra_line(r))?;
     }
     output::print(&String::from_utf8_lossy(&out))
 }
 
-fn unix_seconds() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+fn unix_seconds(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }

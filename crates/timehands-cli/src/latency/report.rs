@@ -4,17 +4,23 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::time::SystemTime;
 
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
+use super::measure::{Break, Spike};
 use super::measure::{Setup, ThreadPlan};
-use super::stats::{Summary, ThreadStats};
+use super::stats::{Summary, ThreadStats, Unit};
 use super::sysinfo::SysInfo;
 
 /// The version of the JSON document's layout; it changes when a field changes
-/// meaning or goes away (new fields may appear without it).
-pub const SCHEMA_VERSION: u32 = 1;
+/// meaning or goes away (new fields may appear without it). 2: cyclictest's
+/// layout (`cpu` always a number, `histogram` always an object).
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The rt-tests release whose cyclictest's flags, output and JSON these are.
+pub const RT_TESTS_VERSION: &str = "2.40";
 
 /// What one thread was asked, how it set up, and what it measured.
 pub struct ThreadResult {
@@ -26,26 +32,91 @@ pub struct ThreadResult {
     pub stats: ThreadStats,
 }
 
-/// cyclictest's line: `T: 0 (12345) P:80 I:1000 C:   5000 Min:     11 Act:   18 Avg:   19 Max:    2999`.
-pub fn thread_line(plan: &ThreadPlan, tid: i32, s: Summary) -> String {
-    format!(
-        "T:{:2} ({:5}) P:{:2} I:{} C:{:7} Min:{:7} Act:{:5} Avg:{:5} Max:{:8}",
-        plan.index,
-        tid,
-        plan.priority,
-        plan.interval_us,
-        s.cycles,
-        s.min_us,
-        s.act_us,
-        s.avg_us,
-        s.max_us
-    )
+/// cyclictest's line: `T: 0 (12345) P:80 I:1000 C:   5000 Min:     11 Act:   18 Avg:   19 Max:    2999`
+/// (Act and Avg 8 wide in ns, `-N`; ` SMI:` and the count with `--smi`).
+pub fn thread_line(plan: &ThreadPlan, tid: i32, s: Summary, unit: Unit) -> String {
+    let width = match unit {
+        Unit::Micros => 5,
+        Unit::Nanos => 8,
+    };
+    let mut line = format!(
+        "T:{:2} ({:5}) P:{:2} I:{} C:{:7} Min:{:7} Act:{:width$} Avg:{:width$} Max:{:8}",
+        plan.index, tid, plan.priority, plan.interval_us, s.cycles, s.min, s.act, s.avg, s.max
+    );
+    if plan.smi {
+        line.push_str(&format!(" SMI:{:8}", s.smis));
+    }
+    line
 }
 
-/// cyclictest's status line above the thread lines.
-pub fn policy_line(priority: u8, loadavg: &str) -> String {
-    let policy = if priority > 0 { "fifo" } else { "other/other" };
-    format!("policy: {policy}: loadavg: {loadavg}")
+/// cyclictest's status line above the thread lines: the policy asked for,
+/// and `/other` when the threads run SCHED_OTHER anyway.
+pub fn policy_line(policy: &str, other: bool, loadavg: &str) -> String {
+    let forced = if other { "/other" } else { "" };
+    format!("policy: {policy}{forced}: loadavg: {loadavg}")
+}
+
+/// cyclictest's `--spike` list: the spikes kept and the count of all, after
+/// an empty line; nothing when there was none.
+pub fn write_spikes(w: &mut impl Write, kept: &[Spike], count: u64) -> io::Result<()> {
+    if kept.is_empty() {
+        return Ok(());
+    }
+    writeln!(w)?;
+    for s in kept {
+        writeln!(
+            w,
+            "T:{:2} Spike:{:8}: TS: {:12}",
+            s.thread, s.value, s.at_us
+        )?;
+    }
+    writeln!(w, "spikes = {count}\n")
+}
+
+/// cyclictest's `-b` lines: the threads' ids, and the break when one came.
+pub fn write_break(
+    w: &mut impl Write,
+    results: &[ThreadResult],
+    hit: Option<Break>,
+) -> io::Result<()> {
+    write!(w, "# Thread Ids:")?;
+    for r in results {
+        write!(w, " {:05}", r.setup.tid)?;
+    }
+    writeln!(w)?;
+    if let Some(hit) = hit {
+        writeln!(w, "# Break thread: {}", hit.tid)?;
+        writeln!(w, "# Break value: {}", hit.value)?;
+    }
+    Ok(())
+}
+
+/// A time as cyclictest's JSON writes it (`%a, %d %b %Y %T %z`), in UTC.
+pub fn date(time: SystemTime) -> String {
+    let secs = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = secs / 86_400;
+    let (hour, minute, second) = (secs % 86_400 / 3600, secs % 3600 / 60, secs % 60);
+    // Howard Hinnant's civil_from_days, for days since 1970-01-01.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    format!(
+        "{}, {day:02} {} {year} {hour:02}:{minute:02}:{second:02} +0000",
+        WEEKDAYS[(days % 7) as usize],
+        MONTHS[(month - 1) as usize]
+    )
 }
 
 /// What cyclictest does not print: missed periods and percentiles.
@@ -65,8 +136,9 @@ pub fn extra_line(r: &ThreadResult) -> String {
     )
 }
 
-/// The timer slack the threads ran with, on one line.
-pub fn slack_line(results: &[ThreadResult]) -> String {
+/// The timer slack the threads ran with, on one line, and whether the least
+/// was asked for (`--least-slack`).
+pub fn slack_line(results: &[ThreadResult], least_asked: bool) -> String {
     let mut slacks: Vec<u64> = results.iter().map(|r| r.setup.timer_slack_ns).collect();
     slacks.sort_unstable();
     slacks.dedup();
@@ -77,10 +149,12 @@ pub fn slack_line(results: &[ThreadResult]) -> String {
     } else {
         ""
     };
-    format!(
-        "# timer slack: {} (asked for the least, 1 ns{why})",
-        list.join(", ")
-    )
+    let asked = if least_asked {
+        "asked for the least, 1 ns"
+    } else {
+        "the threads' own, as cyclictest leaves it; --least-slack asks for 1 ns"
+    };
+    format!("# timer slack: {} ({asked}{why})", list.join(", "))
 }
 
 /// cyclictest's histogram (`-h`, `-H` for the all-threads column), in its
@@ -89,6 +163,7 @@ pub fn write_histogram(
     w: &mut impl Write,
     results: &[ThreadResult],
     all_column: bool,
+    smi: bool,
 ) -> io::Result<()> {
     let buckets: Vec<_> = results.iter().filter_map(|r| r.stats.buckets()).collect();
     let all = all_column && results.len() > 1;
@@ -121,11 +196,11 @@ pub fn write_histogram(
             writeln!(w)
         };
     row(w, "Total", &totals, 9, Some(totals.iter().sum()))?;
-    let mins: Vec<u64> = summaries.iter().map(|s| s.min_us).collect();
+    let mins: Vec<u64> = summaries.iter().map(|s| s.min).collect();
     row(w, "Min Latencies", &mins, 5, None)?;
-    let avgs: Vec<u64> = summaries.iter().map(|s| s.avg_us).collect();
+    let avgs: Vec<u64> = summaries.iter().map(|s| s.avg).collect();
     row(w, "Avg Latencies", &avgs, 5, None)?;
-    let maxes: Vec<u64> = summaries.iter().map(|s| s.max_us).collect();
+    let maxes: Vec<u64> = summaries.iter().map(|s| s.max).collect();
     row(w, "Max Latencies", &maxes, 5, maxes.iter().max().copied())?;
     row(
         w,
@@ -146,6 +221,10 @@ pub fn write_histogram(
         }
         writeln!(w)?;
     }
+    if smi {
+        let smis: Vec<u64> = summaries.iter().map(|s| s.smis).collect();
+        row(w, "SMIs", &smis, 5, None)?;
+    }
     writeln!(w)
 }
 
@@ -158,7 +237,7 @@ pub struct Settings {
     pub distance_us: u64,
     /// `-p`; 0 for SCHED_OTHER.
     pub priority: u8,
-    /// `fifo` or `other`.
+    /// The policy the threads ran under: `fifo`, `rr` or `other`.
     pub policy: &'static str,
     /// `-l`; 0 for no limit.
     pub loops: u64,
@@ -166,21 +245,48 @@ pub struct Settings {
     pub duration_s: Option<u64>,
     /// `-m`.
     pub mlockall: bool,
-    /// `-h`/`-H`, µs.
-    pub histogram_us: Option<usize>,
+    /// `-h`/`-H`, in `unit`.
+    pub histogram: Option<usize>,
+    /// The unit of the figures: `us`, or `ns` with `-N`.
+    pub unit: &'static str,
     /// The PM QoS request (cyclictest's /dev/cpu_dma_latency), or why it
     /// could not be made.
     pub cpu_dma_latency: String,
-    /// How the threads waited: `clock_nanosleep`, or `timer service`
-    /// (`--service`).
+    /// How the threads waited: `clock_nanosleep`, `clock_nanosleep
+    /// relative` (`-r`), `nanosleep` (`-s`), `posix timer` (`-x`) or `timer
+    /// service` (`--service`).
     pub waiter: &'static str,
+    /// `--least-slack`.
+    pub least_slack: bool,
 }
 
-/// The JSON document: cyclictest's fields (`sysinfo`, `num_threads`,
-/// `resolution_in_ns`, `thread` keyed by number with `cycles`, `min`, `max`,
-/// `avg`, `cpu`, `histogram`), and the rest.
+/// The JSON document: cyclictest's fields first, with its names (two of
+/// which end in a colon, as cyclictest 2.40 writes them) and types, then
+/// ours.
 #[derive(Serialize)]
 pub struct Document<'a> {
+    /// cyclictest's layout version, 1.
+    pub file_version: u32,
+    /// The command line, under cyclictest's name.
+    #[serde(rename = "cmdline:")]
+    pub cmdline_: String,
+    /// The rt-tests release whose layout this is, under cyclictest's name.
+    #[serde(rename = "rt_test_version:")]
+    pub rt_test_version_: &'static str,
+    /// The start, as cyclictest writes it ([`date`]).
+    pub start_time: String,
+    /// The end, likewise.
+    pub end_time: String,
+    /// The exit status, 0 (a run that fails writes no document).
+    pub return_code: i32,
+    /// The system (cyclictest's `uname` fields and `realtime`, then ours).
+    pub sysinfo: &'a SysInfo,
+    /// How many threads measured.
+    pub num_threads: usize,
+    /// 1 when the figures are in ns (`-N`), 0 in µs.
+    pub resolution_in_ns: u8,
+    /// Each thread's figures.
+    pub thread: Threads<'a>,
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// Which tool wrote it.
@@ -193,23 +299,15 @@ pub struct Document<'a> {
     pub start_unix_s: u64,
     /// See `start_unix_s`.
     pub end_unix_s: u64,
-    /// `loops`, `duration` or `signal`.
+    /// `loops`, `duration`, `signal` or `breaktrace`.
     pub stopped_by: &'static str,
-    /// The system.
-    pub sysinfo: &'a SysInfo,
     /// The settings.
     pub settings: Settings,
-    /// How many threads measured.
-    pub num_threads: usize,
-    /// 0: the figures are in µs (cyclictest's field).
-    pub resolution_in_ns: u8,
     /// Samples at or above the histogram bound, over all threads (`null`
     /// without `-h`).
     pub histogram_overflows: Option<u64>,
     /// Missed periods over all threads.
     pub missed_periods: u64,
-    /// Each thread's figures.
-    pub thread: Threads<'a>,
 }
 
 /// The threads as a map from their number, in order.
@@ -225,23 +323,28 @@ impl Serialize for Threads<'_> {
     }
 }
 
+/// A thread's figures: cyclictest's fields first (`histogram` as an object of
+/// the buckets that counted, `cycles`, `min`, `max`, `avg`, `cpu`, `node`),
+/// then ours.
 #[derive(Serialize)]
 struct ThreadJson {
+    histogram: BTreeMap<String, u64>,
+    cycles: u64,
+    min: u64,
+    max: u64,
+    avg: f64,
+    cpu: usize,
+    node: i64,
     tid: i32,
-    cpu: Option<usize>,
     priority: u8,
     interval_us: u64,
     timer_slack_ns: u64,
-    cycles: u64,
-    min: u64,
     act: u64,
-    avg: f64,
-    max: u64,
+    smis: Option<u64>,
     missed_periods: u64,
     p50_us: Option<f64>,
     p99_us: Option<f64>,
     p99_9_us: Option<f64>,
-    histogram: Option<BTreeMap<usize, u64>>,
     histogram_overflows: Option<u64>,
     histogram_overflow_cycles: Option<Vec<u64>>,
 }
@@ -252,34 +355,49 @@ impl ThreadJson {
         let us = |q: f64| r.stats.percentile_ns(q).map(|ns| ns as f64 / 1000.0);
         let buckets = r.stats.buckets();
         ThreadJson {
-            tid: r.setup.tid,
-            cpu: r.plan.cpu,
-            priority: r.plan.priority,
-            interval_us: r.plan.interval_us,
-            timer_slack_ns: r.setup.timer_slack_ns,
-            cycles: s.cycles,
-            min: s.min_us,
-            act: s.act_us,
-            // Two decimals, as cyclictest writes it.
-            avg: (r.stats.mean_us() * 100.0).round() / 100.0,
-            max: s.max_us,
-            missed_periods: r.stats.missed(),
-            p50_us: us(0.5),
-            p99_us: us(0.99),
-            p99_9_us: us(0.999),
-            // Only the buckets that counted something, as cyclictest writes them.
-            histogram: buckets.map(|b| {
+            // Only the buckets that counted something, as cyclictest writes
+            // them; an empty object without -h.
+            histogram: buckets.map_or_else(BTreeMap::new, |b| {
                 b.counts()
                     .iter()
                     .enumerate()
                     .filter(|&(_, &n)| n > 0)
-                    .map(|(i, &n)| (i, n))
+                    .map(|(i, &n)| (i.to_string(), n))
                     .collect()
             }),
+            cycles: s.cycles,
+            min: s.min,
+            max: s.max,
+            // Two decimals, as cyclictest writes it.
+            avg: (r.stats.mean() * 100.0).round() / 100.0,
+            cpu: r.plan.cpu,
+            node: numa_node(r.plan.cpu),
+            tid: r.setup.tid,
+            priority: r.plan.priority,
+            interval_us: r.plan.interval_us,
+            timer_slack_ns: r.setup.timer_slack_ns,
+            act: s.act,
+            smis: r.plan.smi.then_some(s.smis),
+            missed_periods: r.stats.missed(),
+            p50_us: us(0.5),
+            p99_us: us(0.99),
+            p99_9_us: us(0.999),
             histogram_overflows: buckets.map(|b| b.overflows()),
             histogram_overflow_cycles: buckets.map(|b| b.overflow_cycles().to_vec()),
         }
     }
+}
+
+/// The NUMA node of `cpu`, from sysfs (`cpuN/nodeM`); -1 when unknown.
+fn numa_node(cpu: usize) -> i64 {
+    std::fs::read_dir(format!("/sys/devices/system/cpu/cpu{cpu}"))
+        .ok()
+        .and_then(|entries| {
+            entries
+                .flatten()
+                .find_map(|e| e.file_name().to_str()?.strip_prefix("node")?.parse().ok())
+        })
+        .unwrap_or(-1)
 }
 
 #[cfg(test)]
@@ -287,7 +405,7 @@ mod tests {
     use super::*;
 
     fn result(index: usize, samples_us: &[u64], bound_us: Option<usize>) -> ThreadResult {
-        let mut stats = ThreadStats::new(bound_us);
+        let mut stats = ThreadStats::new(bound_us, Unit::Micros);
         for us in samples_us {
             stats.record(us * 1000 + 500);
         }
@@ -295,8 +413,12 @@ mod tests {
             plan: ThreadPlan {
                 index,
                 interval_us: 1000,
-                cpu: None,
+                cpu: 0,
                 priority: 80,
+                policy: crate::latency::realtime::Policy::Fifo,
+                clock: crate::latency::clock::Clock::Monotonic,
+                least_slack: false,
+                smi: false,
             },
             setup: Setup {
                 tid: 4242,
@@ -310,7 +432,7 @@ mod tests {
     fn the_thread_line_is_cyclictests() {
         let r = result(0, &[11, 30, 18], None);
         assert_eq!(
-            thread_line(&r.plan, r.setup.tid, r.stats.summary()),
+            thread_line(&r.plan, r.setup.tid, r.stats.summary(), Unit::Micros),
             "T: 0 ( 4242) P:80 I:1000 C:      3 Min:     11 Act:   18 Avg:   19 Max:      30"
         );
     }
@@ -322,7 +444,7 @@ mod tests {
             result(1, &[1, 5, 6], Some(3)),
         ];
         let mut out = Vec::new();
-        write_histogram(&mut out, &results, true).expect("writes");
+        write_histogram(&mut out, &results, true, false).expect("writes");
         let want = "\
 # Histogram
 000000 000001\t000000\t000001
@@ -345,7 +467,7 @@ mod tests {
     fn without_h_capital_or_with_one_thread_there_is_no_all_column() {
         let one = [result(0, &[0, 9, 9, 9, 9], Some(2))];
         let mut out = Vec::new();
-        write_histogram(&mut out, &one, true).expect("writes");
+        write_histogram(&mut out, &one, true, false).expect("writes");
         let text = String::from_utf8(out).expect("utf-8");
         assert!(text.contains("\n000000 000001\n"), "{text}");
         assert!(text.contains("# Max Latencies: 00009\n"), "{text}");

@@ -1,34 +1,52 @@
 //! What one measuring thread learns: cyclictest's figures, an HDR histogram
 //! for the percentiles, cyclictest's fixed histogram, and the missed periods.
 //!
-//! cyclictest works in whole microseconds: each sample is truncated to µs, and
-//! Min, Act, Avg and Max are taken over the truncated samples (Avg is their
-//! sum over the count, truncated again). The same rule is kept here so that
-//! the two tools print comparable numbers. The HDR histogram keeps nanoseconds
-//! (three significant digits), so the percentiles are not limited to the µs
-//! grid.
+//! cyclictest works in whole microseconds (whole nanoseconds with `-N`): each
+//! sample is truncated to the unit, and Min, Act, Avg and Max are taken over
+//! the truncated samples (Avg is their sum over the count, truncated again).
+//! The same rule is kept here so that the two tools print comparable numbers.
+//! The HDR histogram keeps nanoseconds (three significant digits), so the
+//! percentiles are not limited to the µs grid.
 
 use hdrhistogram::Histogram;
 
-/// Nanoseconds in a microsecond.
-const NANOS_PER_MICRO: u64 = 1000;
+/// The unit of cyclictest's figures: µs, or ns with `-N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// Microseconds, cyclictest's default.
+    Micros,
+    /// Nanoseconds (`-N`).
+    Nanos,
+}
 
-/// The numbers of cyclictest's per-thread line, in microseconds.
+impl Unit {
+    /// Nanoseconds in one unit.
+    pub fn nanos(self) -> u64 {
+        match self {
+            Unit::Micros => 1000,
+            Unit::Nanos => 1,
+        }
+    }
+}
+
+/// The numbers of cyclictest's per-thread line, in the run's [`Unit`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
     /// Wakeups measured.
     pub cycles: u64,
     /// The smallest latency; 0 before the first wakeup.
-    pub min_us: u64,
+    pub min: u64,
     /// The latest latency.
-    pub act_us: u64,
+    pub act: u64,
     /// The mean latency, truncated as cyclictest truncates it.
-    pub avg_us: u64,
+    pub avg: u64,
     /// The largest latency.
-    pub max_us: u64,
+    pub max: u64,
+    /// SMIs counted (`--smi`).
+    pub smis: u64,
 }
 
-/// cyclictest's histogram (`-h US`): one bucket per microsecond below the
+/// cyclictest's histogram (`-h US`): one bucket per unit (µs, or ns) below the
 /// bound, and a count of the samples at or above it with the cycle numbers of
 /// the first of them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,10 +57,10 @@ pub struct Buckets {
 }
 
 impl Buckets {
-    /// A histogram of `bound_us` one-microsecond buckets.
-    pub fn new(bound_us: usize) -> Buckets {
+    /// A histogram of `bound` one-unit buckets.
+    pub fn new(bound: usize) -> Buckets {
         Buckets {
-            counts: vec![0; bound_us],
+            counts: vec![0; bound],
             overflows: 0,
             overflow_cycles: Vec::new(),
         }
@@ -62,7 +80,7 @@ impl Buckets {
         }
     }
 
-    /// The count of each bucket; bucket `i` holds latencies in `[i, i + 1)` µs.
+    /// The count of each bucket; bucket `i` holds latencies in `[i, i + 1)` units.
     pub fn counts(&self) -> &[u64] {
         &self.counts
     }
@@ -82,44 +100,55 @@ impl Buckets {
 #[derive(Clone, Debug)]
 pub struct ThreadStats {
     summary: Summary,
-    sum_us: u64,
+    unit: Unit,
+    sum: u64,
     missed: u64,
     hdr: Histogram<u64>,
     buckets: Option<Buckets>,
 }
 
 impl ThreadStats {
-    /// Empty statistics; with `bound_us`, also cyclictest's histogram of that
-    /// many buckets.
-    pub fn new(bound_us: Option<usize>) -> ThreadStats {
+    /// Empty statistics in `unit`; with `bound`, also cyclictest's histogram
+    /// of that many buckets of one unit.
+    pub fn new(bound: Option<usize>, unit: Unit) -> ThreadStats {
         ThreadStats {
             summary: Summary::default(),
-            sum_us: 0,
+            unit,
+            sum: 0,
             missed: 0,
             // Auto-resizing, so that no latency is out of range.
             hdr: Histogram::new(3).expect("3 significant digits is a valid precision"),
-            buckets: bound_us.map(Buckets::new),
+            buckets: bound.map(Buckets::new),
         }
     }
 
     /// Records one wakeup `latency_ns` late.
     pub fn record(&mut self, latency_ns: u64) {
-        let us = latency_ns / NANOS_PER_MICRO;
+        let value = latency_ns / self.unit.nanos();
         let s = &mut self.summary;
         if let Some(b) = &mut self.buckets {
-            b.record(us, s.cycles);
+            b.record(value, s.cycles);
         }
-        s.min_us = if s.cycles == 0 { us } else { s.min_us.min(us) };
-        s.max_us = s.max_us.max(us);
-        s.act_us = us;
+        s.min = if s.cycles == 0 {
+            value
+        } else {
+            s.min.min(value)
+        };
+        s.max = s.max.max(value);
+        s.act = value;
         s.cycles += 1;
-        self.sum_us += us;
-        s.avg_us = self.sum_us / s.cycles;
+        self.sum += value;
+        s.avg = self.sum / s.cycles;
         // `record` grows the histogram to fit; it fails only past u64 range,
         // where the clamped value is the best there is.
         if self.hdr.record(latency_ns).is_err() {
             self.hdr.saturating_record(latency_ns);
         }
+    }
+
+    /// Adds SMIs counted during a period.
+    pub fn add_smis(&mut self, smis: u64) {
+        self.summary.smis += smis;
     }
 
     /// Adds periods that passed without a wakeup.
@@ -132,11 +161,12 @@ impl ThreadStats {
         self.summary
     }
 
-    /// The mean latency in µs, unrounded (cyclictest's JSON `avg`).
-    pub fn mean_us(&self) -> f64 {
+    /// The mean latency in the run's unit, unrounded (cyclictest's JSON
+    /// `avg`).
+    pub fn mean(&self) -> f64 {
         match self.summary.cycles {
             0 => 0.0,
-            n => self.sum_us as f64 / n as f64,
+            n => self.sum as f64 / n as f64,
         }
     }
 
@@ -163,7 +193,7 @@ mod tests {
     use super::*;
 
     fn recorded(bound_us: Option<usize>, samples_ns: &[u64]) -> ThreadStats {
-        let mut stats = ThreadStats::new(bound_us);
+        let mut stats = ThreadStats::new(bound_us, Unit::Micros);
         for &ns in samples_ns {
             stats.record(ns);
         }
@@ -178,21 +208,22 @@ mod tests {
             stats.summary(),
             Summary {
                 cycles: 3,
-                min_us: 11,
-                act_us: 30,
-                avg_us: 19,
-                max_us: 30,
+                min: 11,
+                act: 30,
+                avg: 19,
+                max: 30,
+                smis: 0,
             }
         );
-        assert!((stats.mean_us() - 59.0 / 3.0).abs() < 1e-9);
+        assert!((stats.mean() - 59.0 / 3.0).abs() < 1e-9);
     }
 
     #[test]
     fn before_the_first_wakeup_everything_is_zero_and_there_is_no_percentile() {
-        let stats = ThreadStats::new(Some(10));
+        let stats = ThreadStats::new(Some(10), Unit::Micros);
         assert_eq!(stats.summary(), Summary::default());
         assert_eq!(stats.percentile_ns(0.99), None);
-        assert_eq!(stats.mean_us(), 0.0);
+        assert_eq!(stats.mean(), 0.0);
     }
 
     #[test]
@@ -226,6 +257,27 @@ mod tests {
         let b = stats.buckets().expect("asked for");
         assert_eq!(b.overflows(), 7);
         assert_eq!(b.overflow_cycles(), &[0, 1]);
+    }
+
+    #[test]
+    fn with_nanoseconds_the_figures_and_buckets_are_in_ns() {
+        let mut stats = ThreadStats::new(Some(3), Unit::Nanos);
+        for ns in [2, 1, 1_000] {
+            stats.record(ns);
+        }
+        assert_eq!(
+            stats.summary(),
+            Summary {
+                cycles: 3,
+                min: 1,
+                act: 1_000,
+                avg: 334,
+                max: 1_000,
+                smis: 0,
+            }
+        );
+        let b = stats.buckets().expect("asked for");
+        assert_eq!((b.counts(), b.overflows()), (&[0, 1, 1][..], 1));
     }
 
     #[test]

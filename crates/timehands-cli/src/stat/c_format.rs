@@ -77,7 +77,7 @@ mod tests {
     }
 
     #[test]
-    fn examples_from_the_seed() {
+    fn examples_from_clock_gettime_figures() {
         assert_eq!(g(1.97503e-05, 6), "1.97503e-05");
         assert_eq!(g(5.88111, 6), "5.88111");
         assert_eq!(g(0.00033582683, 8), "0.00033582683");

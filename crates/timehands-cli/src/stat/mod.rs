@@ -16,6 +16,11 @@
 //! `-q` is FreeBSD's later flag (Debian's ministat predates it): no legend
 //! and no header over the table.
 //!
+//! Past ministat, behind flags it does not have ([`beyond`]): percentiles
+//! (`--percentiles`), Welch's t test (`--welch`) and the Mann-Whitney U test
+//! (`--mann-whitney`), printed after ministat's output, which stays as it
+//! is; and `--json`, one document with all of it instead of text.
+//!
 //! Where this departs from ministat, for answers that can be trusted or
 //! errors that say more, the module that does it says why: the variance
 //! ([`sample`]), `inf`/`nan`/hex input ([`input`]), a plot narrower than two
@@ -23,19 +28,23 @@
 //! the window's width is; ministat takes it whole), and the errors, which
 //! are one line naming the file (and line) with a non-zero exit.
 
+mod beyond;
 mod c_format;
 mod input;
 mod plot;
 mod sample;
 mod student;
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
+use serde::Serialize;
 
 use crate::output;
+use beyond::{MannWhitney, PairTest, Welch};
 use input::{Columns, read_sample};
 use sample::Sample;
 use student::{Comparison, Confidence};
@@ -62,10 +71,14 @@ Examples:
       only the rows of the statistics table
   seq 1 100 | timehands stat
       a set from standard input
+  timehands stat --percentiles 50,99 --welch --mann-whitney a.txt b.txt
+      ministat's output, then percentiles and two more tests
+  timehands stat --json a.txt b.txt | jq '.comparisons[0].student.proven'
 
 Files hold one number a line (in the column -C, fields split at any byte of
 -d); blank lines and fields from a `#` on are skipped. At least 3 numbers a
-set, at most 7 sets. Note: like ministat, -c 99.5 uses the t value of 99.8%.";
+set, at most 7 sets. Note: like ministat, -c 99.5 uses the t value of 99.8%
+(Welch's and Mann-Whitney's tests take 99.5% as it is).";
 
 /// Flags of `timehands stat`: ministat's, which may be combined (`-As`) and
 /// take their values attached or apart (`-c95`, `-c 95`).
@@ -106,8 +119,35 @@ pub struct Args {
           value_parser = clap::value_parser!(u16).range(2..))]
     pub width: Option<u16>,
 
+    /// Also print these percentiles of each set (0 to 100, separated by
+    /// commas), by definition 7 (R's and NumPy's default).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_percentile)]
+    pub percentiles: Vec<f64>,
+
+    /// Also test each set against the first with Welch's t test (unequal
+    /// variances).
+    #[arg(long)]
+    pub welch: bool,
+
+    /// Also test each set against the first with the Mann-Whitney U test (no
+    /// assumption of normality).
+    #[arg(long = "mann-whitney")]
+    pub mann_whitney: bool,
+
+    /// Print one JSON document (sets, percentiles, tests) instead of text.
+    #[arg(long)]
+    pub json: bool,
+
     /// Data files, one set each (at most 7); `-` or none reads standard input.
     pub files: Vec<PathBuf>,
+}
+
+fn parse_percentile(text: &str) -> Result<f64, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|p| (0.0..=100.0).contains(p))
+        .ok_or_else(|| format!("bad percentile {text:?}: want a number from 0 to 100"))
 }
 
 fn parse_confidence(text: &str) -> Result<Confidence, String> {
@@ -128,11 +168,21 @@ fn parse_delimiters(text: &str) -> Result<String, String> {
 /// Reads the data sets, then prints the legend, plot, statistics and tests.
 pub fn run(args: &Args) -> Result<()> {
     let samples = read_samples(args)?;
+    if args.json {
+        return output::print(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&document(&samples, args))?
+        ));
+    }
     let width = match args.width {
         Some(w) => usize::from(w),
         None => terminal_width().unwrap_or(DEFAULT_WIDTH),
     };
-    output::print(&report(&samples, args, width))
+    output::print(&format!(
+        "{}{}",
+        report(&samples, args, width),
+        beyond_text(&samples, args)
+    ))
 }
 
 /// Every data set the arguments name, in order.
@@ -251,6 +301,210 @@ fn verdict(c: &Comparison, confidence: Confidence) -> String {
         )
     } else {
         format!("No difference proven at {level:.1}% confidence\n")
+    }
+}
+
+/// The percentile `percent` of `sample`.
+fn percentile(sample: &Sample, percent: f64) -> f64 {
+    beyond::percentile(sample.points(), percent / 100.0)
+}
+
+/// Whether a p value proves a difference at `confidence` as labelled.
+fn proven(p: f64, confidence: Confidence) -> bool {
+    p < 1.0 - confidence.percent() / 100.0
+}
+
+/// What the flags past ministat's ask, after ministat's output: the
+/// percentiles of each set, then each later set's tests against the first.
+fn beyond_text(samples: &[Sample], args: &Args) -> String {
+    let g = |v: f64| c_format::g(v, 6);
+    let mut out = String::new();
+    if !args.percentiles.is_empty() {
+        out.push_str("Percentiles (definition 7, as R and NumPy):\n     ");
+        for &p in &args.percentiles {
+            out.push_str(&format!(" {:>13}", format!("p{}", g(p))));
+        }
+        out.push('\n');
+        for (sample, symbol) in samples.iter().zip(&SYMBOLS[1..]) {
+            out.push_str(&format!("{} {:3}", char::from(*symbol), sample.len()));
+            for &p in &args.percentiles {
+                out.push_str(&format!(" {:>13}", c_format::g(percentile(sample, p), 8)));
+            }
+            out.push('\n');
+        }
+    }
+    if (!args.welch && !args.mann_whitney) || args.summary_only || samples.len() < 2 {
+        return out;
+    }
+    out.push_str(&format!(
+        "Against {} {}, at {:.1}% confidence:\n",
+        char::from(SYMBOLS[1]),
+        samples[0].name(),
+        args.confidence.percent()
+    ));
+    for (sample, symbol) in samples.iter().zip(&SYMBOLS[1..]).skip(1) {
+        for (test, proven) in pair_tests(sample, &samples[0], args).asked() {
+            out.push_str(&format!(
+                "{} {}, p {}: {}\n",
+                char::from(*symbol),
+                test.figures(),
+                g(test.p()),
+                if proven {
+                    "difference proven"
+                } else {
+                    "no difference proven"
+                }
+            ));
+        }
+    }
+    out
+}
+
+/// The tests past Student's that the flags ask, of `set` against
+/// `reference`.
+struct PairTests {
+    welch: Option<Tested<Welch>>,
+    mann_whitney: Option<Tested<MannWhitney>>,
+}
+
+impl PairTests {
+    /// Each test asked, with its verdict, in the order the text prints them.
+    fn asked(&self) -> Vec<(&dyn PairTest, bool)> {
+        let welch = self
+            .welch
+            .as_ref()
+            .map(|t| (&t.test as &dyn PairTest, t.proven));
+        let mann_whitney = self
+            .mann_whitney
+            .as_ref()
+            .map(|t| (&t.test as &dyn PairTest, t.proven));
+        [welch, mann_whitney].into_iter().flatten().collect()
+    }
+}
+
+fn pair_tests(set: &Sample, reference: &Sample, args: &Args) -> PairTests {
+    PairTests {
+        welch: args
+            .welch
+            .then(|| Tested::new(Welch::new(set, reference), args.confidence)),
+        mann_whitney: args
+            .mann_whitney
+            .then(|| Tested::new(MannWhitney::new(set, reference), args.confidence)),
+    }
+}
+
+/// One set, as JSON names it.
+#[derive(Serialize)]
+struct SetJson<'a> {
+    name: &'a str,
+    symbol: String,
+    n: usize,
+    min: f64,
+    max: f64,
+    median: f64,
+    avg: f64,
+    stddev: f64,
+    /// `p50` and the like, with `--percentiles`.
+    percentiles: Option<BTreeMap<String, f64>>,
+}
+
+/// Student's t test, as ministat prints it.
+#[derive(Serialize)]
+struct StudentJson {
+    difference: f64,
+    margin: f64,
+    difference_percent: f64,
+    margin_percent: f64,
+    pooled_stddev: f64,
+    proven: bool,
+}
+
+/// A test's figures and its verdict.
+#[derive(Serialize)]
+struct Tested<T> {
+    #[serde(flatten)]
+    test: T,
+    proven: bool,
+}
+
+impl<T: PairTest> Tested<T> {
+    fn new(test: T, confidence: Confidence) -> Tested<T> {
+        Tested {
+            proven: proven(test.p(), confidence),
+            test,
+        }
+    }
+}
+
+/// A later set against the first.
+#[derive(Serialize)]
+struct ComparisonJson<'a> {
+    set: &'a str,
+    against: &'a str,
+    student: StudentJson,
+    welch: Option<Tested<Welch>>,
+    mann_whitney: Option<Tested<MannWhitney>>,
+}
+
+/// The document of `--json`.
+#[derive(Serialize)]
+struct Document<'a> {
+    confidence: f64,
+    sets: Vec<SetJson<'a>>,
+    comparisons: Vec<ComparisonJson<'a>>,
+}
+
+fn document<'a>(samples: &'a [Sample], args: &Args) -> Document<'a> {
+    let sets = samples
+        .iter()
+        .zip(&SYMBOLS[1..])
+        .map(|(s, symbol)| SetJson {
+            name: s.name(),
+            symbol: char::from(*symbol).to_string(),
+            n: s.len(),
+            min: s.min(),
+            max: s.max(),
+            median: s.median(),
+            avg: s.mean(),
+            stddev: s.stddev(),
+            percentiles: (!args.percentiles.is_empty()).then(|| {
+                args.percentiles
+                    .iter()
+                    .map(|&p| (format!("p{}", c_format::g(p, 6)), percentile(s, p)))
+                    .collect()
+            }),
+        })
+        .collect();
+    let comparisons = if args.summary_only {
+        Vec::new()
+    } else {
+        samples
+            .iter()
+            .skip(1)
+            .map(|s| {
+                let c = Comparison::new(s, &samples[0], args.confidence);
+                let tests = pair_tests(s, &samples[0], args);
+                ComparisonJson {
+                    set: s.name(),
+                    against: samples[0].name(),
+                    student: StudentJson {
+                        difference: c.difference,
+                        margin: c.margin,
+                        difference_percent: c.difference * 100.0 / c.reference_mean,
+                        margin_percent: c.margin * 100.0 / c.reference_mean,
+                        pooled_stddev: c.pooled_stddev,
+                        proven: c.proven(),
+                    },
+                    welch: tests.welch,
+                    mann_whitney: tests.mann_whitney,
+                }
+            })
+            .collect()
+    };
+    Document {
+        confidence: args.confidence.percent(),
+        sets,
+        comparisons,
     }
 }
 

@@ -10,7 +10,8 @@
 //! freedom and the normal distribution beyond. The quantiles here come from
 //! statrs, rounded to three decimals the same way, so the margins agree digit
 //! for digit. Two quirks of that table are kept, because the numbers people
-//! compare with (seed 000 among them) were made with it:
+//! compare with (OpenBSD's clock_gettime figures among them) were made
+//! with it:
 //!
 //! - its "99.5%" column holds the 0.999 quantile (two-sided 99.8%), so that
 //!   level is stricter than its label;

@@ -35,16 +35,20 @@ pub fn json(args: &[&str]) -> serde_json::Value {
 }
 
 /// Checks that `args` fail with a non-zero exit and exactly one line on
-/// stderr that contains `naming` (the input at fault), and nothing on stdout.
-pub fn fails_in_one_line(args: &[&str], naming: &str) {
+/// stderr that contains `naming` (the input at fault), and nothing on stdout;
+/// returns the exit status.
+pub fn fails_in_one_line(args: &[&str], naming: &str) -> i32 {
     let out = run(args);
     assert!(!out.status.success(), "{args:?} succeeded");
-    assert_ne!(out.status.code(), None, "{args:?} died of a signal");
+    let Some(status) = out.status.code() else {
+        panic!("{args:?} died of a signal");
+    };
     let err = String::from_utf8(out.stderr).expect("utf-8");
     assert_eq!(err.lines().count(), 1, "{args:?}: not one line:\n{err}");
     assert!(err.starts_with("timehands: "), "{args:?}: {err}");
     assert!(err.contains(naming), "{args:?}: {naming:?} not in {err}");
     assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
+    status
 }
 
 /// A fresh, empty directory for one test's files.

@@ -1,0 +1,212 @@
+//! `timehands latency` against cyclictest itself (rt-tests, `apt-get install
+//! rt-tests`), run with the same flags: both accept or both refuse each flag
+//! set, cyclictest's lines come out in the same formats and order (ours adds
+//! `#` lines of its own, left out of the comparison), and every key of
+//! cyclictest's JSON is in ours with the same JSON type. Latencies are not
+//! compared: two runs never measure the same wakeups. Without cyclictest the
+//! tests say so and pass.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// cyclictest on PATH, or the reason the comparison is skipped.
+fn cyclictest() -> Option<&'static str> {
+    let found = Command::new("sh")
+        .args(["-c", "command -v cyclictest"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !found {
+        eprintln!("skipped: cyclictest is not installed (apt-get install rt-tests)");
+    }
+    found.then_some("cyclictest")
+}
+
+/// Flag sets cyclictest 2.40 takes, each a short run.
+const FLAG_SETS: &[&[&str]] = &[
+    &["-q"],
+    &["-q", "-t", "2"],
+    &["-q", "-t", "2", "-d", "100"],
+    &["-q", "-h", "20"],
+    &["-q", "-t", "2", "-H", "20"],
+    &["-q", "-N"],
+    &["-v"],
+    &["-v", "-o", "5"],
+    &["-q", "-N", "-b", "1"],
+    &["-q", "-b", "0"],
+    &["-q", "-N", "--spike", "1", "--spike-nodes", "3"],
+    &["-q", "--spike", "0"],
+    &["-q", "-r"],
+    &["-q", "-s"],
+    &["-q", "-x"],
+    &["-q", "-c", "1"],
+    &["-q", "-t", "2", "-A", "10"],
+    &["-q", "--secaligned", "10"],
+    &["-q", "-m"],
+    &["-q", "--laptop"],
+    &["-q", "--default-system"],
+    &["-q", "--latency", "10"],
+    &["-q", "--mainaffinity", "0"],
+    &["-q", "-a", "0"],
+    &["-q", "-S"],
+    &["-q", "--policy", "batch"],
+    &["-q", "--policy", "fifo"],
+    &["-q", "-p", "50", "-t", "2", "--priospread"],
+    &["-q", "-u"],
+    &["-q", "-M"],
+    &["-q", "-R"],
+    &["-q", "-R", "--dbg_cyclictest"],
+    &["-q", "--smi"],
+];
+
+/// The same short run for both tools.
+fn run(program: &str, flags: &[&str]) -> Output {
+    let mut command = if program == "cyclictest" {
+        Command::new(program)
+    } else {
+        let mut c = Command::new(support::BIN);
+        c.arg("latency");
+        c
+    };
+    command
+        .args(["-l", "20", "-i", "200"])
+        .args(flags)
+        .output()
+        .expect("runs")
+}
+
+/// A line's format: in cyclictest's fixed-width lines (the thread lines, the
+/// histogram's rows, `-v`'s values, the spikes) every number with its padding
+/// becomes its width; in the others the words and punctuation are compared,
+/// and numbers and spacing are free (how many cycle numbers follow `# Thread
+/// 0:` depends on the latencies).
+fn format(line: &str) -> String {
+    let fixed =
+        line.starts_with("T:") || line.starts_with(|c: char| c == ' ' || c.is_ascii_digit());
+    let mut shape = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ' ' || c.is_ascii_digit() {
+            let mut run = c.to_string();
+            while let Some(&next) = chars.peek().filter(|n| **n == ' ' || n.is_ascii_digit()) {
+                run.push(next);
+                chars.next();
+            }
+            match (run.trim().is_empty(), fixed) {
+                (true, true) => shape.push_str(&run),
+                (false, true) => shape.push_str(&format!("<{}>", run.len())),
+                (_, false) => {}
+            }
+        } else {
+            shape.push(c);
+        }
+    }
+    shape
+}
+
+/// The formats of `out`'s lines, repeats of one format counted once; with
+/// `ours`, without the `#` lines that cyclictest does not print.
+fn formats(out: &Output, ours: bool) -> Vec<String> {
+    let mut shapes: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            !ours
+                || !(l.starts_with("# kernel ")
+                    || l.starts_with("# timer slack: ")
+                    || l.starts_with("# T:"))
+        })
+        .map(format)
+        .collect();
+    shapes.dedup();
+    shapes
+}
+
+#[test]
+fn the_same_flags_are_taken_and_give_the_same_line_formats() {
+    let Some(cyclictest) = cyclictest() else {
+        return;
+    };
+    for flags in FLAG_SETS {
+        let theirs = run(cyclictest, flags);
+        let ours = run("timehands", flags);
+        assert_eq!(
+            ours.status.success(),
+            theirs.status.success(),
+            "{flags:?}: cyclictest {}, timehands {}: {}",
+            theirs.status,
+            ours.status,
+            String::from_utf8_lossy(&ours.stderr)
+        );
+        if !theirs.status.success() {
+            // Both refuse (such as --smi without the MSR): ours on one line.
+            let err = String::from_utf8_lossy(&ours.stderr);
+            assert_eq!(err.trim_end().lines().count(), 1, "{flags:?}: {err}");
+            continue;
+        }
+        assert_eq!(formats(&ours, true), formats(&theirs, false), "{flags:?}");
+    }
+}
+
+/// Every key path of `doc` with its JSON type; a histogram's buckets are
+/// left out (they hold different counts).
+fn keys(doc: &Value, path: &str, into: &mut Vec<(String, &'static str)>) {
+    let Value::Object(map) = doc else {
+        return;
+    };
+    for (key, value) in map {
+        let path = format!("{path}/{key}");
+        let kind = match value {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Number(n) if n.is_f64() => "float",
+            Value::Number(_) => "integer",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        };
+        into.push((path.clone(), kind));
+        if key != "histogram" {
+            keys(value, &path, into);
+        }
+    }
+}
+
+fn json_keys(path: &Path) -> Vec<(String, &'static str)> {
+    let text = std::fs::read_to_string(path).expect("written");
+    // cyclictest writes `"avg": -nan` for a thread that had no wakeup yet when
+    // another reached its loops (it stops then); that is no JSON number.
+    let text = text
+        .replace(": -nan,", ": 0.0,")
+        .replace(": nan,", ": 0.0,");
+    let doc: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut found = Vec::new();
+    keys(&doc, "", &mut found);
+    found
+}
+
+#[test]
+fn every_key_of_cyclictests_json_is_in_ours_with_its_type() {
+    let Some(cyclictest) = cyclictest() else {
+        return;
+    };
+    let dir = support::scratch("cyclictest-agreement");
+    for flags in [&["-q", "-t", "2", "-h", "10"][..], &["-q", "-N"]] {
+        let [theirs, ours] = ["cyclictest.json", "timehands.json"].map(|name| dir.join(name));
+        for (program, path) in [(cyclictest, &theirs), ("timehands", &ours)] {
+            let json = format!("--json={}", path.display());
+            let out = run(program, &[flags, &[json.as_str()]].concat());
+            assert!(out.status.success(), "{program} {flags:?}");
+        }
+        let ours = json_keys(&ours);
+        for key in json_keys(&theirs) {
+            assert!(
+                ours.contains(&key),
+                "{flags:?}: {key:?} missing from ours: {ours:?}"
+            );
+        }
+    }
+}
