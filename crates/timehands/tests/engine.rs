@@ -1,4 +1,4 @@
-//! Deterministic scenarios on a `SimCounter`: every invariant of DESIGN.md that
+//! Deterministic scenarios on a `SimCounter`: every invariant of the engine that
 //! one thread can check, for each ring size.
 
 use std::time::Duration;
