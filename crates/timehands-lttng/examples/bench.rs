@@ -57,7 +57,10 @@ fn run() -> Result<(), String> {
         "timehands_test:tick",
     ])?;
     lttng.lttng(&["start"])?;
-    let clocks = [("LTTng's clock (CLOCK_MONOTONIC)", false), ("timehands", true)];
+    let clocks = [
+        ("LTTng's clock (CLOCK_MONOTONIC)", false),
+        ("timehands", true),
+    ];
     let mut costs = [Vec::new(), Vec::new()];
     for _ in 0..rounds {
         for ((_, plugin), costs) in clocks.iter().zip(&mut costs) {
@@ -71,10 +74,7 @@ fn run() -> Result<(), String> {
     }
     lttng.lttng(&["destroy", "timehands-bench"])?;
     println!("{rounds} rounds of {events} events per clock, ns per event");
-    println!(
-        "{:<34} {:>8} {:>8} {:>8}",
-        "clock", "median", "min", "max"
-    );
+    println!("{:<34} {:>8} {:>8} {:>8}", "clock", "median", "min", "max");
     for ((name, _), mut costs) in clocks.into_iter().zip(costs) {
         costs.sort_by(f64::total_cmp);
         println!(
