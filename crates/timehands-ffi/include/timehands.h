@@ -2,13 +2,21 @@
  * timehands.h: the timehands clock for C and C++ programs.
  *
  * The functions have the shape of clock_gettime(2): a clockid_t from <time.h>
- * names the clock (CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME,
- * CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE), and a
- * call returns 0, or -1 with errno set: EINVAL for an id timehands does not
- * serve, EFAULT for a NULL pointer, and EIO should the library hit a bug (its
- * message is printed; a read of the time then answers from the kernel's clock
- * instead). Any thread may call any function at any time; the first call
- * starts the clock.
+ * names the clock, and a call returns 0, or -1 with errno set: EINVAL for an
+ * id refused, EFAULT for a NULL pointer, and EIO should the library hit a bug
+ * (its message is printed; a read of the time then answers from the kernel's
+ * clock instead). Any thread may call any function at any time; the first
+ * call starts the clock.
+ *
+ * The clocks timehands keeps: CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME,
+ * CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE.
+ * th_clock_gettime and th_clock_getres pass every other id to the kernel's
+ * clock_gettime and clock_getres (the CPU-time clocks, CLOCK_TAI, the alarm
+ * clocks, the auxiliary clocks), with its errors for the ids it refuses, so
+ * that `#define clock_gettime th_clock_gettime` works for all of them;
+ * th_clock_getaccuracy serves timehands' clocks only.
+ *
+ * The shared library's SONAME is libtimehands.so.0.
  *
  * clockid_t is POSIX: compile in the compiler's default mode, or define
  * _POSIX_C_SOURCE (199309L or later) before the first #include.
@@ -105,12 +113,18 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * Reads clock `clock_id` into `*tp`, as clock_gettime(2) does.
+ * Reads clock `clock_id` into `*tp`, as clock_gettime(2) does, for every id
+ * it takes: timehands serves CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME,
+ * CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE and CLOCK_MONOTONIC_COARSE; the
+ * kernel every other (the CPU-time clocks, also those of
+ * clock_getcpuclockid(3) and pthread_getcpuclockid(3), CLOCK_TAI,
+ * CLOCK_REALTIME_ALARM, CLOCK_BOOTTIME_ALARM, the auxiliary clocks of Linux
+ * 6.17), so that `#define clock_gettime th_clock_gettime` keeps a program's
+ * every clock working.
  *
- * Returns 0, or -1 with errno set: EINVAL if timehands does not serve
- * `clock_id` (the CPU-time clocks, CLOCK_TAI: ask the kernel), EFAULT if `tp`
- * is NULL (the id is checked first), EOVERFLOW if `time_t` cannot hold the
- * seconds.
+ * Returns 0, or -1 with errno set: the kernel's EINVAL for an id it refuses,
+ * EFAULT if `tp` is NULL (the id is checked first), EOVERFLOW if `time_t`
+ * cannot hold the seconds.
  *
  * # Safety
  * `tp` is NULL or points to a writable `struct timespec`.
@@ -119,9 +133,11 @@ int th_clock_gettime(clockid_t clock_id, struct timespec *tp);
 
 /**
  * The resolution of clock `clock_id` (the smallest step it takes) into
- * `*res`, as clock_getres(2) does: a NULL `res` only checks the id.
+ * `*res`, as clock_getres(2) does, for every id it takes: timehands' for the
+ * ids th_clock_gettime serves, the kernel's for the others. A NULL `res`
+ * only checks the id.
  *
- * Returns 0, or -1 with errno EINVAL if timehands does not serve `clock_id`.
+ * Returns 0, or -1 with errno set: the kernel's EINVAL for an id it refuses.
  *
  * # Safety
  * `res` is NULL or points to a writable `struct timespec`.
@@ -134,7 +150,8 @@ int th_clock_getres(clockid_t clock_id, struct timespec *res);
  * lag of up to one resolution. Conventions of th_clock_getres: a NULL
  * `accuracy` only checks the id.
  *
- * Returns 0, or -1 with errno EINVAL if timehands does not serve `clock_id`.
+ * Returns 0, or -1 with errno EINVAL if timehands does not serve `clock_id`
+ * (the kernel's clocks have no error against themselves to state).
  *
  * # Safety
  * `accuracy` is NULL or points to a writable `struct timespec`.

@@ -1,6 +1,8 @@
-//! The clocks of `clock_gettime(2)`, served by timehands: the time, the
-//! resolution and the error bound of a clock named by its `clockid_t`, and
-//! CLOCK_MONOTONIC as plain nanoseconds.
+//! The clocks of `clock_gettime(2)`: the time and the resolution of a clock
+//! named by its `clockid_t`, from timehands for the ids it serves and from the
+//! kernel for every other (so that `th_clock_gettime` can stand in for
+//! `clock_gettime`), timehands' error bound, and CLOCK_MONOTONIC as plain
+//! nanoseconds.
 
 use std::time::Duration;
 
@@ -33,7 +35,8 @@ fn to_timespec(d: Duration) -> Result<timespec, c_int> {
     })
 }
 
-/// The kernel's clock `id`: the answer when ours has panicked.
+/// The kernel's clock `id`: the answer for the ids timehands does not serve,
+/// and when ours has panicked.
 fn kernel_gettime(id: clockid_t) -> Result<timespec, c_int> {
     let mut ts = timespec {
         tv_sec: 0,
@@ -75,44 +78,54 @@ unsafe fn store(out: *mut timespec, time: Result<timespec, c_int>) -> c_int {
     }
 }
 
-/// Reads clock `clock_id` into `*tp`, as clock_gettime(2) does.
+/// Reads clock `clock_id` into `*tp`, as clock_gettime(2) does, for every id
+/// it takes: timehands serves CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME,
+/// CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE and CLOCK_MONOTONIC_COARSE; the
+/// kernel every other (the CPU-time clocks, also those of
+/// clock_getcpuclockid(3) and pthread_getcpuclockid(3), CLOCK_TAI,
+/// CLOCK_REALTIME_ALARM, CLOCK_BOOTTIME_ALARM, the auxiliary clocks of Linux
+/// 6.17), so that `#define clock_gettime th_clock_gettime` keeps a program's
+/// every clock working.
 ///
-/// Returns 0, or -1 with errno set: EINVAL if timehands does not serve
-/// `clock_id` (the CPU-time clocks, CLOCK_TAI: ask the kernel), EFAULT if `tp`
-/// is NULL (the id is checked first), EOVERFLOW if `time_t` cannot hold the
-/// seconds.
+/// Returns 0, or -1 with errno set: the kernel's EINVAL for an id it refuses,
+/// EFAULT if `tp` is NULL (the id is checked first), EOVERFLOW if `time_t`
+/// cannot hold the seconds.
 ///
 /// # Safety
 /// `tp` is NULL or points to a writable `struct timespec`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn th_clock_gettime(clock_id: clockid_t, tp: *mut timespec) -> c_int {
-    let Some(id) = timehands_clock(clock_id) else {
-        return fail(EINVAL);
+    let time = match timehands_clock(clock_id) {
+        Some(id) => {
+            if tp.is_null() {
+                return fail(EFAULT);
+            }
+            contain(
+                || to_timespec(timehands_rs::gettime(id)),
+                || kernel_gettime(clock_id),
+            )
+        }
+        // Read before `tp` is looked at, so that the kernel checks the id
+        // first; and never through a NULL `tp`, which the vDSO would follow.
+        None => {
+            kernel_gettime(clock_id).and_then(|ts| if tp.is_null() { Err(EFAULT) } else { Ok(ts) })
+        }
     };
-    if tp.is_null() {
-        return fail(EFAULT);
-    }
-    let time = contain(
-        || to_timespec(timehands_rs::gettime(id)),
-        || kernel_gettime(clock_id),
-    );
-    // SAFETY: `tp` is not NULL, and the caller promises it is writable.
+    // SAFETY: `time` is Ok only if `tp` is not NULL, and the caller promises
+    // it is writable.
     unsafe { store(tp, time) }
 }
 
-/// One figure of clock `clock_id`'s [`Resolution`] into `*out`, with
+/// One figure of timehands clock `id`'s [`Resolution`] into `*out`, with
 /// `clock_getres`'s conventions: a NULL `out` only checks the id.
 ///
 /// # Safety
 /// `out` is NULL or points to a writable timespec.
 unsafe fn write_resolution(
-    clock_id: clockid_t,
+    id: ClockId,
     out: *mut timespec,
     figure: fn(Resolution) -> Duration,
 ) -> c_int {
-    let Some(id) = timehands_clock(clock_id) else {
-        return fail(EINVAL);
-    };
     if out.is_null() {
         return 0;
     }
@@ -125,16 +138,23 @@ unsafe fn write_resolution(
 }
 
 /// The resolution of clock `clock_id` (the smallest step it takes) into
-/// `*res`, as clock_getres(2) does: a NULL `res` only checks the id.
+/// `*res`, as clock_getres(2) does, for every id it takes: timehands' for the
+/// ids th_clock_gettime serves, the kernel's for the others. A NULL `res`
+/// only checks the id.
 ///
-/// Returns 0, or -1 with errno EINVAL if timehands does not serve `clock_id`.
+/// Returns 0, or -1 with errno set: the kernel's EINVAL for an id it refuses.
 ///
 /// # Safety
 /// `res` is NULL or points to a writable `struct timespec`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn th_clock_getres(clock_id: clockid_t, res: *mut timespec) -> c_int {
-    // SAFETY: passed on from our caller.
-    unsafe { write_resolution(clock_id, res, |r| r.resolution) }
+    match timehands_clock(clock_id) {
+        // SAFETY: passed on from our caller.
+        Some(id) => unsafe { write_resolution(id, res, |r| r.resolution) },
+        // SAFETY: clock_getres(2) takes what our caller promises: NULL or a
+        // writable timespec.
+        None => unsafe { libc::clock_getres(clock_id, res) },
+    }
 }
 
 /// The current bound on the error of clock `clock_id` against the kernel's
@@ -142,7 +162,8 @@ pub unsafe extern "C" fn th_clock_getres(clock_id: clockid_t, res: *mut timespec
 /// lag of up to one resolution. Conventions of th_clock_getres: a NULL
 /// `accuracy` only checks the id.
 ///
-/// Returns 0, or -1 with errno EINVAL if timehands does not serve `clock_id`.
+/// Returns 0, or -1 with errno EINVAL if timehands does not serve `clock_id`
+/// (the kernel's clocks have no error against themselves to state).
 ///
 /// # Safety
 /// `accuracy` is NULL or points to a writable `struct timespec`.
@@ -151,8 +172,11 @@ pub unsafe extern "C" fn th_clock_getaccuracy(
     clock_id: clockid_t,
     accuracy: *mut timespec,
 ) -> c_int {
+    let Some(id) = timehands_clock(clock_id) else {
+        return fail(EINVAL);
+    };
     // SAFETY: passed on from our caller.
-    unsafe { write_resolution(clock_id, accuracy, |r| r.accuracy) }
+    unsafe { write_resolution(id, accuracy, |r| r.accuracy) }
 }
 
 /// Now, in nanoseconds on CLOCK_MONOTONIC (the origin of

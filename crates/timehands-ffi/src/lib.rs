@@ -8,13 +8,14 @@
 //!
 //! The functions have the shape C programmers know from `clock_gettime(2)`:
 //!
-//! - a `clockid_t` from `<time.h>` names the clock: CLOCK_REALTIME,
-//!   CLOCK_MONOTONIC, CLOCK_BOOTTIME, CLOCK_MONOTONIC_RAW,
-//!   CLOCK_REALTIME_COARSE or CLOCK_MONOTONIC_COARSE. Other ids (the CPU-time
-//!   clocks, CLOCK_TAI, ...) are not served: EINVAL, and the caller asks the
-//!   kernel instead;
-//! - a call returns 0, or -1 with `errno` set (EINVAL for an id, EFAULT for a
-//!   null pointer, the id checked first as Linux does);
+//! - a `clockid_t` from `<time.h>` names the clock: timehands keeps
+//!   CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME, CLOCK_MONOTONIC_RAW,
+//!   CLOCK_REALTIME_COARSE and CLOCK_MONOTONIC_COARSE; `th_clock_gettime` and
+//!   `th_clock_getres` pass every other id (the CPU-time clocks, CLOCK_TAI,
+//!   the alarm and auxiliary clocks) to the kernel, so that they can stand in
+//!   for `clock_gettime` and `clock_getres`;
+//! - a call returns 0, or -1 with `errno` set (EINVAL for an id refused,
+//!   EFAULT for a null pointer, the id checked first as Linux does);
 //! - every function may be called from any thread at any time; the first call
 //!   starts the clock (chooses the counter, and may measure its frequency for
 //!   some milliseconds).

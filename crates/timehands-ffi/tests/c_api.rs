@@ -22,15 +22,20 @@ fn crate_dir() -> &'static Path {
 
 /// The static library cargo built beside this test's executable.
 fn static_library() -> PathBuf {
+    built("libtimehands.a")
+}
+
+/// The library `name` cargo built beside this test's executable.
+fn built(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test knows its executable");
     let lib = exe
         .parent()
         .expect("the test executable is in a directory")
-        .join("libtimehands.a");
+        .join(name);
     assert!(
         lib.is_file(),
-        "{} is missing: cargo builds it beside the tests, from the staticlib in \
-         timehands-ffi's crate-type",
+        "{} is missing: cargo builds it beside the tests, from timehands-ffi's \
+         crate-type",
         lib.display()
     );
     lib
@@ -72,6 +77,17 @@ const CXX: Compiler = Compiler {
 
 /// Compiles `source` into `exe` against the header and the static library.
 fn compile(compiler: &Compiler, source: &Path, exe: &Path) {
+    let mut libraries = vec![static_library().into_os_string()];
+    libraries.extend(
+        pc_field("Libs.private")
+            .split_whitespace()
+            .map(OsString::from),
+    );
+    compile_with(compiler, source, exe, &libraries);
+}
+
+/// Compiles `source` into `exe` against the header, linked with `libraries`.
+fn compile_with(compiler: &Compiler, source: &Path, exe: &Path, libraries: &[OsString]) {
     let cc =
         std::env::var_os(compiler.variable).unwrap_or_else(|| OsString::from(compiler.default));
     let mut command = Command::new(&cc);
@@ -87,8 +103,7 @@ fn compile(compiler: &Compiler, source: &Path, exe: &Path) {
         .arg("-I")
         .arg(crate_dir().join("include"))
         .arg(source)
-        .arg(static_library())
-        .args(pc_field("Libs.private").split_whitespace())
+        .args(libraries)
         .arg("-o")
         .arg(exe);
     let output = match command.output() {
@@ -180,6 +195,45 @@ fn the_example_benchmark_prints_both_figures() {
         assert_eq!(stderr.lines().count(), 1, "count {bad}: {stderr}");
         assert!(stderr.contains(bad), "count {bad}: {stderr}");
     }
+}
+
+/// A program linked with `-ltimehands` needs the library by its SONAME,
+/// libtimehands.so.0, which `make install` links to the versioned file.
+#[test]
+fn the_shared_library_is_loaded_by_its_soname() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("timehands-soname");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("the test's directory can be made");
+    std::fs::copy(built("libtimehands.so"), dir.join("libtimehands.so.0.1.0"))
+        .expect("the shared library can be copied");
+    std::os::unix::fs::symlink("libtimehands.so.0.1.0", dir.join("libtimehands.so"))
+        .expect("the link can be made");
+    let exe = dir.join("bench");
+    let mut libraries = vec![OsString::from("-L"), dir.clone().into_os_string()];
+    let mut rpath = OsString::from("-Wl,-rpath,");
+    rpath.push(&dir);
+    libraries.extend([rpath, OsString::from("-ltimehands")]);
+    compile_with(
+        &C,
+        &crate_dir().join("examples/c/clock-gettime-bench.c"),
+        &exe,
+        &libraries,
+    );
+
+    let output = run(&exe, &["1000"]);
+    assert!(
+        !output.status.success() && text(&output.stderr).contains("libtimehands.so.0"),
+        "ran without libtimehands.so.0, the SONAME: {}",
+        text(&output.stderr)
+    );
+    std::os::unix::fs::symlink("libtimehands.so.0.1.0", dir.join("libtimehands.so.0"))
+        .expect("the link can be made");
+    let output = run(&exe, &["1000"]);
+    assert_passed(
+        &output,
+        "the program linked with libtimehands.so",
+        |stdout| stdout.contains("th_clock_gettime\t1000\t"),
+    );
 }
 
 /// The header is C++ too: its declarations in `extern "C"`, its types

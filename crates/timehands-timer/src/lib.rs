@@ -27,9 +27,11 @@ pub mod heap;
 pub mod periodic;
 pub mod sched;
 mod service;
+mod simulated;
 mod sleep;
 pub mod wheel;
 
 pub use sched::Scheduling;
 pub use service::{Builder, Expiry, Timer, TimerService};
+pub use simulated::Simulation;
 pub use sleep::sleep_until;

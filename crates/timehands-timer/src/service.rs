@@ -9,13 +9,14 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use timehands::Instant;
+use timehands::{Clock, Instant};
 
 use crate::alarm::Alarm;
 use crate::arena::{Arena, Key};
 use crate::heap::{DeadlineHeap, HeapKey};
 use crate::periodic::forward;
 use crate::sched::{self, Scheduling};
+use crate::simulated::Simulation;
 use crate::wheel::{Wheel, WheelKey};
 
 /// What a callback is told when its timer fires.
@@ -82,12 +83,33 @@ impl Builder {
         self
     }
 
+    /// The two queues, on `clock`.
+    fn shared(&self, clock: Clock) -> io::Result<Arc<Shared>> {
+        Ok(Arc::new(Shared {
+            hard: Side::new(DeadlineHeap::new(), self.batch, clock.clone())?,
+            soft: Side::new(Wheel::new(self.soft_tick_shift), self.batch, clock)?,
+        }))
+    }
+
+    /// A service on simulated time, and the [`Simulation`] that moves it: no
+    /// threads, and timers fire in [`Simulation::advance`], on the thread
+    /// that calls it (the realtime priority is not used).
+    pub fn simulated(self) -> io::Result<(TimerService, Simulation)> {
+        let (clock, mock) = Clock::mock();
+        let shared = self.shared(clock.clone())?;
+        let service = TimerService {
+            shared: Arc::clone(&shared),
+            threads: Vec::new(),
+            scheduling: Scheduling::Normal {
+                reason: "simulated time: timers fire on the thread that advances it".into(),
+            },
+        };
+        Ok((service, Simulation::new(shared, clock, mock)))
+    }
+
     /// Starts the two expiry threads.
     pub fn build(self) -> io::Result<TimerService> {
-        let shared = Arc::new(Shared {
-            hard: Side::new(DeadlineHeap::new(), self.batch)?,
-            soft: Side::new(Wheel::new(self.soft_tick_shift), self.batch)?,
-        });
+        let shared = self.shared(Clock::new())?;
         // The service exists before its threads so that, if one cannot be
         // started, dropping it stops and joins the one that was; the
         // placeholder scheduling is replaced before anyone can read it.
@@ -190,15 +212,21 @@ pub struct Timer {
     hard: bool,
 }
 
-struct Shared {
-    hard: Side<DeadlineHeap<Key>>,
-    soft: Side<Wheel<Key>>,
+pub(crate) struct Shared {
+    pub(crate) hard: Side<DeadlineHeap<Key>>,
+    pub(crate) soft: Side<Wheel<Key>>,
 }
 
 impl TimerService {
     /// A service with the [`Builder`]'s defaults.
     pub fn new() -> io::Result<TimerService> {
         Builder::new().build()
+    }
+
+    /// A service on simulated time with the [`Builder`]'s defaults; see
+    /// [`Builder::simulated`].
+    pub fn simulated() -> io::Result<(TimerService, Simulation)> {
+        Builder::new().simulated()
     }
 
     /// How the hard expiry thread is scheduled: SCHED_FIFO, or why not.
@@ -366,7 +394,7 @@ fn saturating_nanos(d: Duration) -> u64 {
 
 /// A queue of timer ids by deadline: the heap for hard timers, the wheel for
 /// soft ones.
-trait Queue: Send {
+pub(crate) trait Queue: Send {
     /// Names a timer in the queue.
     type QueueKey: Copy + Send;
     fn arm(&mut self, deadline: u64, slack: u64, id: Key) -> Self::QueueKey;
@@ -439,12 +467,40 @@ struct Fired {
 }
 
 /// One kind of timer: its queue and registry under one lock, the alarm its
-/// expiry thread sleeps on, and its lateness histogram.
-struct Side<Q: Queue> {
+/// expiry thread sleeps on, its lateness histogram, and the clock that says
+/// what is due.
+pub(crate) struct Side<Q: Queue> {
     state: Mutex<State<Q>>,
     alarm: Alarm,
     lateness: Mutex<Histogram<u64>>,
     batch: usize,
+    clock: Clock,
+}
+
+/// What an expiry round did.
+pub(crate) enum Round {
+    /// The service is stopping: nothing was taken.
+    Stopped,
+    /// Nothing was due (or the round's steps all went to moving soft
+    /// timers down the wheel); the alarm is set for the next deadline.
+    Idle,
+    /// Timers fired.
+    Fired,
+}
+
+/// An expiry round's buffers, kept from one round to the next.
+pub(crate) struct Rounds {
+    fired: Vec<Fired>,
+    unrecorded: Vec<u64>,
+}
+
+impl Rounds {
+    pub(crate) fn new() -> Rounds {
+        Rounds {
+            fired: Vec::new(),
+            unrecorded: Vec::new(),
+        }
+    }
 }
 
 struct State<Q: Queue> {
@@ -467,14 +523,14 @@ impl<Q: Queue> State<Q> {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Callbacks run outside the locks and their panics are caught, so a
     // poisoned lock still guards consistent data.
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<Q: Queue> Side<Q> {
-    fn new(queue: Q, batch: usize) -> io::Result<Side<Q>> {
+    fn new(queue: Q, batch: usize, clock: Clock) -> io::Result<Side<Q>> {
         Ok(Side {
             state: Mutex::new(State {
                 queue,
@@ -487,6 +543,7 @@ impl<Q: Queue> Side<Q> {
                 Histogram::new_with_max(LATENESS_MAX_NS, 3).expect("valid histogram bounds"),
             ),
             batch,
+            clock,
         })
     }
 
@@ -555,50 +612,68 @@ impl<Q: Queue> Side<Q> {
 
     /// The expiry thread: rounds of at most `batch` steps until stopped.
     fn run(&self) {
-        let mut fired = Vec::with_capacity(self.batch);
-        let mut unrecorded = Vec::new();
+        let mut rounds = Rounds::new();
         loop {
-            {
-                let mut state = lock(&self.state);
-                if state.stopping {
-                    return;
-                }
-                state.sleeping_until = None;
-                self.take_expired(&mut state, &mut fired);
-                if fired.is_empty() {
-                    // After a round that ran out of steps moving soft timers
-                    // down the wheel, the next deadline is now: the wait
-                    // returns at once.
-                    let next = state.queue.next_deadline();
-                    state.sleeping_until = Some(next.unwrap_or(u64::MAX));
-                    self.alarm.set(next);
-                }
+            match self.round(&mut rounds) {
+                Round::Stopped => return,
+                Round::Idle => self.alarm.wait(),
+                Round::Fired => {}
             }
+        }
+    }
+
+    /// Now, on the side's clock.
+    pub(crate) fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// When the queue next has work (see [`Queue::next_deadline`]).
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
+        lock(&self.state).queue.next_deadline()
+    }
+
+    /// One expiry round: takes at most `batch` steps' worth of due timers
+    /// out of the queue, then runs their callbacks without the lock.
+    pub(crate) fn round(&self, rounds: &mut Rounds) -> Round {
+        let Rounds { fired, unrecorded } = rounds;
+        {
+            let mut state = lock(&self.state);
+            if state.stopping {
+                return Round::Stopped;
+            }
+            state.sleeping_until = None;
+            self.take_expired(&mut state, fired);
             if fired.is_empty() {
-                self.alarm.wait();
-                continue;
+                // After a round that ran out of steps moving soft timers
+                // down the wheel, the next deadline is now: the wait
+                // returns at once.
+                let next = state.queue.next_deadline();
+                state.sleeping_until = Some(next.unwrap_or(u64::MAX));
+                self.alarm.set(next);
+                return Round::Idle;
             }
-            for mut f in fired.drain(..) {
-                let start = timehands::now().as_nanos();
-                unrecorded.push(start.saturating_sub(f.expiry.deadline.as_nanos()));
-                self.record_lateness(&mut unrecorded);
-                // A panicking callback loses its own timer, not the thread.
-                let unwound = catch_unwind(AssertUnwindSafe(|| (f.callback)(f.expiry))).is_err();
-                if f.periodic {
-                    let mut state = lock(&self.state);
-                    if unwound {
-                        // Left armed, it would be re-armed every period
-                        // with no callback to run, for ever. (Its entry has
-                        // no callback, which `f` holds: it may be dropped
-                        // here.)
-                        let _ = state.disarm(f.id);
-                    } else if let Some(entry) = state.timers.get_mut(f.id) {
-                        // Still registered unless cancelled while it ran.
-                        entry.callback = Some(f.callback);
-                    }
+        }
+        for mut f in fired.drain(..) {
+            let start = self.clock.now().as_nanos();
+            unrecorded.push(start.saturating_sub(f.expiry.deadline.as_nanos()));
+            self.record_lateness(unrecorded);
+            // A panicking callback loses its own timer, not the thread.
+            let unwound = catch_unwind(AssertUnwindSafe(|| (f.callback)(f.expiry))).is_err();
+            if f.periodic {
+                let mut state = lock(&self.state);
+                if unwound {
+                    // Left armed, it would be re-armed every period
+                    // with no callback to run, for ever. (Its entry has
+                    // no callback, which `f` holds: it may be dropped
+                    // here.)
+                    let _ = state.disarm(f.id);
+                } else if let Some(entry) = state.timers.get_mut(f.id) {
+                    // Still registered unless cancelled while it ran.
+                    entry.callback = Some(f.callback);
                 }
             }
         }
+        Round::Fired
     }
 
     /// Moves `unrecorded` lateness figures into the histogram, unless a
@@ -619,7 +694,7 @@ impl<Q: Queue> Side<Q> {
     /// periodic one is re-armed at its next expiry right away, its callback
     /// lent out.
     fn take_expired(&self, state: &mut State<Q>, fired: &mut Vec<Fired>) {
-        let now = timehands::now().as_nanos();
+        let now = self.clock.now().as_nanos();
         let State { queue, timers, .. } = state;
         let mut budget = self.batch;
         while let Some(id) = queue.poll(now, &mut budget) {

@@ -1,13 +1,18 @@
-//! The threaded service: timers fire once, on the right side, not before
-//! their deadline, hard ones even while the soft thread is stuck; cancel before, during and after expiry, also from a
-//! timer's own callback; reschedule; periodic timers keep their phase and
-//! count what they missed; a panicking callback and a callback that drops
-//! the service; `sleep_until` returns not before its deadline. No timing
-//! thresholds: the generous `recv_timeout`s only turn a hang into a failure,
-//! and "during expiry" is made by holding the expiry thread in a callback.
+//! The threaded service, on real time: timers fire once, on the right side,
+//! not before their deadline, hard ones even while the soft thread is stuck,
+//! thousands of them armed and cancelled while others fire; cancel before,
+//! during and after expiry; reschedule moves a sleeping thread's alarm; a
+//! timer armed by a callback on the other side's thread; a panicking callback
+//! and a callback that drops the service; the hard thread's scheduling;
+//! `sleep_until` returns not before its deadline. No timing thresholds: the
+//! generous `recv_timeout`s only turn a hang into a failure, and "during
+//! expiry" is made by holding the expiry thread in a callback. What needs no
+//! thread (deadline order, periodic timers and overruns, callbacks that
+//! cancel or reschedule their own timers) is tested on simulated time, in
+//! tests/simulated.rs.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, OnceLock, mpsc};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use timehands::Instant;
@@ -176,44 +181,6 @@ fn cancel_before_during_and_after_expiry_on_both_sides() {
 }
 
 #[test]
-fn callbacks_may_cancel_or_reschedule_their_own_timers() {
-    let service = TimerService::new().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let later = soon(3_600_000_000);
-    for periodic in [true, false] {
-        // The timer's handle reaches its callback before the timer is due.
-        let own = Arc::new(OnceLock::<Timer>::new());
-        let handle = Arc::clone(&own);
-        let tx = tx.clone();
-        let callback = move |_| {
-            let timer = handle.get().expect("set before due");
-            let _ = tx.send((periodic, timer.reschedule(later), timer.cancel()));
-        };
-        let timer = if periodic {
-            service.hard_periodic(later, Duration::from_micros(100), callback)
-        } else {
-            service.hard_at(later, callback)
-        };
-        assert!(own.set(timer.clone()).is_ok());
-        assert!(timer.reschedule(soon(100)));
-    }
-    // A periodic timer is armed while its callback runs: it may move and
-    // cancel itself. A one-shot one has fired: it can do neither.
-    let mut seen = vec![
-        rx.recv_timeout(HANG).unwrap(),
-        rx.recv_timeout(HANG).unwrap(),
-    ];
-    seen.sort_unstable();
-    assert_eq!(seen, [(false, false, false), (true, true, true)]);
-    drop(tx);
-    drop(service);
-    assert!(
-        rx.recv().is_err(),
-        "the periodic timer fired after cancelling itself"
-    );
-}
-
-#[test]
 fn cancelling_a_timer_may_drop_the_last_reference_to_the_service() {
     let service = Arc::new(TimerService::new().unwrap());
     let captured = Arc::clone(&service);
@@ -261,54 +228,6 @@ fn reschedule_moves_a_timer_and_fails_after_it_fired() {
         assert!(at >= moved);
         assert!(!timer.reschedule(soon(100)));
     }
-}
-
-#[test]
-fn a_periodic_timer_keeps_its_phase_and_counts_the_periods_it_missed() {
-    let service = TimerService::new().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let first = soon(100);
-    let period = Duration::from_micros(300);
-    // The first callback holds the thread past four periods.
-    let held_until = first + period * 4;
-    let timer = service.hard_periodic(first, period, move |expiry| {
-        if expiry.deadline == first {
-            sleep_until(held_until);
-        }
-        let _ = tx.send(expiry);
-    });
-    let expiries: Vec<Expiry> = (0..5).map(|_| rx.recv_timeout(HANG).unwrap()).collect();
-    assert!(timer.cancel());
-    // Each expiry is on the series first + k * period, and the periods in
-    // between were all either fired or counted as overruns.
-    let mut next = first;
-    for expiry in &expiries {
-        assert_eq!(expiry.deadline, next);
-        next = expiry.deadline + period * (expiry.overruns as u32 + 1);
-    }
-    // The second expiry was taken at `held_until` or later, and its
-    // successor is due after that: first + (overruns + 2) periods of the
-    // two is past first + 4 periods.
-    let (a, b) = (expiries[0], expiries[1]);
-    assert!(a.overruns + b.overruns >= 2, "{a:?} {b:?}");
-}
-
-#[test]
-fn a_periodic_timer_whose_callback_panics_is_disarmed() {
-    let service = TimerService::new().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let first = soon(100);
-    let panicking = service.hard_periodic(first, Duration::from_millis(1), |_| {
-        panic!("a periodic callback's panic")
-    });
-    // Hard timers fire in deadline order on one thread: when this one has
-    // fired, the panic has been handled.
-    service.hard_at(first + Duration::from_nanos(1), reporter(tx));
-    rx.recv_timeout(HANG).unwrap();
-    assert!(
-        !panicking.cancel(),
-        "still armed after its callback panicked"
-    );
 }
 
 #[test]

@@ -52,6 +52,8 @@ mod steer;
 mod sync;
 #[cfg(feature = "std")]
 mod trace;
+#[cfg(feature = "tracing")]
+pub mod tracing_time;
 #[cfg(all(feature = "std", target_arch = "x86_64", target_os = "linux"))]
 pub mod tsc_sync;
 #[cfg(feature = "std")]

@@ -7,7 +7,8 @@
  * kernel are loose (milliseconds, around a bracket of kernel reads): they
  * catch a wrong clock, never a slow or loaded machine.
  */
-#define _POSIX_C_SOURCE 200809L
+/* _GNU_SOURCE for CLOCK_TAI and the alarm clocks' ids. */
+#define _GNU_SOURCE
 
 #include <errno.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "timehands.h"
 
@@ -241,30 +243,93 @@ resolution_and_accuracy_are_stated(void)
 		    "id %d: returned %d, errno %d", (int)(id), rc_, errno);   \
 	} while (0)
 
-/* The errors of clock_gettime: EINVAL for an id (checked first), EFAULT for NULL. */
+/*
+ * Every id timehands does not serve is the kernel's: th_clock_gettime and
+ * th_clock_getres answer as clock_gettime and clock_getres do (the same
+ * return, errno, and a time within the kernel's bracket or the same
+ * resolution), for the clocks the kernel has and those it refuses: the
+ * CPU-time clocks (also a process's and a thread's dynamic ids), CLOCK_TAI,
+ * the alarm clocks, the ids 10 to 15 (removed or unused), the auxiliary
+ * clocks of Linux 6.17 (16 to 23: refused by older kernels or when not
+ * enabled), and ids no kernel has. th_clock_getaccuracy states only
+ * timehands' clocks' error.
+ */
+static void
+every_other_id_is_the_kernels(void)
+{
+	clockid_t ids[64];
+	size_t count = 0, i;
+	clockid_t id;
+
+	ids[count++] = CLOCK_PROCESS_CPUTIME_ID;
+	ids[count++] = CLOCK_THREAD_CPUTIME_ID;
+	ids[count++] = CLOCK_TAI;
+	ids[count++] = CLOCK_REALTIME_ALARM;
+	ids[count++] = CLOCK_BOOTTIME_ALARM;
+	for (id = 10; id <= 23; id++)
+		ids[count++] = id;
+	ids[count++] = -1;
+	ids[count++] = 4096;
+	CHECK(clock_getcpuclockid(getpid(), &ids[count]) == 0,
+	    "clock_getcpuclockid: errno %d", errno);
+	count++;
+	CHECK(pthread_getcpuclockid(pthread_self(), &ids[count]) == 0,
+	    "pthread_getcpuclockid failed");
+	count++;
+
+	for (i = 0; i < count; i++) {
+		struct timespec before, ours, after, kernel_res, our_res;
+		int kernel_rc, kernel_errno, rc, our_errno;
+
+		id = ids[i];
+		errno = 0;
+		kernel_rc = clock_gettime(id, &before);
+		kernel_errno = errno;
+		errno = 0;
+		ours.tv_sec = 12345;
+		ours.tv_nsec = 678;
+		rc = th_clock_gettime(id, &ours);
+		our_errno = errno;
+		clock_gettime(id, &after);
+		CHECK(rc == kernel_rc && our_errno == kernel_errno,
+		    "id %d: returned %d errno %d, the kernel %d errno %d",
+		    (int)id, rc, our_errno, kernel_rc, kernel_errno);
+		if (kernel_rc == 0) {
+			CHECK(near(ns(before), ns(ours), ns(after)),
+			    "id %d: %lld ns, the kernel [%lld, %lld]", (int)id,
+			    ns(ours), ns(before), ns(after));
+			FAILS_WITH(EFAULT, th_clock_gettime(id, NULL), id);
+		} else {
+			CHECK(ours.tv_sec == 12345 && ours.tv_nsec == 678,
+			    "id %d: a failed call wrote the timespec", (int)id);
+			FAILS_WITH(kernel_errno, th_clock_gettime(id, NULL), id);
+		}
+
+		errno = 0;
+		kernel_rc = clock_getres(id, &kernel_res);
+		kernel_errno = errno;
+		errno = 0;
+		rc = th_clock_getres(id, &our_res);
+		our_errno = errno;
+		CHECK(rc == kernel_rc && our_errno == kernel_errno,
+		    "getres id %d: returned %d errno %d, the kernel %d errno %d",
+		    (int)id, rc, our_errno, kernel_rc, kernel_errno);
+		if (kernel_rc == 0)
+			CHECK(ns(our_res) == ns(kernel_res),
+			    "getres id %d: %lld ns, the kernel %lld", (int)id,
+			    ns(our_res), ns(kernel_res));
+		CHECK(th_clock_getres(id, NULL) == clock_getres(id, NULL),
+		    "getres id %d, NULL", (int)id);
+		FAILS_WITH(EINVAL, th_clock_getaccuracy(id, &our_res), id);
+	}
+}
+
+/* The errors of clock_gettime: EFAULT for NULL, after the id. */
 static void
 errors_are_those_of_clock_gettime(void)
 {
-	static const clockid_t unserved[] = {
-		CLOCK_PROCESS_CPUTIME_ID, CLOCK_THREAD_CPUTIME_ID, CLOCK_TAI,
-		-1, 4096,
-	};
-	struct timespec ts;
 	clockid_t id;
 	size_t i;
-
-	for (i = 0; i < sizeof unserved / sizeof unserved[0]; i++) {
-		id = unserved[i];
-		ts.tv_sec = 12345;
-		ts.tv_nsec = 678;
-		FAILS_WITH(EINVAL, th_clock_gettime(id, &ts), id);
-		CHECK(ts.tv_sec == 12345 && ts.tv_nsec == 678,
-		    "id %d: a failed call wrote the timespec", (int)id);
-		FAILS_WITH(EINVAL, th_clock_gettime(id, NULL), id);
-		FAILS_WITH(EINVAL, th_clock_getres(id, &ts), id);
-		FAILS_WITH(EINVAL, th_clock_getres(id, NULL), id);
-		FAILS_WITH(EINVAL, th_clock_getaccuracy(id, &ts), id);
-	}
 
 	for (i = 0; i < SERVED; i++) {
 		id = served[i].id;
@@ -361,6 +426,7 @@ main(void)
 	one_thread_never_sees_time_go_back();
 	threads_never_see_time_go_back();
 	resolution_and_accuracy_are_stated();
+	every_other_id_is_the_kernels();
 	errors_are_those_of_clock_gettime();
 	if (info_says_what_the_clock_runs_on(&info))
 		the_ctf_description_is_copied_like_snprintf(&info);

@@ -1,0 +1,185 @@
+//! `Simulation`: a [`TimerService`](crate::TimerService) on a mock clock,
+//! moved by hand.
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+use timehands::{Clock, Instant, Mock};
+
+use crate::service::{Round, Rounds, Shared, Side, lock};
+
+/// Simulated time for a [`TimerService`](crate::TimerService) made by
+/// [`TimerService::simulated`](crate::TimerService::simulated): the service
+/// has no threads, and its timers fire when the simulation's clock is moved
+/// past their deadlines, on the thread that moves it. Deterministic: nothing
+/// sleeps, and the order is the deadlines'.
+///
+/// - [`advance`](Simulation::advance) moves the clock from one deadline to the
+///   next, firing the timers due at each, hard and soft, in deadline order (at
+///   one instant, hard ones first): a periodic timer fires every period, with
+///   no overrun, and a callback sees [`clock().now()`](Simulation::clock) at
+///   its deadline (a soft timer's, at the wheel's tick that expires it);
+/// - [`jump`](Simulation::jump) moves the clock at once, as if the expiry
+///   threads had been held up, then fires what is due: each periodic timer
+///   once, with the periods it missed as [`Expiry::overruns`](crate::Expiry);
+/// - [`sleep_until`](Simulation::sleep_until) blocks a thread until the
+///   clock reaches a deadline, as [`sleep_until`](crate::sleep_until) does on
+///   the real one.
+///
+/// Code under test takes [`clock()`](Simulation::clock) where it would read
+/// `timehands::now()`.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+/// use timehands_timer::TimerService;
+///
+/// let (service, simulation) = TimerService::simulated()?;
+/// let start = simulation.now();
+/// let fired = Arc::new(Mutex::new(Vec::new()));
+/// let log = Arc::clone(&fired);
+/// service.hard_periodic(start + Duration::from_secs(1), Duration::from_secs(1), move |e| {
+///     log.lock().unwrap().push((e.deadline - start, e.overruns));
+/// });
+/// simulation.advance(Duration::from_secs(2));
+/// simulation.jump(Duration::from_secs(3)); // held up for 3 s
+/// let secs = Duration::from_secs;
+/// assert_eq!(*fired.lock().unwrap(), [(secs(1), 0), (secs(2), 0), (secs(3), 2)]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Simulation {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    clock: Clock,
+    mock: Mock,
+    /// Taken by sleepers while they look at the clock; notified when it moves.
+    sleepers: Mutex<()>,
+    moved: Condvar,
+}
+
+impl Simulation {
+    pub(crate) fn new(shared: Arc<Shared>, clock: Clock, mock: Mock) -> Simulation {
+        Simulation {
+            inner: Arc::new(Inner {
+                shared,
+                clock,
+                mock,
+                sleepers: Mutex::new(()),
+                moved: Condvar::new(),
+            }),
+        }
+    }
+
+    /// The simulated clock, for the code under test.
+    pub fn clock(&self) -> Clock {
+        self.inner.clock.clone()
+    }
+
+    /// The simulated time.
+    pub fn now(&self) -> Instant {
+        self.inner.mock.now()
+    }
+
+    /// Moves the clock forward by `d` (see [`advance_to`](Simulation::advance_to)).
+    pub fn advance(&self, d: Duration) {
+        self.advance_to(self.now() + d);
+    }
+
+    /// Moves the clock to `target` from deadline to deadline, firing at each
+    /// the timers due then, and waking the sleepers whose deadline it
+    /// reached. A `target` in the past fires what is due now and moves
+    /// nothing.
+    pub fn advance_to(&self, target: Instant) {
+        let target = target.as_nanos();
+        let mut rounds = Rounds::new();
+        loop {
+            self.fire_due(&mut rounds);
+            let now = self.now().as_nanos();
+            if now >= target {
+                return;
+            }
+            let shared = &self.inner.shared;
+            let next = [shared.hard.next_deadline(), shared.soft.next_deadline()]
+                .into_iter()
+                .flatten()
+                .filter(|&deadline| deadline > now)
+                .min()
+                .map_or(target, |deadline| deadline.min(target));
+            self.set(next);
+        }
+    }
+
+    /// Moves the clock forward by `d` at once, then fires what is due (see
+    /// [`jump_to`](Simulation::jump_to)).
+    pub fn jump(&self, d: Duration) {
+        self.jump_to(self.now() + d);
+    }
+
+    /// Sets the clock to `t` at once, as if the expiry threads had been held
+    /// up until then, and fires what is due: each periodic timer once, with
+    /// the periods it missed as overruns. A `t` in the past moves the clock
+    /// back (as a test may want); nothing fires early for it.
+    pub fn jump_to(&self, t: Instant) {
+        self.set(t.as_nanos());
+        self.fire_due(&mut Rounds::new());
+    }
+
+    /// Blocks the calling thread until the clock reaches `deadline`; returns
+    /// at once for one that has passed.
+    pub fn sleep_until(&self, deadline: Instant) {
+        let mut sleepers = lock(&self.inner.sleepers);
+        while self.now() < deadline {
+            sleepers = self
+                .inner
+                .moved
+                .wait(sleepers)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Sets the clock and wakes the sleepers to look at it.
+    fn set(&self, nanos: u64) {
+        self.inner.mock.set(Instant::from_nanos(nanos));
+        // Under the sleepers' lock: one that saw the old time is waiting
+        // already, and gets the notification.
+        let _sleepers = lock(&self.inner.sleepers);
+        self.inner.moved.notify_all();
+    }
+
+    /// Fires every timer due now, hard ones first, until none is (callbacks
+    /// may arm timers that are due already).
+    fn fire_due(&self, rounds: &mut Rounds) {
+        let shared = &self.inner.shared;
+        while fire_side(&shared.hard, rounds) | fire_side(&shared.soft, rounds) {}
+    }
+}
+
+/// Runs `side`'s expiry rounds while it has work due on its clock; whether
+/// any timer fired.
+fn fire_side<Q: crate::service::Queue>(side: &Side<Q>, rounds: &mut Rounds) -> bool {
+    let mut fired = false;
+    while side
+        .next_deadline()
+        .is_some_and(|deadline| deadline <= side.now().as_nanos())
+    {
+        match side.round(rounds) {
+            Round::Stopped => break,
+            Round::Fired => fired = true,
+            // The round's steps went to moving soft timers down the wheel.
+            Round::Idle => {}
+        }
+    }
+    fired
+}
+
+impl std::fmt::Debug for Simulation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulation")
+            .field("now", &self.now())
+            .finish()
+    }
+}

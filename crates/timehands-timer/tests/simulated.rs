@@ -1,0 +1,318 @@
+//! The service on simulated time: timers fire when the clock is moved past
+//! them, in deadline order, hard ones at their deadline and soft ones within
+//! their slack and a tick; periodic timers every period, or once with their
+//! overruns after a jump; cancel, reschedule and arming from callbacks; a
+//! panicking callback; sleepers on the simulated clock. Nothing sleeps: every
+//! expected time is exact.
+
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::time::Duration;
+
+use timehands::Instant;
+use timehands_timer::{Builder, Expiry, Simulation, Timer, TimerService};
+
+/// What fired: the expiry, and the simulated time its callback saw.
+type Log = Arc<Mutex<Vec<(&'static str, Expiry, Instant)>>>;
+
+/// A callback that logs its timer's `name`, the expiry and the time.
+fn logger(
+    log: &Log,
+    simulation: &Simulation,
+    name: &'static str,
+) -> impl FnMut(Expiry) + Send + use<> {
+    let log = Arc::clone(log);
+    let clock = simulation.clock();
+    move |expiry| log.lock().unwrap().push((name, expiry, clock.now()))
+}
+
+fn taken(log: &Log) -> Vec<(&'static str, Expiry, Instant)> {
+    std::mem::take(&mut *log.lock().unwrap())
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[test]
+fn timers_fire_when_time_reaches_them_in_deadline_order() {
+    let (service, simulation) = TimerService::simulated().unwrap();
+    let log = Log::default();
+    let start = simulation.now();
+    let slack = ms(2);
+    service.hard_at(start + ms(30), logger(&log, &simulation, "hard 30"));
+    service.soft_at(start + ms(10), slack, logger(&log, &simulation, "soft 10"));
+    service.hard_at(start + ms(20), logger(&log, &simulation, "hard 20"));
+    service.soft_at(start + ms(25), slack, logger(&log, &simulation, "soft 25"));
+    service.hard_at(start + ms(10), logger(&log, &simulation, "hard 10"));
+
+    simulation.advance(ms(9));
+    assert!(taken(&log).is_empty(), "fired before its deadline");
+    simulation.advance(ms(100));
+    let fired = taken(&log);
+    let names: Vec<&str> = fired.iter().map(|(name, _, _)| *name).collect();
+    assert_eq!(
+        names,
+        ["hard 10", "soft 10", "hard 20", "soft 25", "hard 30"]
+    );
+    // One soft tick of the default builder: 2^20 ns.
+    let tick = Duration::from_nanos(1 << 20);
+    for (name, expiry, at) in &fired {
+        assert_eq!(expiry.overruns, 0);
+        if name.starts_with("hard") {
+            assert_eq!(*at, expiry.deadline, "{name}");
+        } else {
+            assert!(
+                expiry.deadline <= *at && *at <= expiry.deadline + slack + tick,
+                "{name} due {:?} fired at {at:?}",
+                expiry.deadline
+            );
+        }
+    }
+    assert_eq!(simulation.now(), start + ms(109));
+    assert_eq!(service.hard_lateness().len(), 3);
+    assert_eq!(service.hard_lateness().max(), 0);
+    assert_eq!(service.soft_lateness().len(), 2);
+    simulation.advance(ms(1000));
+    assert!(taken(&log).is_empty(), "fired twice");
+}
+
+#[test]
+fn many_timers_fire_once_each_in_the_order_of_their_times() {
+    // Rounds of one step and 1 µs soft ticks: the wheel cascades over three
+    // levels, one move per round.
+    for builder in [Builder::new(), Builder::new().batch(1).soft_tick_shift(10)] {
+        let (service, simulation) = builder.simulated().unwrap();
+        let log = Log::default();
+        let start = simulation.now();
+        let mut seed = 1u64;
+        let mut armed = Vec::new();
+        for id in 0..2000u64 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let deadline = start + Duration::from_micros((seed >> 33) % 5000);
+            let hard = id % 4 == 0;
+            let name = if hard { "hard" } else { "soft" };
+            let timer = if hard {
+                service.hard_at(deadline, logger(&log, &simulation, name))
+            } else {
+                let slack = Duration::from_micros((seed >> 20) % 300);
+                service.soft_at(deadline, slack, logger(&log, &simulation, name))
+            };
+            if id % 3 == 0 {
+                assert!(timer.cancel());
+            } else {
+                armed.push(deadline);
+            }
+        }
+        simulation.advance(ms(10));
+        let fired = taken(&log);
+        assert_eq!(fired.len(), armed.len());
+        for pair in fired.windows(2) {
+            assert!(pair[0].2 <= pair[1].2, "{:?} before {:?}", pair[0], pair[1]);
+        }
+        let mut deadlines: Vec<Instant> = fired.iter().map(|(_, e, _)| e.deadline).collect();
+        deadlines.sort_unstable();
+        armed.sort_unstable();
+        assert_eq!(deadlines, armed, "each armed timer fires once");
+        for (name, expiry, at) in &fired {
+            assert!(*at >= expiry.deadline);
+            if *name == "hard" {
+                assert_eq!(*at, expiry.deadline);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_periodic_timer_fires_every_period_and_after_a_jump_counts_what_it_missed() {
+    let (service, simulation) = TimerService::simulated().unwrap();
+    let log = Log::default();
+    let period = ms(3);
+    for hard in [true, false] {
+        let name = if hard { "hard" } else { "soft" };
+        let start = simulation.now();
+        let first = start + ms(1);
+        let timer = if hard {
+            service.hard_periodic(first, period, logger(&log, &simulation, name))
+        } else {
+            service.soft_periodic(
+                first,
+                period,
+                Duration::ZERO,
+                logger(&log, &simulation, name),
+            )
+        };
+        // Four periods' expiries, each on the series first + k * period (a
+        // soft one fires at the wheel's tick after it: one more tick).
+        let tick = if hard {
+            Duration::ZERO
+        } else {
+            Duration::from_nanos(1 << 20)
+        };
+        simulation.advance(ms(10) + tick);
+        let expiries: Vec<Expiry> = taken(&log).into_iter().map(|(_, e, _)| e).collect();
+        let expected: Vec<Expiry> = (0..4)
+            .map(|k| Expiry {
+                deadline: first + period * k,
+                overruns: 0,
+            })
+            .collect();
+        assert_eq!(expiries, expected, "{name}");
+        // Held up for 10 ms, past 13, 16 and 19 ms: it fires once, for 13 ms,
+        // with two overruns, and keeps its phase (next at 22 ms).
+        simulation.jump(ms(10));
+        simulation.advance(ms(3));
+        let expiries: Vec<Expiry> = taken(&log).into_iter().map(|(_, e, _)| e).collect();
+        assert_eq!(
+            expiries,
+            [
+                Expiry {
+                    deadline: first + period * 4,
+                    overruns: 2
+                },
+                Expiry {
+                    deadline: first + period * 7,
+                    overruns: 0
+                },
+            ],
+            "{name}"
+        );
+        assert!(timer.cancel());
+    }
+}
+
+#[test]
+fn callbacks_may_cancel_or_reschedule_their_own_timers() {
+    let (service, simulation) = TimerService::simulated().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let later = simulation.now() + Duration::from_secs(3600);
+    for periodic in [true, false] {
+        // The timer's handle reaches its callback before the timer is due.
+        let own = Arc::new(OnceLock::<Timer>::new());
+        let handle = Arc::clone(&own);
+        let tx = tx.clone();
+        let callback = move |_| {
+            let timer = handle.get().expect("set before due");
+            let _ = tx.send((periodic, timer.reschedule(later), timer.cancel()));
+        };
+        let timer = if periodic {
+            service.hard_periodic(later, Duration::from_micros(100), callback)
+        } else {
+            service.hard_at(later, callback)
+        };
+        assert!(own.set(timer.clone()).is_ok());
+        assert!(timer.reschedule(simulation.now() + ms(1)));
+    }
+    simulation.advance(ms(1));
+    // A periodic timer is armed while its callback runs: it may move and
+    // cancel itself. A one-shot one has fired: it can do neither.
+    let mut seen: Vec<_> = rx.try_iter().collect();
+    seen.sort_unstable();
+    assert_eq!(seen, [(false, false, false), (true, true, true)]);
+    simulation.advance(Duration::from_secs(7200));
+    assert!(
+        rx.try_recv().is_err(),
+        "the periodic timer fired after cancelling itself"
+    );
+}
+
+#[test]
+fn reschedule_moves_a_timer_and_fails_after_it_fired() {
+    let (service, simulation) = TimerService::simulated().unwrap();
+    let log = Log::default();
+    for (hard, name) in [(true, "hard"), (false, "soft")] {
+        let start = simulation.now();
+        let timer = if hard {
+            service.hard_at(start + ms(50), logger(&log, &simulation, name))
+        } else {
+            service.soft_at(
+                start + ms(50),
+                Duration::ZERO,
+                logger(&log, &simulation, name),
+            )
+        };
+        assert!(timer.reschedule(start + ms(5)));
+        simulation.advance(ms(10));
+        let fired = taken(&log);
+        assert_eq!(fired.len(), 1, "{name}");
+        assert_eq!(fired[0].1.deadline, start + ms(5), "{name}");
+        assert!(!timer.reschedule(start + ms(20)), "{name}");
+        assert!(!timer.cancel(), "{name}");
+    }
+}
+
+#[test]
+fn timers_armed_by_callbacks_fire_in_the_same_advance_and_a_panic_loses_only_its_timer() {
+    let (service, simulation) = TimerService::simulated().unwrap();
+    let service = Arc::new(service);
+    let log = Log::default();
+    let start = simulation.now();
+    service.hard_at(start + ms(1), |_| panic!("a callback's panic"));
+    let panicking = service.hard_periodic(start + ms(1), ms(1), |_| {
+        panic!("a periodic callback's panic")
+    });
+    let chained = Arc::clone(&service);
+    let chained_log = logger(&log, &simulation, "armed by a callback");
+    let mut chained_log = Some(chained_log);
+    service.soft_at(start + ms(2), Duration::ZERO, move |expiry| {
+        if let Some(callback) = chained_log.take() {
+            // Due already: it fires before the advance returns.
+            chained.hard_at(expiry.deadline, callback);
+        }
+    });
+    simulation.advance(ms(5));
+    let fired = taken(&log);
+    assert_eq!(fired.len(), 1);
+    assert_eq!(fired[0].1.deadline, start + ms(2));
+    assert!(
+        !panicking.cancel(),
+        "still armed after its callback panicked"
+    );
+    assert_eq!(service.hard_lateness().len(), 3);
+    assert_eq!(service.soft_lateness().len(), 1);
+}
+
+#[test]
+fn sleepers_on_the_simulated_clock_wake_when_it_reaches_their_deadline() {
+    let (_service, simulation) = TimerService::simulated().unwrap();
+    let deadline = simulation.now() + ms(10);
+    let (tx, rx) = mpsc::channel();
+    let sleepers: Vec<_> = (0..3)
+        .map(|_| {
+            let simulation = simulation.clone();
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                simulation.sleep_until(deadline);
+                let _ = tx.send(simulation.now());
+            })
+        })
+        .collect();
+    simulation.advance(ms(9));
+    assert!(rx.try_recv().is_err(), "a sleeper woke before its deadline");
+    simulation.advance(ms(1));
+    for sleeper in sleepers {
+        sleeper.join().unwrap();
+    }
+    let woke: Vec<Instant> = rx.try_iter().collect();
+    assert_eq!(woke, [deadline; 3]);
+    // A deadline that has passed returns at once.
+    simulation.sleep_until(deadline);
+}
+
+#[test]
+fn a_dropped_service_fires_nothing_and_time_still_moves() {
+    let (service, simulation) = TimerService::simulated().unwrap();
+    let log = Log::default();
+    let start = simulation.now();
+    service.hard_at(start + ms(1), logger(&log, &simulation, "hard"));
+    service.soft_at(
+        start + ms(1),
+        Duration::ZERO,
+        logger(&log, &simulation, "soft"),
+    );
+    drop(service);
+    simulation.advance(ms(5));
+    assert!(taken(&log).is_empty());
+    assert_eq!(simulation.now(), start + ms(5));
+}
