@@ -919,16 +919,32 @@ fn reader_engine(word: usize) -> &'static Timekeeper<HostCounter> {
 /// Nanoseconds on CLOCK_MONOTONIC (with `REALTIME`, on CLOCK_REALTIME) from
 /// an ordered counter read (or, without `ORDERED`, an unordered one), winding
 /// the clock up when the read finds it due.
-///
-/// The common case, once the clock runs: one load of the readers' word, the
-/// counter read it names, and the engine's segment of the current hands
-/// (see [`Timekeeper::nanos_at`]). Everything else is out of line.
 #[inline(always)]
 fn read_nanos<const REALTIME: bool, const ORDERED: bool>() -> u64 {
+    match read_nanos_fast::<REALTIME, ORDERED, true>() {
+        Ok(ns) => ns,
+        Err(Some((engine, count))) => read_nanos_slow::<REALTIME, ORDERED>(engine, count),
+        Err(None) => start_and_read::<REALTIME, ORDERED>(),
+    }
+}
+
+/// What a read that the common case does not cover passes on: the
+/// timekeeper and the counter reading, or `None` before the clock starts.
+type LongWay = Option<(&'static Timekeeper<HostCounter>, u64)>;
+
+/// The common case of [`read_nanos`], once the clock runs: one load of the
+/// readers' word, the counter read it names, and the engine's segment of the
+/// current hands (see [`Timekeeper::nanos_at`]). It never waits, winds up or
+/// panics. Without `COUNTER_CALL` it calls nothing at all: a counter read by
+/// a call (the kernel's clock) goes the long way, so that a caller that
+/// needs no registers saved around a call saves none.
+#[inline(always)]
+fn read_nanos_fast<const REALTIME: bool, const ORDERED: bool, const COUNTER_CALL: bool>()
+-> Result<u64, LongWay> {
     let word = READER.load(Ordering::Acquire);
     let how = word & HOW;
-    if how == NOT_STARTED {
-        return start_and_read::<REALTIME, ORDERED>();
+    if how == NOT_STARTED || (!COUNTER_CALL && how == COUNTER_READ) {
+        return Err(None);
     }
     let engine = reader_engine(word);
     let count = match how {
@@ -943,10 +959,9 @@ fn read_nanos<const REALTIME: bool, const ORDERED: bool>() -> u64 {
         LFENCE_RDTSC => unsafe { hw::read_tsc_ordered(hw::OrderedRead::LfenceRdtsc) },
         _ => sample::<ORDERED>(engine.counter()),
     };
-    match engine.nanos_at::<REALTIME>(count) {
-        Some(ns) => ns,
-        None => read_nanos_slow::<REALTIME, ORDERED>(engine, count),
-    }
+    engine
+        .nanos_at::<REALTIME>(count)
+        .ok_or(Some((engine, count)))
 }
 
 /// The counter's read, ordered or not.
@@ -1104,12 +1119,44 @@ impl ClockId {
 /// the clock of that name). The first call starts the thread that winds the
 /// clock up, as the coarse clocks need and as readers of `gettime` may never
 /// call [`now`].
-#[inline]
+// Always inlined: with a constant id (the common call) it is that clock's
+// read alone, as cheap as `now()` and an add.
+#[inline(always)]
 pub fn gettime(id: ClockId) -> Duration {
     match id {
         ClockId::Monotonic => split_near(read_nanos::<false, true>(), &SECOND_HINTS[0]),
         ClockId::Realtime => split_near(read_nanos::<true, true>(), &SECOND_HINTS[1]),
         other => Duration::from_nanos(gettime_nanos_other(other)),
+    }
+}
+
+/// [`gettime`] when one instruction's read is all it takes: the clock has
+/// started, runs on a counter read by an instruction (the TSC), the current
+/// timehands cover this moment, and `id` is [`Monotonic`](ClockId::Monotonic)
+/// or [`Realtime`](ClockId::Realtime). `None` otherwise, and [`gettime`]
+/// does the rest (starts the clock, winds it up, takes the long way). It
+/// never waits, winds up, allocates, calls or panics: for a caller that must
+/// not, such as a C function that may not unwind, a signal handler or a
+/// tracer's probe.
+///
+/// ```
+/// use timehands::{ClockId, gettime, try_gettime};
+///
+/// let t = try_gettime(ClockId::Monotonic).unwrap_or_else(|| gettime(ClockId::Monotonic));
+/// assert!(t > std::time::Duration::ZERO);
+/// ```
+#[inline(always)]
+pub fn try_gettime(id: ClockId) -> Option<Duration> {
+    match id {
+        ClockId::Monotonic => {
+            let ns = read_nanos_fast::<false, true, false>().ok()?;
+            Some(split_near(ns, &SECOND_HINTS[0]))
+        }
+        ClockId::Realtime => {
+            let ns = read_nanos_fast::<true, true, false>().ok()?;
+            Some(split_near(ns, &SECOND_HINTS[1]))
+        }
+        _ => None,
     }
 }
 

@@ -70,7 +70,7 @@ pub use hands::{
 pub use {
     clock::{
         ClockId, Info, Resolution, Verdict, getres, gettime, info, now, now_coarse,
-        now_coarse_coherent, now_coherent, now_unordered,
+        now_coarse_coherent, now_coherent, now_unordered, try_gettime,
     },
     instant::{AtomicInstant, Instant},
     mock::{Clock, Mock},
