@@ -79,6 +79,11 @@ fn timekeeper(
     Some((counter, tk, counts))
 }
 
+/// Steps in a walk: fewer under miri, which is a thousand times slower.
+fn max_steps() -> usize {
+    if cfg!(miri) { 12 } else { 120 }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
 
@@ -89,7 +94,7 @@ proptest! {
         interval in 0u64..1000,
         start in prop_oneof![-20i64..20, 0i64..1 << 34],
         first_count in any::<u64>(),
-        steps in proptest::collection::vec(step(), 1..120),
+        steps in proptest::collection::vec(step(), 1..max_steps()),
     ) {
         let Some((counter, tk, interval)) = timekeeper(hz, bits, interval, start, first_count)
         else {
