@@ -212,26 +212,31 @@ fn install() -> Result<(), String> {
     type Read64 = extern "C" fn() -> u64;
     type Uuid = unsafe extern "C" fn(*mut c_char) -> c_int;
     type Text = extern "C" fn() -> *const c_char;
-    set_callback(
-        c"lttng_ust_trace_clock_set_read64_cb",
-        read64 as Read64 as *const c_void,
-    )?;
-    set_callback(
-        c"lttng_ust_trace_clock_set_freq_cb",
-        freq as Read64 as *const c_void,
-    )?;
-    set_callback(
-        c"lttng_ust_trace_clock_set_uuid_cb",
-        uuid as Uuid as *const c_void,
-    )?;
-    set_callback(
-        c"lttng_ust_trace_clock_set_name_cb",
-        name as Text as *const c_void,
-    )?;
-    set_callback(
-        c"lttng_ust_trace_clock_set_description_cb",
-        description as Text as *const c_void,
-    )?;
+    let callbacks: [(&CStr, *const c_void); 5] = [
+        (
+            c"lttng_ust_trace_clock_set_read64_cb",
+            read64 as Read64 as *const c_void,
+        ),
+        (
+            c"lttng_ust_trace_clock_set_freq_cb",
+            freq as Read64 as *const c_void,
+        ),
+        (
+            c"lttng_ust_trace_clock_set_uuid_cb",
+            uuid as Uuid as *const c_void,
+        ),
+        (
+            c"lttng_ust_trace_clock_set_name_cb",
+            name as Text as *const c_void,
+        ),
+        (
+            c"lttng_ust_trace_clock_set_description_cb",
+            description as Text as *const c_void,
+        ),
+    ];
+    for (setter, callback) in callbacks {
+        set_callback(setter, callback)?;
+    }
     let enable = c"lttng_ust_enable_trace_clock_override";
     let address = lttng_function(enable)?;
     // SAFETY: lttng/ust-clock.h declares it `int (*)(void)`.
