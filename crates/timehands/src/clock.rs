@@ -365,6 +365,19 @@ const CHOOSING: u8 = 1;
 /// [`HostClock::choice`]: the counter is chosen (and in use).
 const CHOSEN: u8 = 2;
 
+/// How many times (50 µs apart) a thread waits for another's counter choice.
+const CHOICE_WAITS: u32 = 2_000;
+
+/// Puts a choice that is being made back to be made, unless forgotten: a
+/// choice that panicked is made again, rather than waited for for ever.
+struct ChoiceUndo<'a>(&'a AtomicU8);
+
+impl Drop for ChoiceUndo<'_> {
+    fn drop(&mut self) {
+        self.0.store(TO_CHOOSE, Ordering::Release);
+    }
+}
+
 /// The windup interval of the timekeeper the process's clock starts on, on
 /// the kernel's clock, until the hardware counter takes over: short, so that
 /// its promise (at most an interval and a lead ahead), where the hand-over
@@ -487,7 +500,10 @@ impl HostClock {
     /// chooses waits for it (not with a lock: a `fork()`ed child, which has
     /// no such thread, starts the choice again).
     pub(crate) fn choose_counter(&self) {
-        loop {
+        // Another thread's choice is waited for, but not for ever: one that
+        // cannot finish (its thread gone in a fork()ed child, blocked on a
+        // lock that thread held) leaves the clock as it is.
+        for _ in 0..CHOICE_WAITS {
             match self.choice.compare_exchange(
                 TO_CHOOSE,
                 CHOOSING,
@@ -499,6 +515,11 @@ impl HostClock {
                 Err(_) => std::thread::sleep(Duration::from_micros(50)),
             }
         }
+        if self.choice.load(Ordering::Acquire) != CHOOSING {
+            return;
+        }
+        // A panic below (a bug) leaves the choice to be made again.
+        let undo = ChoiceUndo(&self.choice);
         let choice = choose();
         let hz = choice.counter.frequency();
         let kept = Facts {
@@ -506,26 +527,30 @@ impl HostClock {
             verdicts: choice.verdicts,
             fallback: choice.fallback,
         };
-        let facts = if matches!(choice.counter, HostCounter::Kernel(_)) {
-            kept
-        } else {
-            let mut steering = self.steering();
-            match self.hand_over(choice.counter, true) {
-                Ok(_) => {
-                    *steering = Steering::new(hz, choice.uncertainty_ppb, choice.anchor);
-                    steering.follow_offsets(self);
-                    kept
-                }
-                // A hardware counter the engine refuses (firmware that left
-                // CNTFRQ_EL0 at 0, say): the kernel's clock stays.
-                Err(refused) => Facts {
+        let mut steering = self.steering();
+        // The kernel's clock too is handed over, to a timekeeper that winds
+        // up every WINDUP_INTERVAL rather than the startup one's interval.
+        let facts = match self.hand_over(choice.counter, true) {
+            Ok(_) => {
+                *steering = Steering::new(hz, choice.uncertainty_ppb, choice.anchor);
+                kept
+            }
+            // A hardware counter the engine refuses (firmware that left
+            // CNTFRQ_EL0 at 0, say): the kernel's clock.
+            Err(refused) => {
+                self.hand_over(HostCounter::Kernel(KernelCounter::monotonic()), true)
+                    .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
+                *steering = Steering::new(1_000_000_000, Some(0), None);
+                Facts {
                     frequency_source: KERNEL_FREQUENCY_SOURCE.to_string(),
                     fallback: Some(format!("the hardware counter was refused: {refused}")),
                     ..kept
-                },
+                }
             }
         };
+        steering.follow_offsets(self);
         *self.facts() = facts;
+        std::mem::forget(undo);
         self.choice.store(CHOSEN, Ordering::Release);
     }
 
@@ -536,12 +561,11 @@ impl HostClock {
 
     /// Retires the timekeeper in use for one on `counter` that starts where
     /// it stopped, and moves the readers to it; returns that uptime. The
-    /// retire point lies up to an interval and a lead ahead of now (see
+    /// retire point lies up to two windup intervals ahead of now (see
     /// [`Timekeeper::retire`]): the successor starts at the count where it
     /// falls due, and stands at it until then, rather than running ahead of
     /// CLOCK_MONOTONIC by as much. With `wait`, the readers move only then
-    /// (a spin of at most an interval and a lead, for a thread that can
-    /// afford it): until then they read the retired timekeeper, which is
+    /// (a spin of at most two intervals, for a thread that can afford it): until then they read the retired timekeeper, which is
     /// right up to that point, so that no read is ahead of CLOCK_MONOTONIC.
     /// Called with the steering lock held. Nothing changes if the engine
     /// refuses `counter`, or past the last stage.
@@ -717,8 +741,10 @@ impl HostClock {
             });
         if spawned.is_err() {
             // No thread, no upkeep: the coarse clocks then advance with the
-            // windups that precise readers do. Let a later coarse read try again.
+            // windups that precise readers do. Let a later coarse read try
+            // again (and not read a value no windup keeps any more).
             self.upkeep_started.store(false, Ordering::Relaxed);
+            COARSE_NANOS.store(0, Ordering::Release);
         }
     }
 }
@@ -860,13 +886,26 @@ extern "C" fn forget_threads_in_child() {
     if let Some(clock) = CLOCK.get() {
         clock.upkeep_started.store(false, Ordering::Relaxed);
         clock.watchdog_started.store(false, Ordering::Relaxed);
-        // A choice the parent was making is made again, by the child.
+        // A choice the parent was making is made again, by the child; a
+        // hand-over it was in the middle of is taken as far as the readers'
+        // word had gone.
         let _ = clock.choice.compare_exchange(
             CHOOSING,
             TO_CHOOSE,
             Ordering::Relaxed,
             Ordering::Relaxed,
         );
+        let word = READER.load(Ordering::Relaxed);
+        if word != NOT_STARTED {
+            let readers = reader_engine(word);
+            if let Some(stage) = clock
+                .stages
+                .iter()
+                .position(|stage| stage.get().is_some_and(|s| std::ptr::eq(s, readers)))
+            {
+                clock.stage.store(stage, Ordering::Relaxed);
+            }
+        }
         // Stale until the upkeep thread runs again: the next coarse read
         // goes the long way, and starts it.
         COARSE_NANOS.store(0, Ordering::Relaxed);
@@ -874,7 +913,7 @@ extern "C" fn forget_threads_in_child() {
 }
 
 /// The process's clock as readers find it, in one word: the address of the
-/// timekeeper in use (the primary one, or its successor after a failover),
+/// timekeeper in use (one of its [`STAGES`]),
 /// and in the low bits (the timekeeper is 64-byte aligned) how to read its
 /// counter, decided once, so that a read neither tests whether the clock has
 /// started nor matches on the kind of counter. 0 until the clock starts.
@@ -911,8 +950,8 @@ fn reader_word(engine: &'static Timekeeper<HostCounter>) -> usize {
 fn reader_engine(word: usize) -> &'static Timekeeper<HostCounter> {
     debug_assert!(word & HOW != NOT_STARTED);
     // SAFETY: a word other than 0 is made by `reader_word` from a
-    // `&'static` timekeeper of the process's clock (its primary one or its
-    // successor, both inside the `CLOCK` static, never moved or dropped).
+    // `&'static` timekeeper of the process's clock (one of its stages,
+    // inside the `CLOCK` static, never moved or dropped).
     unsafe { &*((word & !HOW) as *const Timekeeper<HostCounter>) }
 }
 
@@ -1116,9 +1155,9 @@ impl ClockId {
 }
 
 /// The time on clock `id`, since that clock's origin (the kernel's origin for
-/// the clock of that name). The first call starts the thread that winds the
-/// clock up, as the coarse clocks need and as readers of `gettime` may never
-/// call [`now`].
+/// the clock of that name). A precise read winds the clock up when it finds
+/// it due, as [`now`] does; the first coarse read starts the thread that
+/// keeps the coarse clocks fresh.
 // Always inlined: with a constant id (the common call) it is that clock's
 // read alone, as cheap as `now()` and an add.
 #[inline(always)]
