@@ -62,6 +62,19 @@ impl fmt::Display for Facts {
             info.offset_ns
         )?;
         writeln!(f, "accuracy     {} ns", info.accuracy.as_nanos())?;
+        match &info.realtime_bounds {
+            Ok(b) => writeln!(
+                f,
+                "realtime     UTC within ±{} ns (kernel maxerror {} ns, estimated {} ns; ours {} ns), TAI − UTC {} s, leap second: {:?}",
+                (b.latest - b.realtime).as_nanos(),
+                b.kernel_max_error.as_nanos(),
+                b.kernel_estimated_error.as_nanos(),
+                b.accuracy.as_nanos(),
+                b.tai_offset_s,
+                b.leap,
+            )?,
+            Err(e) => writeln!(f, "realtime     no bounds: {e}")?,
+        }
         writeln!(f, "verdicts")?;
         for v in &info.verdicts {
             let mark = if v.passed { "pass" } else { "FAIL" };

@@ -38,6 +38,28 @@ fn info_json_has_the_fields_scripts_read() {
     }
     assert!(doc["frequency_hz"].as_u64().is_some_and(|hz| hz > 0));
     assert_eq!(doc["counter"], timehands::info().counter);
+    // The bounds on real time as the library gives them, or why none.
+    let bounds = &doc["realtime_bounds"];
+    match timehands::realtime_bounds() {
+        Ok(_) => assert!(
+            bounds["earliest"].is_object() && bounds["latest"].is_object(),
+            "{doc}"
+        ),
+        Err(e) => assert_eq!(bounds["error"], e.to_string()),
+    }
+}
+
+#[test]
+fn info_states_the_bounds_on_real_time_or_why_there_are_none() {
+    let text = stdout(&["info"]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("realtime "))
+        .unwrap_or_else(|| panic!("no realtime line in {text}"));
+    match timehands::realtime_bounds() {
+        Ok(_) => assert!(line.contains("UTC within ±"), "{line}"),
+        Err(e) => assert!(line.ends_with(&e.to_string()), "{line}"),
+    }
 }
 
 #[test]

@@ -9,12 +9,13 @@
  * call starts the clock.
  *
  * The clocks timehands keeps: CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME,
- * CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE.
- * th_clock_gettime and th_clock_getres pass every other id to the kernel's
- * clock_gettime and clock_getres (the CPU-time clocks, CLOCK_TAI, the alarm
+ * CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE,
+ * CLOCK_TAI. th_clock_gettime and th_clock_getres pass every other id to the
+ * kernel's clock_gettime and clock_getres (the CPU-time clocks, the alarm
  * clocks, the auxiliary clocks), with its errors for the ids it refuses, so
  * that `#define clock_gettime th_clock_gettime` works for all of them;
- * th_clock_getaccuracy serves timehands' clocks only.
+ * th_clock_getaccuracy serves timehands' clocks only. th_clock_getbounds
+ * bounds real time against UTC from the kernel's NTP state.
  *
  * The shared library's SONAME is libtimehands.so.0.
  *
@@ -34,6 +35,51 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+
+/**
+ * Where real time can be, as th_clock_getbounds fills it.
+ */
+struct th_realtime_bounds {
+  /**
+   * The earliest UTC the true time can be (CLOCK_REALTIME's scale).
+   */
+  struct timespec earliest;
+  /**
+   * timehands' CLOCK_REALTIME, read for these bounds.
+   */
+  struct timespec realtime;
+  /**
+   * The latest UTC the true time can be.
+   */
+  struct timespec latest;
+  /**
+   * The kernel's bound on its CLOCK_REALTIME's error against UTC
+   * (adjtimex's maxerror), in ns.
+   */
+  uint64_t kernel_max_error_ns;
+  /**
+   * The NTP daemon's estimate of that error (esterror), in ns: not a bound.
+   */
+  uint64_t kernel_estimated_error_ns;
+  /**
+   * timehands' bound against the kernel's CLOCK_REALTIME, in ns.
+   */
+  uint64_t accuracy_ns;
+  /**
+   * TAI − UTC in seconds, as the kernel has it (0 where no daemon set it).
+   */
+  int32_t tai_offset_s;
+  /**
+   * The leap second announced for the end of the UTC day: 0 none, 1 an
+   * insertion, 2 a deletion, 3 an insertion under way.
+   */
+  int leap;
+  /**
+   * Whether an NTP daemon keeps the kernel synchronized to UTC. If not,
+   * no bound exists: earliest and latest are zero, the rest is filled.
+   */
+  bool synchronized;
+};
 
 /**
  * One check that went into choosing the counter.
@@ -113,11 +159,27 @@ extern "C" {
 #endif // __cplusplus
 
 /**
+ * Fills `*bounds` with the earliest and the latest UTC the true time can be
+ * now: timehands' CLOCK_REALTIME widened by its bound against the kernel's
+ * and by the kernel's own bound against UTC (which an NTP daemon keeps);
+ * within a second of midnight UTC with a leap second announced, by that
+ * second too. When no NTP daemon keeps the kernel synchronized, `synchronized`
+ * is false and no bound is given.
+ *
+ * Returns 0, or -1 with errno EFAULT if `bounds` is NULL, or the errno of
+ * adjtimex(2) if it fails (EIO should the library hit a bug).
+ *
+ * # Safety
+ * `bounds` is NULL or points to a writable `struct th_realtime_bounds`.
+ */
+int th_clock_getbounds(struct th_realtime_bounds *bounds);
+
+/**
  * Reads clock `clock_id` into `*tp`, as clock_gettime(2) does, for every id
  * it takes: timehands serves CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME,
- * CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE and CLOCK_MONOTONIC_COARSE; the
- * kernel every other (the CPU-time clocks, also those of
- * clock_getcpuclockid(3) and pthread_getcpuclockid(3), CLOCK_TAI,
+ * CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE and
+ * CLOCK_TAI; the kernel every other (the CPU-time clocks, also those of
+ * clock_getcpuclockid(3) and pthread_getcpuclockid(3),
  * CLOCK_REALTIME_ALARM, CLOCK_BOOTTIME_ALARM, the auxiliary clocks of Linux
  * 6.17), so that `#define clock_gettime th_clock_gettime` keeps a program's
  * every clock working.

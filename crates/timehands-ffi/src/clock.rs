@@ -21,6 +21,7 @@ fn timehands_clock(id: clockid_t) -> Option<ClockId> {
         libc::CLOCK_MONOTONIC_RAW => Some(ClockId::MonotonicRaw),
         libc::CLOCK_REALTIME_COARSE => Some(ClockId::RealtimeCoarse),
         libc::CLOCK_MONOTONIC_COARSE => Some(ClockId::MonotonicCoarse),
+        libc::CLOCK_TAI => Some(ClockId::Tai),
         _ => None,
     }
 }
@@ -80,9 +81,9 @@ unsafe fn store(out: *mut timespec, time: Result<timespec, c_int>) -> c_int {
 
 /// Reads clock `clock_id` into `*tp`, as clock_gettime(2) does, for every id
 /// it takes: timehands serves CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME,
-/// CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE and CLOCK_MONOTONIC_COARSE; the
-/// kernel every other (the CPU-time clocks, also those of
-/// clock_getcpuclockid(3) and pthread_getcpuclockid(3), CLOCK_TAI,
+/// CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE and
+/// CLOCK_TAI; the kernel every other (the CPU-time clocks, also those of
+/// clock_getcpuclockid(3) and pthread_getcpuclockid(3),
 /// CLOCK_REALTIME_ALARM, CLOCK_BOOTTIME_ALARM, the auxiliary clocks of Linux
 /// 6.17), so that `#define clock_gettime th_clock_gettime` keeps a program's
 /// every clock working.
@@ -238,7 +239,11 @@ mod tests {
             .filter(|&id| id != ClockId::Second)
             .collect();
         assert_eq!(reached, expected);
-        for id in [libc::CLOCK_PROCESS_CPUTIME_ID, libc::CLOCK_TAI, -1] {
+        for id in [
+            libc::CLOCK_PROCESS_CPUTIME_ID,
+            libc::CLOCK_BOOTTIME_ALARM,
+            -1,
+        ] {
             assert_eq!(timehands_clock(id), None, "id {id}");
         }
     }

@@ -10,10 +10,12 @@
 //!
 //! - a `clockid_t` from `<time.h>` names the clock: timehands keeps
 //!   CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME, CLOCK_MONOTONIC_RAW,
-//!   CLOCK_REALTIME_COARSE and CLOCK_MONOTONIC_COARSE; `th_clock_gettime` and
-//!   `th_clock_getres` pass every other id (the CPU-time clocks, CLOCK_TAI,
-//!   the alarm and auxiliary clocks) to the kernel, so that they can stand in
-//!   for `clock_gettime` and `clock_getres`;
+//!   CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE and CLOCK_TAI;
+//!   `th_clock_gettime` and `th_clock_getres` pass every other id (the
+//!   CPU-time clocks, the alarm and auxiliary clocks) to the kernel, so that
+//!   they can stand in for `clock_gettime` and `clock_getres`;
+//! - `th_clock_getbounds` gives the earliest and the latest UTC the true time
+//!   can be, from the kernel's NTP state;
 //! - a call returns 0, or -1 with `errno` set (EINVAL for an id refused,
 //!   EFAULT for a null pointer, the id checked first as Linux does);
 //! - every function may be called from any thread at any time; the first call
@@ -33,10 +35,12 @@
 //! any other call fails with EIO.
 
 mod boundary;
+mod bounds;
 mod clock;
 mod info;
 mod trace;
 
+pub use bounds::{th_clock_getbounds, th_realtime_bounds};
 pub use clock::{
     th_clock_getaccuracy, th_clock_getres, th_clock_gettime, th_now_ns, th_now_unordered_ns,
 };

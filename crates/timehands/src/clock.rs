@@ -86,8 +86,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize,
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use crate::hands::Due;
 use crate::hw::{self, KernelCounter};
 use crate::instant::Instant;
+use crate::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
 use crate::nanos::floor_nanos;
 use crate::steer::{Pair, Steering};
 use crate::{BinTime, Counter, Timekeeper};
@@ -105,9 +107,9 @@ pub(crate) enum HostCounter {
     Cntvct(hw::Cntvct),
     /// The kernel's CLOCK_MONOTONIC, read through the vDSO.
     Kernel(KernelCounter),
-    /// A counter that the watchdog's tests make misbehave.
+    /// A test's counter: one that misbehaves, or runs through a suspend.
     #[cfg(test)]
-    Test(tests::Faulty),
+    Test(std::sync::Arc<dyn Counter + Send + Sync>),
 }
 
 impl Counter for HostCounter {
@@ -237,7 +239,7 @@ fn choose() -> Choice {
 fn hardware(forced: bool, mut verdicts: Vec<Verdict>) -> Result<Choice, (String, Vec<Verdict>)> {
     // The TSC against the kernel from here to the end of the checks: the
     // frequency measurement, if CPUID states none, and the steering's anchor.
-    let anchor = crate::steer::pair(crate::steer::read_tsc);
+    let anchor = crate::steer::pair(&SystemClocks, crate::steer::read_tsc);
     let facts = hw::TscFacts::read();
     verdicts.push(Verdict {
         check: "invariant TSC (CPUID 0x80000007)",
@@ -271,7 +273,8 @@ fn hardware(forced: bool, mut verdicts: Vec<Verdict>) -> Result<Choice, (String,
             (stated.hz, None, format!("CPUID {:?}", stated.source))
         }
         _ => {
-            let measured = crate::steer::startup_frequency(&anchor, crate::steer::read_tsc);
+            let measured =
+                crate::steer::startup_frequency(&SystemClocks, &anchor, crate::steer::read_tsc);
             (
                 measured.hz,
                 Some(measured.uncertainty_ppb),
@@ -325,18 +328,6 @@ fn hardware(_forced: bool, verdicts: Vec<Verdict>) -> Result<Choice, (String, Ve
     ))
 }
 
-/// The kernel clock `id` in nanoseconds since its origin.
-pub(crate) fn kernel_nanos(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write; the clock ids used here exist
-    // on every Linux this builds for, so the call cannot fail.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Where the frequency of the kernel's clock comes from, as `info` says.
 const KERNEL_FREQUENCY_SOURCE: &str = "CLOCK_MONOTONIC counts nanoseconds";
 
@@ -384,6 +375,10 @@ impl Drop for ChoiceUndo<'_> {
 /// point falls, is near.
 const STARTUP_INTERVAL: Duration = Duration::from_micros(50);
 
+/// [`HostClock::tai_offset`] before it is read: not read at startup, which
+/// must stay cheap, as few programs read TAI.
+const TAI_UNREAD: i64 = i64::MIN;
+
 /// The process-wide clock.
 pub(crate) struct HostClock {
     /// The timekeepers in the order they took over (see [`STAGES`]).
@@ -408,7 +403,15 @@ pub(crate) struct HostClock {
     pub(crate) accuracy: AtomicU64,
     /// The last measured offset, kernel − ours, in ns, for `info`.
     pub(crate) last_offset: AtomicI64,
+    /// The bound on the error of the Realtime offset as recorded (half its
+    /// bracket), in ns: what Realtime's accuracy adds to Monotonic's.
+    pub(crate) realtime_uncertainty: AtomicU64,
+    /// TAI − UTC, in seconds, as the kernel has it; [`TAI_UNREAD`] until
+    /// the first read of TAI or the first steering.
+    tai_offset: AtomicI64,
     upkeep_started: AtomicBool,
+    /// The kernel's clocks this clock follows.
+    pub(crate) kernel: &'static dyn KernelClocks,
 }
 
 impl HostClock {
@@ -429,24 +432,47 @@ impl HostClock {
             anchor: None,
             uncertainty_ppb: Some(0),
         };
-        HostClock::build(startup, STARTUP_INTERVAL)
+        HostClock::build(startup, STARTUP_INTERVAL, &SystemClocks)
+    }
+
+    /// A clock on a test's `counter`, following `kernel`'s clocks (leaked,
+    /// as the process's clock is static).
+    #[cfg(test)]
+    pub(crate) fn on_test_counter(
+        counter: std::sync::Arc<dyn Counter + Send + Sync>,
+        kernel: &'static dyn KernelClocks,
+    ) -> &'static HostClock {
+        let choice = Choice {
+            counter: HostCounter::Test(counter),
+            frequency_source: "the test".to_string(),
+            verdicts: Vec::new(),
+            fallback: None,
+            anchor: None,
+            uncertainty_ppb: Some(0),
+        };
+        Box::leak(Box::new(HostClock::new(choice, kernel)))
     }
 
     /// A clock on the counter `choice` made, which it keeps (but for a
     /// failover).
     #[cfg(test)]
-    fn new(choice: Choice) -> HostClock {
-        let clock = HostClock::build(choice, WINDUP_INTERVAL);
+    fn new(choice: Choice, kernel: &'static dyn KernelClocks) -> HostClock {
+        let clock = HostClock::build(choice, WINDUP_INTERVAL, kernel);
         clock.choice.store(CHOSEN, Ordering::Release);
         clock
     }
 
-    /// The clock on `choice`'s counter with windups every `interval`.
-    fn build(mut choice: Choice, interval: Duration) -> HostClock {
+    /// The clock on `choice`'s counter with windups every `interval`,
+    /// following `kernel`'s clocks.
+    fn build(
+        mut choice: Choice,
+        interval: Duration,
+        kernel: &'static dyn KernelClocks,
+    ) -> HostClock {
         // The clock starts at CLOCK_MONOTONIC's time at a counter reading
         // paired with it, so that building the timekeeper (page faults on a
         // first touch cost microseconds here) is not an offset.
-        let start = crate::steer::pair(|| choice.counter.read());
+        let start = crate::steer::pair(kernel, || choice.counter.read());
         let before = BinTime::from_nanos(start.kernel as i128);
         let engine = timekeeper(choice.counter, before, Some(start.count), interval)
             .unwrap_or_else(|refused| {
@@ -476,7 +502,10 @@ impl HostClock {
             boottime_offset: AtomicI64::new(0),
             accuracy: AtomicU64::new(0),
             last_offset: AtomicI64::new(0),
+            realtime_uncertainty: AtomicU64::new(0),
+            tai_offset: AtomicI64::new(TAI_UNREAD),
             upkeep_started: AtomicBool::new(false),
+            kernel,
         };
         clock.steering().follow_offsets(&clock);
         // An error bound from the start (some hundreds of ns of brackets),
@@ -691,9 +720,16 @@ impl HostClock {
         self.start_watchdog();
     }
 
-    /// Winds up, steering first when a steering is due; returns at once if
-    /// another thread is at it.
+    /// Winds up, then steers when a steering is due (its changes take
+    /// effect from the next windup on); returns at once if another thread is
+    /// at it. The windup comes first so that the steering measures a clock
+    /// that stands nowhere (reads past the promise stand until a windup).
     pub(crate) fn maintain(&self) {
+        // CLOCK_MONOTONIC is our uptime's reference: a counter that ran
+        // through a suspend that it did not count resumes from it.
+        self.engine().windup_following(|| {
+            BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
+        });
         let steering = match self.steering.try_lock() {
             Ok(steering) => Some(steering),
             // A panic under the lock must not end steering (and the watchdog).
@@ -703,7 +739,6 @@ impl HostClock {
         if let Some(mut steering) = steering {
             steering.steer(self);
         }
-        self.engine().windup();
         if self.as_process_clock().is_none() {
             return;
         }
@@ -720,6 +755,27 @@ impl HostClock {
         let [monotonic, realtime] = &SECOND_HINTS;
         monotonic.store(engine.uptime_nanos() / 1_000_000_000, Ordering::Relaxed);
         realtime.store(engine.realtime_nanos() / 1_000_000_000, Ordering::Relaxed);
+    }
+
+    /// Follows TAI − UTC, which the kernel keeps in whole seconds (an NTP
+    /// daemon sets it; 0 otherwise).
+    pub(crate) fn follow_tai(&self) {
+        if let Ok(ntp) = self.kernel.ntp() {
+            self.tai_offset
+                .store(ntp.tai_offset_s as i64, Ordering::Relaxed);
+        }
+    }
+
+    /// TAI − UTC in seconds, read from the kernel the first time (0 if
+    /// `adjtimex` fails, as CLOCK_TAI is Realtime then).
+    pub(crate) fn tai_offset(&self) -> i64 {
+        if self.tai_offset.load(Ordering::Relaxed) == TAI_UNREAD {
+            self.follow_tai();
+        }
+        match self.tai_offset.load(Ordering::Relaxed) {
+            TAI_UNREAD => 0,
+            seconds => seconds,
+        }
     }
 
     /// This clock, if it is the process's one (tests build others).
@@ -851,7 +907,8 @@ fn timekeeper(
 ) -> Result<Timekeeper<HostCounter>, crate::Error> {
     let builder = Timekeeper::builder(counter)
         .windup_interval(interval)
-        .start_at(uptime);
+        .start_at(uptime)
+        .follows_reference(true);
     match count {
         Some(count) => builder.start_count(count),
         None => builder,
@@ -905,6 +962,11 @@ extern "C" fn forget_threads_in_child() {
             {
                 clock.stage.store(stage, Ordering::Relaxed);
             }
+        }
+        for engine in clock.stages.iter().filter_map(OnceLock::get) {
+            // SAFETY: this runs in the child before it returns from fork(),
+            // the only thread it has: none is in a writer.
+            unsafe { engine.release_writer_after_fork() };
         }
         // Stale until the upkeep thread runs again: the next coarse read
         // goes the long way, and starts it.
@@ -1023,10 +1085,45 @@ fn read_nanos_slow<const REALTIME: bool, const ORDERED: bool>(
     count: u64,
 ) -> u64 {
     let (ns, due) = engine.nanos_and_due_slow::<REALTIME>(count, sample::<ORDERED>);
-    if due {
-        clock().wind_up();
+    match due {
+        Due::No => ns,
+        Due::Yes => {
+            clock().wind_up();
+            ns
+        }
+        Due::Standing => read_after_windup::<REALTIME, ORDERED>(ns),
     }
-    ns
+}
+
+/// How many times a read that stood at its hands' promise winds up (or
+/// finds another thread winding up) and reads again, before it returns the
+/// time it stood at.
+const STANDING_READS: u32 = 1_000;
+
+/// A read that stood at its hands' promise, `stood`: no windup for two
+/// intervals, so the counter may have run through a suspend that
+/// CLOCK_MONOTONIC did not count (see [`Timekeeper::windup_following`]).
+/// The windup decides; the read after it gives the time. A thread that
+/// finds another winding up waits for it (yielding), but not for ever: a
+/// `fork()`ed child whose parent was winding up keeps the time it stood at.
+#[cold]
+#[inline(never)]
+fn read_after_windup<const REALTIME: bool, const ORDERED: bool>(stood: u64) -> u64 {
+    let clock = clock();
+    for _ in 0..STANDING_READS {
+        clock.wind_up();
+        let engine = reader_engine(READER.load(Ordering::Acquire));
+        let count = sample::<ORDERED>(engine.counter());
+        if let Some(ns) = engine.nanos_at::<REALTIME>(count) {
+            return ns;
+        }
+        let (ns, due) = engine.nanos_and_due_slow::<REALTIME>(count, sample::<ORDERED>);
+        if due != Due::Standing {
+            return ns;
+        }
+        std::thread::yield_now();
+    }
+    stood
 }
 
 /// The first read: starts the clock, publishes the readers' word (unless a
@@ -1139,11 +1236,15 @@ pub enum ClockId {
     MonotonicCoarse,
     /// Whole seconds of Realtime.
     Second,
+    /// International Atomic Time: Realtime plus the kernel's TAI − UTC
+    /// offset (CLOCK_TAI), followed as an NTP daemon sets it (0 where none
+    /// does, as the kernel's).
+    Tai,
 }
 
 impl ClockId {
     /// Every clock id.
-    pub const ALL: [ClockId; 7] = [
+    pub const ALL: [ClockId; 8] = [
         ClockId::Realtime,
         ClockId::Monotonic,
         ClockId::Boottime,
@@ -1151,6 +1252,7 @@ impl ClockId {
         ClockId::RealtimeCoarse,
         ClockId::MonotonicCoarse,
         ClockId::Second,
+        ClockId::Tai,
     ];
 }
 
@@ -1233,7 +1335,10 @@ fn gettime_nanos_other(id: ClockId) -> u64 {
         ClockId::Second => read_nanos::<true, true>() / 1_000_000_000 * 1_000_000_000,
         ClockId::Boottime => read_nanos::<false, true>()
             .saturating_add_signed(clock.boottime_offset.load(Ordering::Relaxed)),
-        ClockId::MonotonicRaw => kernel_nanos(libc::CLOCK_MONOTONIC_RAW),
+        ClockId::MonotonicRaw => clock.kernel.nanos(KernelClock::MonotonicRaw),
+        ClockId::Tai => {
+            read_nanos::<true, true>().saturating_add_signed(clock.tai_offset() * 1_000_000_000)
+        }
         ClockId::MonotonicCoarse => now_coarse().as_nanos(),
         ClockId::RealtimeCoarse => {
             clock.start_upkeep();
@@ -1257,22 +1362,33 @@ pub fn getres(id: ClockId) -> Resolution {
     let hz = clock.engine().counter().frequency().max(1);
     let tick = Duration::from_nanos(1_000_000_000u64.div_ceil(hz));
     let accuracy = Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed));
+    // Realtime's offset from Monotonic was measured too.
+    let realtime_accuracy =
+        accuracy + Duration::from_nanos(clock.realtime_uncertainty.load(Ordering::Relaxed));
     match id {
-        ClockId::Monotonic | ClockId::Realtime | ClockId::Boottime => Resolution {
+        ClockId::Monotonic | ClockId::Boottime => Resolution {
             resolution: tick,
             accuracy,
+        },
+        ClockId::Realtime | ClockId::Tai => Resolution {
+            resolution: tick,
+            accuracy: realtime_accuracy,
         },
         ClockId::MonotonicRaw => Resolution {
             resolution: Duration::from_nanos(1),
             accuracy: Duration::ZERO,
         },
-        ClockId::MonotonicCoarse | ClockId::RealtimeCoarse => Resolution {
+        ClockId::MonotonicCoarse => Resolution {
             resolution: WINDUP_INTERVAL,
             accuracy: accuracy + WINDUP_INTERVAL,
         },
+        ClockId::RealtimeCoarse => Resolution {
+            resolution: WINDUP_INTERVAL,
+            accuracy: realtime_accuracy + WINDUP_INTERVAL,
+        },
         ClockId::Second => Resolution {
             resolution: Duration::from_secs(1),
-            accuracy: accuracy + Duration::from_secs(1),
+            accuracy: realtime_accuracy + Duration::from_secs(1),
         },
     }
 }
@@ -1309,12 +1425,35 @@ pub struct Info {
         serde(rename = "accuracy_ns", serialize_with = "nanos_of")
     )]
     pub accuracy: Duration,
+    /// The bounds on real time against UTC ([`realtime_bounds`](crate::realtime_bounds)),
+    /// or why there are none (the kernel is not synchronized). In JSON, the
+    /// bounds, or `{"error": "..."}`.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "bounds_or_error"))]
+    pub realtime_bounds: Result<crate::RealtimeBounds, crate::Error>,
 }
 
 /// A duration serialized as whole nanoseconds.
 #[cfg(feature = "serde")]
 fn nanos_of<S: serde::Serializer>(d: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_u128(d.as_nanos())
+}
+
+/// The bounds, or `{"error": message}`.
+#[cfg(feature = "serde")]
+fn bounds_or_error<S: serde::Serializer>(
+    bounds: &Result<crate::RealtimeBounds, crate::Error>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    use serde::ser::SerializeMap;
+    match bounds {
+        Ok(bounds) => bounds.serialize(serializer),
+        Err(e) => {
+            let mut map = serializer.serialize_map(Some(1))?;
+            map.serialize_entry("error", &e.to_string())?;
+            map.end()
+        }
+    }
 }
 
 /// What the clock runs on, why, and how far it is from the kernel.
@@ -1346,6 +1485,7 @@ pub fn info() -> Info {
             .sum(),
         offset_ns: clock.last_offset.load(Ordering::Relaxed),
         accuracy: Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed)),
+        realtime_bounds: crate::realtime_bounds(),
     }
 }
 
@@ -1356,6 +1496,7 @@ mod tests {
     use std::thread::JoinHandle;
 
     use super::*;
+    use crate::kernel_clocks::kernel_nanos;
 
     /// CLOCK_MONOTONIC's nanoseconds as a 1 GHz counter, which the test can
     /// make jump or stop.
@@ -1471,14 +1612,7 @@ mod tests {
     /// thread's. Returns the clock (leaked, as the process's clock is static)
     /// and what the reader saw.
     fn fail_over_after(counter: Faulty, fault: impl FnOnce(&Faulty)) -> (&'static HostClock, Seen) {
-        let clock: &'static HostClock = Box::leak(Box::new(HostClock::new(Choice {
-            counter: HostCounter::Test(counter.clone()),
-            frequency_source: "the test".to_string(),
-            verdicts: Vec::new(),
-            fallback: None,
-            anchor: None,
-            uncertainty_ppb: Some(0),
-        })));
+        let clock = HostClock::on_test_counter(Arc::new(counter.clone()), &SystemClocks);
         let stop = Arc::new(AtomicBool::new(false));
         let reader = read_until(clock, stop.clone());
         // Some steerings of a counter that keeps time, enough for the
@@ -1527,14 +1661,17 @@ mod tests {
     fn a_suspend_restarts_the_rate_baseline() {
         let counter = Faulty::default();
         let start = crate::steer::Pair::new(counter.read(), kernel_nanos(libc::CLOCK_MONOTONIC), 0);
-        let clock = HostClock::new(Choice {
-            counter: HostCounter::Test(counter),
-            frequency_source: "the test".to_string(),
-            verdicts: Vec::new(),
-            fallback: None,
-            anchor: Some(start),
-            uncertainty_ppb: Some(0),
-        });
+        let clock = HostClock::new(
+            Choice {
+                counter: HostCounter::Test(Arc::new(counter)),
+                frequency_source: "the test".to_string(),
+                verdicts: Vec::new(),
+                fallback: None,
+                anchor: Some(start),
+                uncertainty_ppb: Some(0),
+            },
+            &SystemClocks,
+        );
         let mut steering = clock.steering();
         steering.follow_offsets(&clock);
         assert!(steering.has_rate_anchor());
@@ -1630,6 +1767,7 @@ mod tests {
         // The kernel's clock moves on where the stopped counter could not.
         let before = clock.engine().uptime();
         std::thread::sleep(Duration::from_millis(2));
+        clock.maintain();
         assert!(clock.engine().uptime() > before.max(seen.last));
     }
 

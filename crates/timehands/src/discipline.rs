@@ -5,16 +5,22 @@
 //! scale:
 //!
 //! - the frequency adjustment, in parts per billion, bounded to ±500 ppm;
-//! - the slew of `adjtime`: while an amount remains, time runs up to 500 ppm
-//!   fast (or slow) until the amount is used up.
+//! - the slew of `adjtime`: time runs 500 ppm fast (or slow) from a switch
+//!   point until the amount is used up, as BSD `adjtime(2)` defines it.
 //!
-//! A slew runs for one windup interval's counts after a switch point and then
-//! stops (the hands' `slew_len`), however late the next windup comes: a clock
-//! wound up only by readers seconds apart never runs a slew past its amount.
-//! It is accounted exactly: a slew segment of `n` counts gains `n * slew_part`
-//! units of 2^-64 s, and that product is what is taken off the remainder. So
-//! the total correction equals the request to within one unit per count of the
-//! last segment, whatever the windups' timing.
+//! A slew is *planned* whole when a windup schedules it: its part of the scale
+//! and its length in counts, `part * len` never more than what remains (the
+//! same sign, rounded toward zero). The plan is part of the timeline, so it
+//! runs at its rate however far apart windups come: a clock wound up by a
+//! 100 Hz tick, or by readers seconds apart, slews as fast as one wound up
+//! every interval. The last piece of an amount, less than an interval at 500
+//! ppm, is spread over one interval at a lower rate, so that a plan always
+//! lasts at least an interval (the hands' segments rely on it).
+//!
+//! Slew is accounted exactly, in units of 2^-64 s: the remainder is what has
+//! not run before the current hands' switch point, and a windup takes off the
+//! part of the plan that runs up to the next one. `adjtime` returns what has
+//! not run at the moment it is called.
 
 use crate::{BinTime, Error};
 
@@ -33,20 +39,46 @@ fn part_of(scale: u64, ppb: i64) -> i64 {
     (scale as i128 * ppb as i128 / 1_000_000_000) as i64
 }
 
+/// The longest slew plan, in counts: no timeline reaches it.
+const MAX_LEN: u64 = u64::MAX / 2;
+
+/// A slew in a timeline: `part` of the scale (2^-64 s per count, negative to
+/// slow down) for `len` counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Slew {
+    pub part: i64,
+    pub len: u64,
+}
+
+impl Slew {
+    /// What the slew adds over `counts` of its counts, in 2^-64 s units.
+    pub fn over(&self, counts: u64) -> i128 {
+        counts.min(self.len) as i128 * self.part as i128
+    }
+
+    /// Whether this plan, from where it stands, delivers `target` to within
+    /// one count of its part: a slew in progress that still fits is kept,
+    /// rather than re-planned (a rate change) at every windup.
+    pub fn delivers(&self, target: i128) -> bool {
+        (target - self.over(self.len)).abs() < (self.part as i128).abs()
+    }
+}
+
 /// The writer's rate state, kept behind the writer lock.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Discipline {
     /// `2^64 / frequency`.
     pub nominal: u64,
-    /// Counts in one windup interval: the horizon over which a slew's last
-    /// part is spread.
+    /// Counts in one windup interval: the shortest slew plan.
     pub interval: u64,
     /// The frequency adjustment, ppb.
     pub frequency_ppb: i64,
-    /// What the slew still has to add, in 2^-64 s units (negative: take away).
+    /// What remains to slew after the current hands' switch point, in 2^-64 s
+    /// units (negative: take away).
     pub slew_remaining: i128,
-    /// The slew's part of the scale in the current slew segment.
-    pub slew_part: i64,
+    /// The slew's part of the current hands' scale before its switch point
+    /// (what runs there was taken off the remainder already).
+    pub slew_before: i64,
 }
 
 impl Discipline {
@@ -57,13 +89,8 @@ impl Discipline {
             interval,
             frequency_ppb: 0,
             slew_remaining: 0,
-            slew_part: 0,
+            slew_before: 0,
         }
-    }
-
-    /// The scale of the current slew segment.
-    pub fn scale(&self) -> u64 {
-        (self.settled() as i128 + self.slew_part as i128) as u64
     }
 
     /// The scale without the slew: the nominal one and the frequency adjustment.
@@ -71,34 +98,36 @@ impl Discipline {
         (self.nominal as i128 + part_of(self.nominal, self.frequency_ppb) as i128) as u64
     }
 
-    /// Takes the slew of `counts` counts of the current slew segment off the
-    /// remainder.
-    pub fn charge(&mut self, counts: u64) {
-        self.slew_remaining -= counts as i128 * self.slew_part as i128;
-    }
-
-    /// The current slew segment is over (and charged).
-    pub fn end_slew(&mut self) {
-        self.slew_part = 0;
-    }
-
-    /// Chooses the slew for the next slew segment (one interval long): 500 ppm
-    /// toward zero, or, when less than one interval at 500 ppm remains, exactly
-    /// what one interval needs. Returns that segment's scale.
-    pub fn retune(&mut self) -> u64 {
+    /// The slew for `target` units from a switch point: 500 ppm toward zero
+    /// until it is used up, or, when less than an interval at 500 ppm
+    /// remains, the rate that uses it up over one interval. `None` when not
+    /// even one unit a count remains to slew over an interval.
+    pub fn plan(&self, target: i128) -> Option<Slew> {
         let max = part_of(self.nominal, MAX_PPB) as i128;
-        let part = self.slew_remaining / self.interval as i128;
-        self.slew_part = part.clamp(-max, max) as i64;
-        self.scale()
+        let part = if target.abs() >= max * self.interval as i128 {
+            max * target.signum()
+        } else {
+            target / self.interval as i128
+        };
+        // |part * len| <= |target|, so len >= interval. A plan longer than
+        // half the u64 range (centuries of slew) is cut: the rest remains.
+        (part != 0).then(|| Slew {
+            part: part as i64,
+            len: (target / part).min(MAX_LEN as i128) as u64,
+        })
     }
 
-    /// Replaces the slew remainder with `ns` nanoseconds; returns the old
-    /// remainder in nanoseconds, rounded toward zero.
-    pub fn adjtime(&mut self, ns: i64) -> i64 {
-        let old = self.slew_remaining;
-        self.slew_remaining = BinTime::from_nanos(ns as i128).as_units();
-        let old_ns = BinTime::from_units(old.abs()).as_nanos() as i64;
-        if old < 0 { -old_ns } else { old_ns }
+    /// Replaces the remainder with `ns` nanoseconds, where `unaccounted` is
+    /// the slew that has run since the current switch point (negative: the
+    /// slew before it that has yet to run); returns what had not run, in
+    /// nanoseconds rounded to nearest.
+    pub fn adjtime(&mut self, ns: i64, unaccounted: i128) -> i64 {
+        let left = self.slew_remaining - unaccounted;
+        self.slew_remaining = BinTime::from_nanos(ns as i128).as_units() + unaccounted;
+        // Rounded to the nearest nanosecond: a request returned untouched
+        // comes back as it was asked, a plan's last fraction of a unit as 0.
+        let half_nano = BinTime::from_nanos(1).as_units() / 2;
+        BinTime::from_units(left + half_nano).as_nanos() as i64
     }
 
     /// Sets the frequency adjustment.
@@ -108,5 +137,56 @@ impl Discipline {
         }
         self.frequency_ppb = ppb;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan never slews more than asked, runs at 500 ppm while at least an
+    /// interval of it remains, and lasts at least an interval.
+    #[test]
+    fn a_plan_never_exceeds_its_target() {
+        let d = Discipline::new(nominal_scale(1_000_000_000), 1_000_000);
+        let max = part_of(d.nominal, MAX_PPB);
+        for target in [
+            1i128,
+            999_999,
+            1_000_000,
+            7_777_777_777,
+            max as i128 * 1_000_000,
+            max as i128 * 1_000_000 - 1,
+            BinTime::from_nanos(3_600_000_000_000).as_units(),
+        ] {
+            for target in [target, -target] {
+                let Some(slew) = d.plan(target) else {
+                    assert!(target.abs() < 1_000_000, "{target}");
+                    continue;
+                };
+                let total = slew.over(slew.len);
+                assert_eq!(total.signum(), target.signum(), "{target}");
+                assert!(total.abs() <= target.abs(), "{target}: {slew:?}");
+                assert!(slew.delivers(target), "{target}: {slew:?}");
+                assert!(slew.len >= d.interval, "{target}: {slew:?}");
+                assert!(slew.part.abs() <= max, "{target}: {slew:?}");
+                if target.abs() >= max as i128 * 1_000_000 {
+                    assert_eq!(slew.part.abs(), max, "{target}");
+                }
+            }
+        }
+    }
+
+    /// `adjtime` returns exactly what had not run, and the remainder it
+    /// leaves counts the slew already run (or scheduled) against the new
+    /// request.
+    #[test]
+    fn adjtime_returns_what_has_not_run() {
+        let mut d = Discipline::new(nominal_scale(1_000_000_000), 1_000_000);
+        assert_eq!(d.adjtime(1_000, 0), 0);
+        let ran = BinTime::from_nanos(400).as_units();
+        assert_eq!(d.adjtime(-5, ran), 600);
+        assert_eq!(d.slew_remaining - ran, BinTime::from_nanos(-5).as_units());
+        assert_eq!(d.adjtime(0, ran), -5);
     }
 }

@@ -6,10 +6,11 @@
 //! describes the function from its `base` (the counter value the writer sampled)
 //! onward: up to its `switch` point time runs at `scale_before`, after it at
 //! `scale_after` for `slew_len` counts and then at `settled`, and `at_switch` is
-//! the time at the switch point. The middle segment is an `adjtime` slew: it
-//! lasts one windup interval's counts and then stops, so a windup that comes
-//! late (readers that wind up only when they read, seconds apart) never runs a
-//! slew past its amount. A reader takes the current hands, reads the counter
+//! the time at the switch point. The middle segment is an `adjtime` slew,
+//! planned whole (`discipline.rs`): it runs at its rate until its amount is
+//! used up and then stops, however late the next windup comes, so a slew
+//! neither stalls between windups nor runs past its amount. A reader takes
+//! the current hands, reads the counter
 //! and evaluates; [`Line::uptime_at`] is the one conversion routine that
 //! readers and the writer share.
 //!
@@ -52,6 +53,19 @@
 //! miss each other is the pair of `SeqCst` fences, see `past_promise` and
 //! `publish`.
 //!
+//! # Following a reference
+//!
+//! A counter may count time that the clock it follows does not: an
+//! invariant TSC runs on through a suspend, where CLOCK_MONOTONIC stops. A
+//! timekeeper built to [follow a reference](Builder::follows_reference)
+//! never extrapolates past the promise: a read there stands at the
+//! promise's time (every hands agrees with the current one up to it, so no
+//! reader asks anything, and none cancels), until a windup, which
+//! [compares the line with the reference](Timekeeper::windup_following) and
+//! takes out a gap the reference did not see. No read is then more than the
+//! promise (two intervals) ahead of the reference, and none steps back: the
+//! new hands starts no earlier than the promise's time.
+//!
 //! # Retiring
 //!
 //! A timekeeper whose counter has gone wrong is [retired](Timekeeper::retire)
@@ -76,7 +90,7 @@
 use core::time::Duration;
 
 use crate::counter::Counter;
-use crate::discipline::{Discipline, nominal_scale};
+use crate::discipline::{Discipline, Slew, nominal_scale};
 use crate::lock::WriterLock;
 use crate::nanos::{NanoSegment, floor_nanos, floor_nanos_signed, realtime_nanos};
 use crate::sync::{AtomicUsize, Ordering, Word, fence, relax};
@@ -132,9 +146,8 @@ struct Line {
     /// Seconds per count for `slew_len` counts after the switch point.
     scale_after: u64,
     /// Counts after the switch point that run at `scale_after`: a slew's
-    /// length (one windup interval), or `u64::MAX` when there is no slew
-    /// (`settled == scale_after`). Not stored: which it is follows from the
-    /// scales.
+    /// plan (at least an interval), or `u64::MAX` when there is no slew
+    /// (`settled == scale_after`).
     slew_len: u64,
     /// Seconds per count after the slew.
     settled: u64,
@@ -143,9 +156,23 @@ struct Line {
 }
 
 impl Line {
+    /// The slew after the switch point, if there is one.
+    fn slew(&self) -> Option<Slew> {
+        (self.slew_len != u64::MAX).then(|| Slew {
+            part: self.scale_after.wrapping_sub(self.settled) as i64,
+            len: self.slew_len,
+        })
+    }
+
     /// Where the slew ends, in counts from `base`, if there is one.
     fn slew_end(&self) -> Option<u64> {
-        (self.slew_len != u64::MAX).then(|| self.switch.saturating_add(self.slew_len))
+        self.slew().map(|slew| self.switch.saturating_add(slew.len))
+    }
+
+    /// Whether the slew runs at `delta` counts from `base` (at or past the
+    /// switch point).
+    fn slewing_at(&self, delta: u64) -> bool {
+        self.slew_end().is_some_and(|end| delta < end)
     }
 
     /// Uptime `delta` counts after `base`: the one conversion routine.
@@ -169,31 +196,43 @@ impl Line {
 
     /// The line from its base up to a windup due (`interval` counts), as
     /// nanosecond segments on a counter of `mask` where realtime (uptime
-    /// plus `boottime_nanos`) fits a `u64` too, the longer first: one
-    /// where the rate is the same throughout, two where it changes at the
-    /// switch point (a slew starting or ending). Up to the due point a read
-    /// needs no promise check: the promise is at least an interval long.
+    /// plus `boottime_nanos`) fits a `u64` too, the longer first. The line
+    /// has up to three straight pieces there (before the switch point, the
+    /// slew, after it); pieces at the same rate are one segment, and counts
+    /// in a third piece (a slew that ends in the interval after one that
+    /// starts: never, as a plan lasts an interval) take the exact path. Up
+    /// to the due point a read needs no promise check: the promise is at
+    /// least an interval long.
     fn segments(&self, interval: u64, mask: u64, boottime_nanos: i64) -> [NanoSegment; 2] {
-        let piece = |from: u64, to: u64, scale: u64| {
-            let start = self.base.wrapping_add(from) & mask;
-            NanoSegment::new(start, to - from, self.uptime_at(from), scale, mask)
-                .offset_fits(boottime_nanos)
-        };
-        // Up to the due point the slew, if any, has not ended: it lasts an
-        // interval from the switch point.
-        if self.switch >= interval {
-            [piece(0, interval, self.scale_before), NanoSegment::NONE]
-        } else if self.switch == 0 || self.scale_before == self.scale_after {
-            [piece(0, interval, self.scale_after), NanoSegment::NONE]
-        } else {
-            let before = piece(0, self.switch, self.scale_before);
-            let after = piece(self.switch, interval, self.scale_after);
-            if before.len > after.len {
-                [before, after]
+        let switch = self.switch.min(interval);
+        let slew_end = self.slew_end().map_or(interval, |end| end.min(interval));
+        let bounds = [0, switch, slew_end, interval];
+        let scales = [self.scale_before, self.scale_after, self.settled];
+        // The pieces (from, to, scale), with the empty ones left out and
+        // neighbours at the same rate joined.
+        let mut pieces = [(0, 0, 0); 3];
+        let mut count = 0;
+        for (i, &scale) in scales.iter().enumerate() {
+            let (from, to) = (bounds[i], bounds[i + 1]);
+            if from == to {
+                continue;
+            }
+            if count > 0 && pieces[count - 1].2 == scale {
+                pieces[count - 1].1 = to;
             } else {
-                [after, before]
+                pieces[count] = (from, to, scale);
+                count += 1;
             }
         }
+        let pieces = &mut pieces[..count];
+        pieces.sort_by_key(|&(from, to, _)| core::cmp::Reverse(to - from));
+        let mut segments = [NanoSegment::NONE; 2];
+        for (segment, &(from, to, scale)) in segments.iter_mut().zip(pieces.iter()) {
+            let start = self.base.wrapping_add(from) & mask;
+            *segment = NanoSegment::new(start, to - from, self.uptime_at(from), scale, mask)
+                .offset_fits(boottime_nanos);
+        }
+        segments
     }
 }
 
@@ -243,6 +282,7 @@ struct Slot {
     switch: Word,
     scale_before: Word,
     scale_after: Word,
+    slew_len: Word,
     settled: Word,
     at_switch_sec: Word,
     at_switch_frac: Word,
@@ -262,6 +302,7 @@ impl Slot {
             switch: Word::new(0),
             scale_before: Word::new(0),
             scale_after: Word::new(0),
+            slew_len: Word::new(0),
             settled: Word::new(0),
             at_switch_sec: Word::new(0),
             at_switch_frac: Word::new(0),
@@ -284,31 +325,25 @@ impl Slot {
         (self.ticket.load(Ordering::Relaxed) == ticket).then_some(value)
     }
 
-    /// The timeline, whose slews last `interval` counts.
+    /// The timeline.
     #[inline]
-    fn line(&self, interval: u64) -> Line {
-        let scale_after = self.scale_after.load();
-        let settled = self.settled.load();
+    fn line(&self) -> Line {
         Line {
             base: self.base.load(),
             switch: self.switch.load(),
             scale_before: self.scale_before.load(),
-            scale_after,
-            slew_len: if settled == scale_after {
-                u64::MAX
-            } else {
-                interval
-            },
-            settled,
+            scale_after: self.scale_after.load(),
+            slew_len: self.slew_len.load(),
+            settled: self.settled.load(),
             at_switch: BinTime::new(self.at_switch_sec.load() as i64, self.at_switch_frac.load()),
         }
     }
 
-    /// The whole hands, whose slews last `interval` counts.
+    /// The whole hands.
     #[inline]
-    fn hands(&self, interval: u64) -> Hands {
+    fn hands(&self) -> Hands {
         Hands {
-            line: self.line(interval),
+            line: self.line(),
             boottime: self.boottime(),
             coarse: self.coarse.load(),
         }
@@ -339,6 +374,7 @@ impl Slot {
         self.switch.store(line.switch);
         self.scale_before.store(line.scale_before);
         self.scale_after.store(line.scale_after);
+        self.slew_len.store(line.slew_len);
         self.settled.store(line.settled);
         self.at_switch_sec.store(line.at_switch.sec() as u64);
         self.at_switch_frac.store(line.at_switch.frac());
@@ -406,6 +442,20 @@ pub enum Windup {
     Retired,
 }
 
+/// Whether a read found a windup due.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Due {
+    /// No: the hands read is less than a windup interval old.
+    No,
+    /// Yes: it is an interval old or older, or the counter is more than an
+    /// interval behind its base (it went back).
+    Yes,
+    /// Yes, and the read stood at the hands' promise: a timekeeper that
+    /// [follows a reference](Builder::follows_reference), read past it. A
+    /// windup, and a read after it, give the time.
+    Standing,
+}
+
 /// Counts of what the writer has done, for reports and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -419,12 +469,18 @@ pub struct Stats {
     pub cancelled: u64,
 }
 
-/// A step of realtime, the one discontinuity a timekeeper allows.
+/// What a pass of the writer does.
 #[derive(Clone, Copy)]
-enum Step {
-    /// Realtime becomes this, now.
+enum Change<'a> {
+    /// A windup: the timeline carries on, with the rate changes due; with
+    /// the reference a timekeeper follows, read after the counter.
+    Windup {
+        reference: Option<&'a dyn Fn() -> BinTime>,
+    },
+    /// A step of realtime, the one discontinuity a timekeeper allows:
+    /// realtime becomes this, now.
     Realtime(BinTime),
-    /// Realtime minus uptime becomes this.
+    /// The same step, given as realtime minus uptime.
     Boottime(BinTime),
 }
 
@@ -432,6 +488,14 @@ enum Step {
 struct WriterState {
     discipline: Discipline,
     stats: Stats,
+}
+
+/// A hands the writer is to publish, with the writer's state once it is.
+struct Next {
+    hands: Hands,
+    discipline: Discipline,
+    /// Where it changes the rate, in counts from the current hands' base.
+    rate_switch: Option<u64>,
 }
 
 /// Builds a [`Timekeeper`] with a chosen ring size and windup interval.
@@ -442,6 +506,7 @@ pub struct Builder<C> {
     windup_interval: Duration,
     start: BinTime,
     start_count: Option<u64>,
+    follows_reference: bool,
 }
 
 impl<C: Counter> Builder<C> {
@@ -476,6 +541,21 @@ impl<C: Counter> Builder<C> {
     /// that the time spent building does not count as an offset.
     pub fn start_count(mut self, count: u64) -> Builder<C> {
         self.start_count = Some(count);
+        self
+    }
+
+    /// For a timekeeper whose time follows a reference clock that its counter
+    /// may run ahead of: a counter that counts on through a suspend the
+    /// reference does not count (an invariant TSC in s2idle, against
+    /// CLOCK_MONOTONIC). Reads then never extrapolate the counter past the
+    /// hands' promise (at most two windup intervals after the last windup):
+    /// they stand there until a windup, and
+    /// [`windup_following`](Timekeeper::windup_following) takes out counts
+    /// the reference did not see. Off unless told: a counter that stops
+    /// when time should (an RTOS's through its sleep) needs nothing, and
+    /// its reads extrapolate over late windups.
+    pub fn follows_reference(mut self, follows: bool) -> Builder<C> {
+        self.follows_reference = follows;
         self
     }
 
@@ -526,6 +606,7 @@ impl<C: Counter> Builder<C> {
             behind: mask - (mask >> 3),
             interval,
             lead: interval / 4,
+            follows_reference: self.follows_reference,
             counter: self.counter,
         };
         let first = Hands {
@@ -588,6 +669,8 @@ pub struct Timekeeper<C> {
     interval: u64,
     /// Counts from a windup's sample to its switch point, at the least.
     lead: u64,
+    /// Whether reads stand at the promise: see [`Builder::follows_reference`].
+    follows_reference: bool,
     counter: C,
 }
 
@@ -606,6 +689,7 @@ impl<C: Counter> Timekeeper<C> {
             windup_interval: DEFAULT_WINDUP_INTERVAL,
             start: BinTime::ZERO,
             start_count: None,
+            follows_reference: false,
         }
     }
 
@@ -649,7 +733,7 @@ impl<C: Counter> Timekeeper<C> {
         &self,
         sample: impl Fn(&C) -> u64,
         also: impl Fn(&Slot) -> R,
-    ) -> (BinTime, bool, R) {
+    ) -> (BinTime, Due, R) {
         self.read_at(sample(&self.counter), sample, also)
     }
 
@@ -661,11 +745,10 @@ impl<C: Counter> Timekeeper<C> {
         count: u64,
         sample: impl Fn(&C) -> u64,
         also: impl Fn(&Slot) -> R,
-    ) -> (BinTime, bool, R) {
-        let interval = self.interval;
-        let (state, (line, extra)) = self.current(|slot| (slot.line(interval), also(slot)));
+    ) -> (BinTime, Due, R) {
+        let (state, (line, extra)) = self.current(|slot| (slot.line(), also(slot)));
         let delta = self.delta(line.base, count);
-        if delta < line.switch.saturating_add(interval) {
+        if delta < line.switch.saturating_add(self.interval) {
             return (line.uptime_at(delta), self.due(line.base, count), extra);
         }
         // Out of line, so that the common case above keeps the hands in
@@ -673,8 +756,10 @@ impl<C: Counter> Timekeeper<C> {
         self.read_past_promise(state, line, count, extra, sample, also)
     }
 
-    /// A read whose counter is past its hands' promise: asks `past_promise`
-    /// whether it may use these hands, and reads again until it may.
+    /// A read whose counter is past its hands' promise: on a timekeeper that
+    /// follows a reference, stands at the promise; otherwise asks
+    /// `past_promise` whether it may use these hands, and reads again until
+    /// it may.
     #[cold]
     #[inline(never)]
     fn read_past_promise<R>(
@@ -685,17 +770,23 @@ impl<C: Counter> Timekeeper<C> {
         mut extra: R,
         sample: impl Fn(&C) -> u64,
         also: impl Fn(&Slot) -> R,
-    ) -> (BinTime, bool, R) {
+    ) -> (BinTime, Due, R) {
         loop {
             let delta = self.delta(line.base, count);
-            if delta < line.switch.saturating_add(self.interval) {
+            let promise = line.switch.saturating_add(self.interval);
+            if delta < promise {
                 return (line.uptime_at(delta), self.due(line.base, count), extra);
+            }
+            if self.follows_reference {
+                // Every hands agrees with this one up to its promise, and
+                // no read goes past it: nothing to ask.
+                return (line.uptime_at(promise), Due::Standing, extra);
             }
             if let Some(delta) = self.past_promise(state, delta) {
                 return (line.uptime_at(delta), self.due(line.base, count), extra);
             }
             count = sample(&self.counter);
-            (state, (line, extra)) = self.current(|slot| (slot.line(self.interval), also(slot)));
+            (state, (line, extra)) = self.current(|slot| (slot.line(), also(slot)));
         }
     }
 
@@ -705,13 +796,14 @@ impl<C: Counter> Timekeeper<C> {
     /// reads all clamp to the base, and windups (and the host's watchdog with
     /// them) must go on all the same.
     #[inline]
-    fn due(&self, base: u64, count: u64) -> bool {
+    fn due(&self, base: u64, count: u64) -> Due {
         let ahead = count.wrapping_sub(base) & self.mask;
-        if ahead > self.behind {
+        let due = if ahead > self.behind {
             self.mask - ahead >= self.interval
         } else {
             ahead >= self.interval
-        }
+        };
+        if due { Due::Yes } else { Due::No }
     }
 
     /// The slow path of a read whose counter is past its hands' promise: may it
@@ -761,10 +853,10 @@ impl<C: Counter> Timekeeper<C> {
     /// see the `nanos` module. Counts its segment does not cover go the long
     /// way, out of line.
     #[inline(always)]
-    fn nanos_and_due<const REALTIME: bool>(&self, sample: impl Fn(&C) -> u64) -> (u64, bool) {
+    fn nanos_and_due<const REALTIME: bool>(&self, sample: impl Fn(&C) -> u64) -> (u64, Due) {
         let count = sample(&self.counter);
         match self.nanos_at::<REALTIME>(count) {
-            Some(ns) => (ns, false),
+            Some(ns) => (ns, Due::No),
             None => self.nanos_and_due_slow::<REALTIME>(count, sample),
         }
     }
@@ -790,11 +882,11 @@ impl<C: Counter> Timekeeper<C> {
         &self,
         count: u64,
         sample: impl Fn(&C) -> u64,
-    ) -> (u64, bool) {
+    ) -> (u64, Due) {
         let (_, (segment, boottime)) =
             self.current(|slot| (slot.other_segment.load(), offset::<REALTIME>(slot)));
         if let Some(ns) = segment.nanos_at(count) {
-            return (ns.saturating_add_signed(boottime), false);
+            return (ns.saturating_add_signed(boottime), Due::No);
         }
         let (uptime, due, boottime) = self.read_at(count, sample, |slot| {
             if REALTIME {
@@ -874,7 +966,7 @@ impl<C: Counter> Timekeeper<C> {
     #[inline]
     fn read_and_due(&self, sample: impl Fn(&C) -> u64) -> (BinTime, bool) {
         let (uptime, due, ()) = self.read_with(sample, |_| ());
-        (uptime, due)
+        (uptime, due != Due::No)
     }
 
     /// Realtime: uptime plus the boottime offset set by
@@ -907,7 +999,46 @@ impl<C: Counter> Timekeeper<C> {
     /// [`Windup::Busy`] at once.
     pub fn windup(&self) -> Windup {
         match self.writer.try_lock() {
-            Some(mut writer) => self.windup_locked(&mut writer, None),
+            Some(mut writer) => self.windup_locked(&mut writer, Change::Windup { reference: None }),
+            None => Windup::Busy,
+        }
+    }
+
+    /// [`windup`](Timekeeper::windup) for a timekeeper that
+    /// [follows a reference](Builder::follows_reference), `reference`
+    /// reading that clock's time on this one's uptime scale (it is read
+    /// after the counter, so that a windup preempted in between never takes
+    /// the delay for a gap).
+    ///
+    /// Where the counter has run past the hands' promise (reads stand
+    /// there) and the line would put the time more than a windup interval
+    /// ahead of the reference, the counter ran through a gap the reference
+    /// did not see (a suspend): the new hands starts at the reference plus
+    /// an interval, or at the promise's time if that is later (a read may
+    /// have returned it), and carries on from there. A gap the reference
+    /// saw too (a paused VM: both jumped) is time that passed, and stays.
+    /// On a timekeeper that does not follow a reference, the same as
+    /// `windup`.
+    ///
+    /// ```
+    /// use timehands::{BinTime, SimCounter, Timekeeper};
+    ///
+    /// let counter = SimCounter::new(1_000_000_000);
+    /// let tk = Timekeeper::builder(counter.clone()).follows_reference(true).build()?;
+    /// // An hour suspended, of which the reference saw nothing: reads stand
+    /// // at the promise, an interval (1 ms) from the start.
+    /// counter.advance(3_600_000_000_000);
+    /// assert_eq!(tk.uptime_nanos(), 1_000_000);
+    /// // The windup resumes the time at most an interval ahead of the reference.
+    /// tk.windup_following(|| BinTime::ZERO);
+    /// counter.advance(5);
+    /// assert_eq!(tk.uptime_nanos(), 1_000_005);
+    /// # Ok::<(), timehands::Error>(())
+    /// ```
+    pub fn windup_following(&self, reference: impl Fn() -> BinTime) -> Windup {
+        let reference: Option<&dyn Fn() -> BinTime> = Some(&reference);
+        match self.writer.try_lock() {
+            Some(mut writer) => self.windup_locked(&mut writer, Change::Windup { reference }),
             None => Windup::Busy,
         }
     }
@@ -944,7 +1075,7 @@ impl<C: Counter> Timekeeper<C> {
     pub fn retire(&self) -> BinTime {
         let mut writer = self.writer.lock();
         loop {
-            let (state, line) = self.current(|slot| slot.line(self.interval));
+            let (state, line) = self.current(|slot| slot.line());
             if state & RETIRED != 0 {
                 let point = self.pending_switch.load(Ordering::Acquire) as u64;
                 return line.uptime_at(point);
@@ -953,13 +1084,19 @@ impl<C: Counter> Timekeeper<C> {
             // As late as any reader may go without looking at the state (the
             // promise), and a lead ahead of now, so that readers rarely cancel;
             // within what the pending switch point can hold on 32-bit targets.
-            let point =
-                (line.switch.saturating_add(self.interval)).max(delta.saturating_add(self.lead));
+            // Where reads stand at the promise, the promise itself: the time
+            // they stand at, and no counts past it carried over.
+            let promise = line.switch.saturating_add(self.interval);
+            let point = if self.follows_reference {
+                promise
+            } else {
+                promise.max(delta.saturating_add(self.lead))
+            };
             if point > usize::MAX as u64 {
                 // On a 32-bit target the pending switch point cannot hold a
                 // point this far from an old base: a windup brings the base
                 // up first (the interval fits: see `max_interval`).
-                self.windup_locked(&mut writer, None);
+                self.windup_locked(&mut writer, Change::Windup { reference: None });
                 continue;
             }
             if self.commit(state, line.base, point, state | RETIRED) {
@@ -971,14 +1108,14 @@ impl<C: Counter> Timekeeper<C> {
     /// Steps realtime (and only realtime) to `now`; uptime does not move. Waits
     /// for a windup in progress on another thread.
     pub fn set_realtime(&self, now: BinTime) {
-        self.windup_locked(&mut self.writer.lock(), Some(Step::Realtime(now)));
+        self.windup_locked(&mut self.writer.lock(), Change::Realtime(now));
     }
 
     /// Sets the boottime offset (realtime minus uptime) to `offset`: the same
     /// step as [`set_realtime`](Timekeeper::set_realtime), given as the offset,
     /// for a caller that tracks another clock's offset rather than its time.
     pub fn set_boottime(&self, offset: BinTime) {
-        self.windup_locked(&mut self.writer.lock(), Some(Step::Boottime(offset)));
+        self.windup_locked(&mut self.writer.lock(), Change::Boottime(offset));
     }
 
     /// The counter's frequency as now known (a calibration's refinement),
@@ -996,15 +1133,26 @@ impl<C: Counter> Timekeeper<C> {
         Ok(())
     }
 
-    /// Slews uptime and realtime by `ns` nanoseconds, at 500 ppm, from the next
-    /// windup on, as BSD `adjtime(2)`: a new request replaces what remains of the
-    /// last one, and the remainder (rounded toward zero) is returned. Each
-    /// windup schedules one interval of slew after its switch point, however
-    /// late the next windup comes. A slew already scheduled (at most an
-    /// interval at 500 ppm) still runs and counts against the new request, so
-    /// `adjtime(0)` cancels the rest and then undoes that much.
+    /// Slews uptime and realtime by `ns` nanoseconds, as BSD `adjtime(2)`:
+    /// time runs 500 ppm fast (or slow) from the next windup's switch point
+    /// until the amount is used up (the last part, less than an interval at
+    /// 500 ppm, at a lower rate over one interval), however far apart windups
+    /// come, and never more than asked. A new request replaces what remains
+    /// of the last one, and what had not run is returned (rounded to the
+    /// nearest nanosecond). A slew already scheduled runs on up to the next switch point
+    /// (at most two intervals ahead) and counts against the new request, so
+    /// `adjtime(0)` stops a slew and then undoes that much.
     pub fn adjtime(&self, ns: i64) -> i64 {
-        self.writer.lock().discipline.adjtime(ns)
+        let mut writer = self.writer.lock();
+        let line = self.current(|slot| slot.line()).1;
+        let delta = self.delta(line.base, self.counter.read());
+        // What has run since the switch point, which the remainder still
+        // counts; before it, what is scheduled there and has not run yet.
+        let unaccounted = match delta.checked_sub(line.switch) {
+            Some(since) => line.slew().map_or(0, |slew| slew.over(since)),
+            None => -((line.switch - delta) as i128 * writer.discipline.slew_before as i128),
+        };
+        writer.discipline.adjtime(ns, unaccounted)
     }
 
     /// Runs the counter `ppb` parts per billion fast (positive) or slow, from
@@ -1016,111 +1164,166 @@ impl<C: Counter> Timekeeper<C> {
         self.writer.lock().discipline.set_frequency_adjustment(ppb)
     }
 
+    /// Frees the writer lock in a `fork()`ed child whose parent's thread held
+    /// it (a windup in progress): that thread does not exist in the child,
+    /// which would otherwise never wind up again.
+    ///
+    /// # Safety
+    /// Only in the child, before any of its threads winds up this timekeeper.
+    #[cfg(feature = "std")]
+    pub(crate) unsafe fn release_writer_after_fork(&self) {
+        // SAFETY: the caller's promise: the child has no thread in a writer.
+        unsafe { self.writer.release_after_fork() }
+    }
+
     /// What the writer has done so far. Waits for a windup in progress.
     pub fn stats(&self) -> Stats {
         self.writer.lock().stats
     }
 
-    /// The windup proper, holding the writer lock. `step` is a realtime step,
-    /// published without any rate change.
-    fn windup_locked(&self, writer: &mut WriterState, step: Option<Step>) -> Windup {
+    /// The windup proper, holding the writer lock: builds the next hands
+    /// (see [`next`](Timekeeper::next)) and publishes it, building it again
+    /// from a new sample when readers cancel it.
+    fn windup_locked(&self, writer: &mut WriterState, change: Change<'_>) -> Windup {
         let mut attempt = 0;
         loop {
-            let (state, hands) = self.current(|slot| slot.hands(self.interval));
-            let line = hands.line;
+            let (state, hands) = self.current(|slot| slot.hands());
             if state & RETIRED != 0 {
                 return Windup::Retired;
             }
-            let delta = self.delta(line.base, self.counter.read());
-            // A count behind the base (this CPU's counter a little behind) is
-            // taken as the base itself, so that the skew is not kept.
-            let count = line.base.wrapping_add(delta) & self.mask;
-            let now = line.uptime_at(delta);
-            let mut discipline = writer.discipline;
-            let switch_passed = delta >= line.switch;
-            let boottime = match step {
-                Some(Step::Realtime(realtime)) => realtime.saturating_sub(now),
-                Some(Step::Boottime(offset)) => offset,
-                None => hands.boottime,
-            };
-            let reschedule = step.is_none() && switch_passed && attempt < RATE_CHANGE_ATTEMPTS;
-            let next = if switch_passed {
-                // The current hands' slew is accounted whole: what has run, and
-                // what the next hands runs up to its end.
-                if line.slew_len != u64::MAX {
-                    discipline.charge(line.slew_len);
-                }
-                discipline.end_slew();
-                let (switch, scale_before) = match line.slew_end().filter(|&end| delta < end) {
-                    // The rest of the slew first. A slew lasts one interval,
-                    // so it ends at the current hands' promise.
-                    Some(end) => (end - delta, line.scale_after),
-                    // The next rate at the lead or the promise, whichever is
-                    // later.
-                    None if reschedule => {
-                        let promise = (line.switch + self.interval).saturating_sub(delta);
-                        (promise.max(self.lead), line.settled)
-                    }
-                    // Keep the rate (a realtime step, or readers keep
-                    // cancelling).
-                    None => (0, line.settled),
-                };
-                let (scale_after, slew_len, settled) = if reschedule {
-                    let scale = discipline.retune();
-                    let settled = discipline.settled();
-                    let slew_len = if scale == settled {
-                        u64::MAX
-                    } else {
-                        self.interval
-                    };
-                    (scale, slew_len, settled)
-                } else {
-                    (line.settled, u64::MAX, line.settled)
-                };
-                Hands {
-                    line: Line {
-                        base: count,
-                        switch,
-                        scale_before,
-                        scale_after,
-                        slew_len,
-                        settled,
-                        at_switch: now.saturating_add(BinTime::from_counts(switch, scale_before)),
-                    },
-                    boottime,
-                    coarse: coarse_of(now),
-                }
-            } else {
-                // The scheduled switch has not come: the same function, later base.
-                Hands {
-                    line: Line {
-                        base: count,
-                        switch: line.switch - delta,
-                        ..line
-                    },
-                    boottime,
-                    coarse: coarse_of(now),
-                }
-            };
-            // After its switch point the candidate runs at other rates than the
-            // current hands (which runs `settled` there).
-            let changes_rate = reschedule
-                && (next.line.scale_after != line.settled || next.line.settled != line.settled);
-            // The candidate's switch point, seen from the current hands.
-            let switch_from_current = delta.saturating_add(next.line.switch);
-            if self.publish(
-                state,
-                line.base,
-                &next,
-                changes_rate.then_some(switch_from_current),
-            ) {
-                writer.discipline = discipline;
+            let delta = self.delta(hands.line.base, self.counter.read());
+            let next = self.next(writer, &hands, delta, change, attempt);
+            if self.publish(state, hands.line.base, &next.hands, next.rate_switch) {
+                writer.discipline = next.discipline;
                 writer.stats.windups += 1;
-                writer.stats.rate_changes += changes_rate as u64;
+                writer.stats.rate_changes += next.rate_switch.is_some() as u64;
                 return Windup::Published;
             }
             writer.stats.cancelled += 1;
             attempt += 1;
+        }
+    }
+
+    /// The hands that follows `hands` at `delta` counts from its base, for
+    /// `change`, on the `attempt`th try.
+    ///
+    /// Before the switch point it is the same timeline from a later base.
+    /// Past it, a windup schedules the next rate (the frequency in use and
+    /// a slew plan for what remains) at a new switch point: the promise or a
+    /// lead ahead, whichever is later, so that no reader has gone past it.
+    /// It keeps the timeline as it is (and leaves the next rate to the next
+    /// windup) for a realtime step, after readers cancelled it
+    /// [`RATE_CHANGE_ATTEMPTS`] times, after a gap (see
+    /// [`windup_following`](Timekeeper::windup_following)), and while a
+    /// slew ends before that point (the hands has one rate before its
+    /// switch).
+    fn next(
+        &self,
+        writer: &WriterState,
+        hands: &Hands,
+        delta: u64,
+        change: Change<'_>,
+        attempt: u32,
+    ) -> Next {
+        let line = &hands.line;
+        let mut discipline = writer.discipline;
+        // A count behind the base (this CPU's counter a little behind) is
+        // taken as the base itself, so that the skew is not kept.
+        let base = line.base.wrapping_add(delta) & self.mask;
+        let promise = line.switch.saturating_add(self.interval);
+        let (now, gap) = match change {
+            Change::Windup {
+                reference: Some(reference),
+            } if self.follows_reference && delta > promise => {
+                let line_now = line.uptime_at(delta);
+                let latest = reference()
+                    .saturating_add(BinTime::from_counts(self.interval, discipline.nominal));
+                let now = line_now.min(latest.max(line.uptime_at(promise)));
+                (now, now != line_now)
+            }
+            _ => (line.uptime_at(delta), false),
+        };
+        let boottime = match change {
+            Change::Realtime(realtime) => realtime.saturating_sub(now),
+            Change::Boottime(offset) => offset,
+            Change::Windup { .. } => hands.boottime,
+        };
+        let hands = |line: Line| Hands {
+            line,
+            boottime,
+            coarse: coarse_of(now),
+        };
+        if delta < line.switch {
+            // Nothing to account: the switch point stays where it was.
+            return Next {
+                hands: hands(Line {
+                    base,
+                    switch: line.switch - delta,
+                    ..*line
+                }),
+                discipline,
+                rate_switch: None,
+            };
+        }
+        let reschedule =
+            matches!(change, Change::Windup { .. }) && !gap && attempt < RATE_CHANGE_ATTEMPTS;
+        let switch = promise.max(delta.saturating_add(self.lead));
+        let one_rate = !line
+            .slew_end()
+            .is_some_and(|end| delta < end && end < switch);
+        let switch = if reschedule && one_rate {
+            switch
+        } else {
+            delta
+        };
+        // The slew that runs up to the new switch point (after a gap, up to
+        // the promise: past it the line never ran) leaves the remainder.
+        let ran_to = if gap { promise } else { switch };
+        let slew = line.slew();
+        discipline.slew_remaining -= slew.map_or(0, |slew| slew.over(ran_to - line.switch));
+        // The slew in force at the new switch point, and its rest.
+        let rest = slew.filter(|_| line.slewing_at(switch)).map(|slew| Slew {
+            len: line.switch + slew.len - switch,
+            ..slew
+        });
+        let scale_before = if line.slewing_at(delta) {
+            line.scale_after
+        } else {
+            line.settled
+        };
+        discipline.slew_before = if line.slewing_at(delta) {
+            slew.map_or(0, |slew| slew.part)
+        } else {
+            0
+        };
+        let (plan, settled) = if switch == delta {
+            (rest, line.settled)
+        } else {
+            let settled = discipline.settled();
+            let kept = rest
+                .filter(|rest| settled == line.settled && rest.delivers(discipline.slew_remaining));
+            (
+                kept.or_else(|| discipline.plan(discipline.slew_remaining)),
+                settled,
+            )
+        };
+        let since = switch - delta;
+        let next = Line {
+            base,
+            switch: since,
+            scale_before,
+            scale_after: plan.map_or(settled, |plan| settled.wrapping_add_signed(plan.part)),
+            slew_len: plan.map_or(u64::MAX, |plan| plan.len),
+            settled,
+            at_switch: now.saturating_add(BinTime::from_counts(since, scale_before)),
+        };
+        // After its switch point the new hands runs at other rates than the
+        // current one: a rate change, which readers past it may cancel.
+        let changes_rate = plan != rest || settled != line.settled;
+        Next {
+            hands: hands(next),
+            discipline,
+            rate_switch: changes_rate.then_some(switch),
         }
     }
 
@@ -1164,6 +1367,20 @@ impl<C: Counter> Timekeeper<C> {
     fn commit(&self, state: usize, base: u64, switch: u64, next_state: usize) -> bool {
         let pending_switch = usize::try_from(switch).unwrap_or(usize::MAX);
         self.pending_switch.store(pending_switch, Ordering::Relaxed);
+        if self.follows_reference {
+            // No reader goes past the promise, and every switch point is at
+            // or after it: no reader can have computed past `switch`.
+            debug_assert!(
+                switch
+                    >= self
+                        .current(|slot| slot.line())
+                        .1
+                        .switch
+                        .saturating_add(self.interval)
+            );
+            self.state.store(next_state, Ordering::Release);
+            return true;
+        }
         self.state.store(state | PENDING, Ordering::Release);
         // Pairs with the fence in `past_promise`: our check below reads the
         // counter no earlier than any reader that did not see the pending flag,

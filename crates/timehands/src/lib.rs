@@ -35,6 +35,8 @@ extern crate alloc;
 
 mod bintime;
 #[cfg(feature = "std")]
+mod bounds;
+#[cfg(feature = "std")]
 mod clock;
 mod counter;
 mod discipline;
@@ -43,10 +45,14 @@ mod hands;
 pub mod hw;
 #[cfg(feature = "std")]
 mod instant;
+#[cfg(feature = "std")]
+mod kernel_clocks;
 mod lock;
 #[cfg(feature = "std")]
 mod mock;
 mod nanos;
+#[cfg(all(test, feature = "std"))]
+mod simulated_kernel;
 #[cfg(feature = "std")]
 mod steer;
 mod sync;
@@ -68,6 +74,7 @@ pub use hands::{
 };
 #[cfg(feature = "std")]
 pub use {
+    bounds::{LeapSecond, RealtimeBounds, realtime_bounds},
     clock::{
         ClockId, Info, Resolution, Verdict, getres, gettime, info, now, now_coarse,
         now_coarse_coherent, now_coherent, now_unordered, try_gettime,
@@ -116,6 +123,14 @@ pub enum Error {
     },
     /// A value outside the range of its target type; the text says which.
     OutOfRange(&'static str),
+    /// The kernel's real time is not synchronized to UTC (no NTP daemon, or
+    /// it lost its sources): no bound on it exists.
+    Unsynchronized,
+    /// `adjtimex(2)` failed with this errno.
+    Ntp {
+        /// The error number.
+        errno: i32,
+    },
 }
 
 impl fmt::Display for Error {
@@ -147,6 +162,10 @@ impl fmt::Display for Error {
                 "frequency adjustment {ppb} ppb is beyond the ±500000 ppb (500 ppm) a timekeeper allows"
             ),
             Error::OutOfRange(what) => f.write_str(what),
+            Error::Unsynchronized => f.write_str(
+                "the kernel's real time is not synchronized to UTC: run an NTP daemon (chrony, ntpd, systemd-timesyncd) to get bounds on it"
+            ),
+            Error::Ntp { errno } => write!(f, "adjtimex(2) failed with errno {errno}"),
         }
     }
 }

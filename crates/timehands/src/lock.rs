@@ -42,6 +42,18 @@ impl<T> WriterLock<T> {
             .map(|_| WriterGuard { lock: self })
     }
 
+    /// Lets go of a lock whose holder no longer exists: in a `fork()`ed
+    /// child, where only the forking thread goes on. The state is as the
+    /// holder left it (a writer publishes first and updates its state after,
+    /// so at worst it lacks the last windup's accounting).
+    ///
+    /// # Safety
+    /// No thread of this process may hold a guard.
+    #[cfg(feature = "std")]
+    pub(crate) unsafe fn release_after_fork(&self) {
+        self.locked.store(false, Ordering::Release);
+    }
+
     /// The lock, once the writer that holds it lets go.
     pub(crate) fn lock(&self) -> WriterGuard<'_, T> {
         loop {

@@ -27,7 +27,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::clock::{HostClock, HostCounter, kernel_nanos};
+use crate::clock::{HostClock, HostCounter};
+use crate::kernel_clocks::{KernelClock, KernelClocks};
 use crate::watchdog;
 use crate::{BinTime, Counter, Timekeeper};
 
@@ -63,16 +64,16 @@ impl Pair {
 }
 
 /// The tightest of three `read, CLOCK_MONOTONIC, read` brackets.
-pub(crate) fn pair(read: impl Fn() -> u64) -> Pair {
-    pair_with(read, libc::CLOCK_MONOTONIC)
+pub(crate) fn pair(kernel: &dyn KernelClocks, read: impl Fn() -> u64) -> Pair {
+    pair_with(kernel, read, KernelClock::Monotonic)
 }
 
 /// The tightest of three `read, clock, read` brackets.
-fn pair_with(read: impl Fn() -> u64, clock: libc::clockid_t) -> Pair {
+fn pair_with(kernel: &dyn KernelClocks, read: impl Fn() -> u64, clock: KernelClock) -> Pair {
     (0..3)
         .map(|_| {
             let before = read();
-            let kernel = kernel_nanos(clock);
+            let kernel = kernel.nanos(clock);
             let width = read().wrapping_sub(before);
             Pair {
                 count: before.wrapping_add(width / 2),
@@ -90,9 +91,9 @@ fn pair_with(read: impl Fn() -> u64, clock: libc::clockid_t) -> Pair {
 /// counter that runs through suspend (an invariant TSC in s2idle) counts. The
 /// suspend's own bracket, in counts of a counter at `hz`, widens the sample's:
 /// a read preempted there must not look like a counter off its rate.
-fn watch_pair(read: impl Fn() -> u64, hz: u64) -> Pair {
-    let (suspended, suspended_width) = offset_from_monotonic(libc::CLOCK_BOOTTIME, 3);
-    let raw = pair_with(read, libc::CLOCK_MONOTONIC_RAW);
+fn watch_pair(kernel: &dyn KernelClocks, read: impl Fn() -> u64, hz: u64) -> Pair {
+    let (suspended, suspended_width) = offset_from_monotonic(kernel, KernelClock::Boottime, 3);
+    let raw = pair_with(kernel, read, KernelClock::MonotonicRaw);
     let suspended_counts = (suspended_width as u128 * hz as u128 / 1_000_000_000) as u64;
     Pair {
         kernel: raw.kernel.saturating_add_signed(suspended),
@@ -104,12 +105,16 @@ fn watch_pair(read: impl Fn() -> u64, hz: u64) -> Pair {
 /// The kernel clock `id` minus CLOCK_MONOTONIC, in ns, and the width of the
 /// bracket it was read in: the tightest of `brackets` brackets `MONOTONIC, id,
 /// MONOTONIC`.
-fn offset_from_monotonic(id: libc::clockid_t, brackets: usize) -> (i64, u64) {
+fn offset_from_monotonic(
+    kernel: &dyn KernelClocks,
+    id: KernelClock,
+    brackets: usize,
+) -> (i64, u64) {
     (0..brackets.max(1))
         .map(|_| {
-            let before = kernel_nanos(libc::CLOCK_MONOTONIC) as i64;
-            let other = kernel_nanos(id) as i64;
-            let after = kernel_nanos(libc::CLOCK_MONOTONIC) as i64;
+            let before = kernel.nanos(KernelClock::Monotonic) as i64;
+            let other = kernel.nanos(id) as i64;
+            let after = kernel.nanos(KernelClock::Monotonic) as i64;
             (
                 other - before - (after - before) / 2,
                 (after - before) as u64,
@@ -162,9 +167,13 @@ pub(crate) fn read_tsc() -> u64 {
 /// hundreds of ppm); the first steering, [`STEER_INTERVAL`] later and measured
 /// from the same `start`, makes it good.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn startup_frequency(start: &Pair, read: impl Fn() -> u64) -> Measured {
+pub(crate) fn startup_frequency(
+    kernel: &dyn KernelClocks,
+    start: &Pair,
+    read: impl Fn() -> u64,
+) -> Measured {
     loop {
-        if let Some(measured) = start.frequency_to(&pair(&read), STARTUP_BASELINE) {
+        if let Some(measured) = start.frequency_to(&pair(kernel, &read), STARTUP_BASELINE) {
             return measured;
         }
     }
@@ -174,13 +183,14 @@ pub(crate) fn startup_frequency(start: &Pair, read: impl Fn() -> u64) -> Measure
 /// it was measured in: the tightest of `brackets` brackets `ours, kernel, ours`.
 pub(crate) fn offset_to_kernel(
     engine: &Timekeeper<impl Counter>,
-    id: libc::clockid_t,
+    kernel: &dyn KernelClocks,
+    id: KernelClock,
     brackets: usize,
 ) -> (i128, u64) {
     (0..brackets.max(1))
         .map(|_| {
             let before = engine.uptime().as_nanos();
-            let kernel = kernel_nanos(id) as i128;
+            let kernel = kernel.nanos(id) as i128;
             let after = engine.uptime().as_nanos();
             (kernel - (before + after) / 2, (after - before) as u64)
         })
@@ -192,7 +202,7 @@ pub(crate) fn offset_to_kernel(
 /// error bound it gives (the offset plus half its bracket) for `info` and
 /// `getres`, and returns it in ns.
 pub(crate) fn measure_phase(engine: &Timekeeper<HostCounter>, clock: &HostClock) -> i64 {
-    let (offset, width) = offset_to_kernel(engine, libc::CLOCK_MONOTONIC, 3);
+    let (offset, width) = offset_to_kernel(engine, clock.kernel, KernelClock::Monotonic, 3);
     let offset = offset as i64;
     clock.last_offset.store(offset, Ordering::Relaxed);
     clock
@@ -214,33 +224,62 @@ pub(crate) struct Steering {
     next_anchor: Option<Pair>,
     /// CLOCK_MONOTONIC at the last steering.
     last_steer: u64,
-    /// REALTIME − MONOTONIC as last given to the engine, in ns.
-    realtime_offset: Option<i64>,
-    /// BOOTTIME − MONOTONIC as last given to the host clock, in ns.
-    boottime_offset: Option<i64>,
+    /// REALTIME − MONOTONIC as last given to the engine.
+    realtime_offset: Option<Offset>,
+    /// BOOTTIME − MONOTONIC as last given to the host clock.
+    boottime_offset: Option<Offset>,
     /// The watchdog's first sample and its last (see `watch_pair`).
     watch_anchor: Option<Pair>,
     watched: Option<Pair>,
 }
 
+/// An offset of a kernel clock from CLOCK_MONOTONIC, in ns, as measured:
+/// within half its bracket's `width` of the truth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Offset {
+    pub(crate) ns: i64,
+    pub(crate) width: u64,
+}
+
+impl Offset {
+    /// Whether `other` cannot be the same offset: the two brackets do not
+    /// overlap. Neither noise nor a first measurement preempted wide (whose
+    /// truth lies anywhere in its bracket) makes a move.
+    fn moved_to(&self, other: &Offset) -> bool {
+        self.ns.abs_diff(other.ns) > (self.width + other.width) / 2
+    }
+}
+
+/// How many brackets an offset is recorded from, the tightest kept.
+const RECORD_BRACKETS: usize = 10;
+
 /// The offset of the kernel clock `id` from CLOCK_MONOTONIC if it moved from
-/// the `known` one by more than the measurement can tell, recording it: so
-/// that noise never moves a clock, backwards or forwards. One bracket at each
-/// windup; a move is confirmed with the tightest of three, so that a bracket
-/// preempted wide is neither a move nor a recorded offset.
-fn moved_offset(known: &mut Option<i64>, id: libc::clockid_t) -> Option<i64> {
-    let differs = |known: &Option<i64>, (offset, width): (i64, u64)| {
-        known.is_none_or(|known| known.abs_diff(offset) > width)
+/// the `known` one by more than the two measurements can tell, recording it:
+/// so that noise never moves a clock, backwards or forwards. One bracket at
+/// each windup; a move is confirmed, and recorded, with the tightest of
+/// [`RECORD_BRACKETS`], so that a bracket preempted wide is neither a move
+/// nor (but for a machine that preempts every one) a recorded offset.
+fn moved_offset(
+    known: &mut Option<Offset>,
+    kernel: &dyn KernelClocks,
+    id: KernelClock,
+) -> Option<Offset> {
+    let measure = |brackets| {
+        let (ns, width) = offset_from_monotonic(kernel, id, brackets);
+        Offset { ns, width }
     };
-    if !differs(known, offset_from_monotonic(id, 1)) {
+    let moved = |known: &Option<Offset>, measured: &Offset| {
+        known.is_none_or(|known| known.moved_to(measured))
+    };
+    if !moved(known, &measure(1)) {
         return None;
     }
-    let confirmed = offset_from_monotonic(id, 3);
-    if !differs(known, confirmed) {
+    let confirmed = measure(RECORD_BRACKETS);
+    if !moved(known, &confirmed) {
         return None;
     }
-    *known = Some(confirmed.0);
-    Some(confirmed.0)
+    *known = Some(confirmed);
+    Some(confirmed)
 }
 
 impl Steering {
@@ -273,7 +312,7 @@ impl Steering {
     #[cfg(test)]
     pub(crate) fn pretend_suspended(&mut self, ns: i64) {
         if let Some(known) = &mut self.boottime_offset {
-            *known -= ns;
+            known.ns -= ns;
         }
     }
 
@@ -298,17 +337,18 @@ impl Steering {
     pub(crate) fn steer(&mut self, clock: &HostClock) {
         // At every windup: a `settimeofday` shows in Realtime one windup on.
         self.follow_offsets(clock);
-        let now = kernel_nanos(libc::CLOCK_MONOTONIC);
+        let now = clock.kernel.nanos(KernelClock::Monotonic);
         if now.saturating_sub(self.last_steer) < STEER_INTERVAL.as_nanos() as u64 {
             return;
         }
         self.last_steer = now;
         let engine = clock.engine();
-        if let Some(why) = self.watch(engine) {
+        if let Some(why) = self.watch(clock.kernel, engine) {
             self.fail_over(clock, format!("watchdog: {why}"));
             return;
         }
-        let current = pair(|| engine.counter().read());
+        clock.follow_tai();
+        let current = pair(clock.kernel, || engine.counter().read());
         self.steer_rate(engine, current);
         self.steer_phase(engine, clock);
     }
@@ -325,11 +365,19 @@ impl Steering {
 
     /// The watchdog's verdict on the counter from the last steering's pair to
     /// `current` (none on the kernel's own clock, which is the reference).
-    fn watch(&mut self, engine: &Timekeeper<HostCounter>) -> Option<watchdog::Misbehaviour> {
+    fn watch(
+        &mut self,
+        kernel: &dyn KernelClocks,
+        engine: &Timekeeper<HostCounter>,
+    ) -> Option<watchdog::Misbehaviour> {
         if matches!(engine.counter(), HostCounter::Kernel(_)) {
             return None;
         }
-        let current = watch_pair(|| engine.counter().read(), engine.counter().frequency());
+        let current = watch_pair(
+            kernel,
+            || engine.counter().read(),
+            engine.counter().frequency(),
+        );
         let earlier = self.watched.replace(current)?;
         // The rate the counter has kept since the first sample, up to the
         // last one: what this interval is held to.
@@ -364,14 +412,22 @@ impl Steering {
     /// followed when they move by more than the bracket they are read in
     /// (a `settimeofday`, a suspend).
     pub(crate) fn follow_offsets(&mut self, clock: &HostClock) {
-        if let Some(realtime) = moved_offset(&mut self.realtime_offset, libc::CLOCK_REALTIME) {
+        let kernel = clock.kernel;
+        if let Some(realtime) =
+            moved_offset(&mut self.realtime_offset, kernel, KernelClock::Realtime)
+        {
             clock
                 .engine()
-                .set_boottime(BinTime::from_nanos(realtime as i128));
+                .set_boottime(BinTime::from_nanos(realtime.ns as i128));
+            clock
+                .realtime_uncertainty
+                .store(realtime.width.div_ceil(2), Ordering::Relaxed);
         }
         let known = self.boottime_offset.is_some();
-        if let Some(boottime) = moved_offset(&mut self.boottime_offset, libc::CLOCK_BOOTTIME) {
-            clock.boottime_offset.store(boottime, Ordering::Relaxed);
+        if let Some(boottime) =
+            moved_offset(&mut self.boottime_offset, kernel, KernelClock::Boottime)
+        {
+            clock.boottime_offset.store(boottime.ns, Ordering::Relaxed);
             if known {
                 // A suspend: CLOCK_MONOTONIC stood still while the counter
                 // may have run on, so the rate's baseline starts again after

@@ -18,7 +18,8 @@ use std::fmt::Write as _;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::clock::{clock, kernel_nanos};
+use crate::clock::clock;
+use crate::kernel_clocks::{KernelClock, SystemClocks, kernel_nanos};
 use crate::steer::offset_to_kernel;
 use crate::{ClockId, Counter, getres};
 
@@ -92,8 +93,11 @@ fn uuid() -> String {
 pub fn clock_description() -> ClockDescription {
     let clock = clock();
     clock.choose_counter();
+    // Wound up, so that the measurement reads a clock that runs (reads
+    // stand past the promise until a windup).
+    clock.maintain();
     let engine = clock.engine();
-    let (offset, width) = offset_to_kernel(engine, libc::CLOCK_REALTIME, 10);
+    let (offset, width) = offset_to_kernel(engine, &SystemClocks, KernelClock::Realtime, 10);
     let accuracy = getres(ClockId::Monotonic).accuracy;
     let precision = Duration::from_nanos(width / 2 + 1) + accuracy;
     ClockDescription {

@@ -404,10 +404,12 @@ fn adjtime_slews_at_500_ppm_until_done() {
         assert!((499_370..=499_380).contains(&gained), "{gained}");
         let gained = step(1000);
         assert!((999_370..=999_380).contains(&gained), "{gained}");
-        // Replace: what is left comes back, rounded toward zero. The slew was
-        // accounted up to the switch point already scheduled (2000.25 ms).
+        // Replace: what had not run comes back, rounded toward zero.
         let left = tk.adjtime(-1_000_000);
-        assert!((2_000_490..=2_000_510).contains(&left), "{left}");
+        assert!(
+            (left as i128 - (3_000_000 - gained)).abs() <= 1,
+            "{left} after {gained}"
+        );
         // The new request is used up exactly: in the end the clock has gained
         // what the first request used and the second request in full.
         let gained = step(3000);
@@ -421,29 +423,63 @@ fn adjtime_slews_at_500_ppm_until_done() {
     }
 }
 
-/// A slew lasts one interval after its switch point, however late the next
-/// windup comes: a clock wound up by readers half a second apart gains what
-/// was asked, one interval's worth (500 ns at 500 ppm) a windup, and never
-/// more (before, each late windup ran the slew for the whole gap: 250 µs).
+/// A slew runs at 500 ppm from its switch point until the amount is used up
+/// (BSD `adjtime(2)`), however far apart windups come: a 100 Hz tick, a
+/// tenth of a second, readers a second apart. Before, a slew lasted one
+/// interval past each windup, and 1 ms asked with windups 10 ms apart had
+/// slewed 0.15 ms after 3 s. Checked halfway between windups and at each,
+/// to within 2 ns of `min(amount, 500 ppm * (t - switch))`.
 #[test]
-fn a_slew_never_outruns_late_windups() {
+fn a_slew_runs_at_its_rate_whatever_the_windup_spacing() {
+    for spacing in [10_000_000u64, 100_000_000, 1_000_000_000] {
+        for hands in RINGS {
+            let counter = SimCounter::new(1_000_000_000);
+            let tk = timekeeper(&counter, hands);
+            assert_eq!(tk.adjtime(1_000_000), 0);
+            let mut elapsed = 0u64;
+            // The first windup plans the slew a lead (a quarter interval) on.
+            let switch = spacing + 250_000;
+            let bsd = |t: u64| (t.saturating_sub(switch) as i128 / 2_000).min(1_000_000);
+            while elapsed < 4_000_000_000 {
+                for _ in 0..2 {
+                    counter.advance(spacing / 2);
+                    elapsed += spacing / 2;
+                    let gained = tk.uptime().as_nanos() - elapsed as i128;
+                    let expected = bsd(elapsed);
+                    assert!(
+                        (gained - expected).abs() <= 2,
+                        "{spacing} ns apart, at {elapsed} ns: gained {gained}, BSD {expected}"
+                    );
+                }
+                tk.windup();
+            }
+            assert_eq!(tk.adjtime(0), 0, "{spacing} ns apart");
+        }
+    }
+}
+
+/// `adjtime`'s return is what has not run at the moment it is called,
+/// whatever the windups: in the middle of a plan, between windups.
+#[test]
+fn adjtime_returns_the_exact_remainder() {
     for hands in RINGS {
         let counter = SimCounter::new(1_000_000_000);
         let tk = timekeeper(&counter, hands);
-        let half_second = 500_000_000;
-        tk.adjtime(12_000);
+        tk.adjtime(-1_000_000);
         let mut elapsed = 0i128;
-        let mut last = 0;
-        for _ in 0..40 {
-            counter.advance(half_second);
-            elapsed += half_second as i128;
-            let gained = tk.uptime().as_nanos() - elapsed;
-            assert!((last..=12_000).contains(&gained), "{last} then {gained}");
-            last = gained;
+        for advance in [10_000_000, 333_333_333, 1_000, 77_777_777] {
+            counter.advance(advance);
+            elapsed += advance as i128;
             tk.windup();
+            counter.advance(advance / 3);
+            elapsed += (advance / 3) as i128;
+            let gained = tk.uptime().as_nanos() - elapsed;
+            let left = tk.adjtime(-1_000_000 - gained as i64);
+            assert!(
+                (left as i128 - (-1_000_000 - gained)).abs() <= 1,
+                "{left} after {gained}"
+            );
         }
-        assert!((11_999..=12_000).contains(&last), "{last}");
-        assert_eq!(tk.adjtime(0), 0);
     }
 }
 
@@ -673,5 +709,90 @@ fn counter_frequency_and_boottime_can_be_set() {
         let offset = BinTime::new(1_700_000_000, 12345);
         tk.set_boottime(offset);
         assert_eq!(tk.realtime(), tk.uptime() + offset);
+    }
+}
+
+/// A timekeeper that follows a reference (CLOCK_MONOTONIC, for the host)
+/// whose counter runs on through a suspend the reference does not count:
+/// readers on threads through the resume never step back and never read
+/// more than two windup intervals ahead of the reference read after them,
+/// and the first windup after the resume takes the hour out. A paused VM,
+/// where the reference jumps with the counter, keeps the time that passed.
+#[test]
+fn a_suspend_the_reference_did_not_see_is_taken_out() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    const HOUR: u64 = 3_600_000_000_000;
+    for hands in RINGS {
+        let counter = SimCounter::new(1_000_000_000);
+        let tk = Arc::new(
+            Timekeeper::builder(counter.clone())
+                .hands(hands)
+                .follows_reference(true)
+                .build()
+                .unwrap(),
+        );
+        // The reference, in ns: the counter less the time suspended.
+        let reference = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let running = Arc::new(AtomicU64::new(0));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (tk, reference, stop) = (tk.clone(), reference.clone(), stop.clone());
+                let running = running.clone();
+                std::thread::spawn(move || {
+                    let mut last = 0;
+                    let mut reads = 0u64;
+                    running.fetch_add(1, Ordering::AcqRel);
+                    while !stop.load(Ordering::Acquire) {
+                        let now = tk.uptime_nanos();
+                        let after = reference.load(Ordering::Acquire);
+                        assert!(now >= last, "{last} then {now}");
+                        assert!(
+                            now <= after + 2_000_000,
+                            "{now} ns read, reference {after} ns"
+                        );
+                        last = now;
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        while running.load(Ordering::Acquire) < 2 {
+            std::thread::yield_now();
+        }
+        let run = |ms: u64| {
+            for _ in 0..ms * 10 {
+                std::thread::yield_now();
+                // The counter first: a reader never sees the reference ahead.
+                counter.advance(100_000);
+                reference.fetch_add(100_000, Ordering::Release);
+                if tk.uptime_and_due().1 {
+                    tk.windup_following(|| {
+                        BinTime::from_nanos(reference.load(Ordering::Acquire) as i128)
+                    });
+                }
+            }
+        };
+        run(20);
+        let before = tk.uptime_nanos();
+        counter.advance(HOUR); // suspended: the reference stands still
+        run(20);
+        let after = tk.uptime_nanos();
+        let mono = reference.load(Ordering::Acquire);
+        assert!(after <= mono + 2_000_000, "{after} ns, reference {mono} ns");
+        assert!(after - before < 25_000_000, "{before} then {after}");
+        // A paused VM: the counter and the reference both ran an hour on.
+        counter.advance(HOUR);
+        reference.fetch_add(HOUR, Ordering::Release);
+        run(5);
+        let resumed = tk.uptime_nanos();
+        assert!(resumed >= after + HOUR, "{after} then {resumed}");
+        stop.store(true, Ordering::Release);
+        for reader in readers {
+            assert!(reader.join().expect("the reader's checks held") > 0);
+        }
     }
 }

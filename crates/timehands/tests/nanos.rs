@@ -37,6 +37,10 @@ enum Step {
     /// windup very late.
     Stall(u64),
     Windup,
+    /// A windup following a reference that is this many windup intervals
+    /// (in 1/1000) ahead of the last exact read (negative: behind; the
+    /// reference missed a suspend).
+    WindupFollowing(i64),
     Adjtime(i64),
     FrequencyAdjustment(i64),
     SetRealtime(i64),
@@ -48,6 +52,7 @@ fn step() -> impl Strategy<Value = Step> {
         8 => (0u64..3000).prop_map(Step::Advance),
         1 => (0u64..1000).prop_map(Step::Stall),
         6 => Just(Step::Windup),
+        3 => (-3000i64..3000).prop_map(Step::WindupFollowing),
         2 => (-5_000_000i64..5_000_000).prop_map(Step::Adjtime),
         2 => (-500_000i64..=500_000).prop_map(Step::FrequencyAdjustment),
         1 => (-4_000_000_000i64..4_000_000_000).prop_map(Step::SetRealtime),
@@ -64,6 +69,7 @@ fn timekeeper(
     interval: u64,
     start: i64,
     first_count: u64,
+    follows_reference: bool,
 ) -> Option<(SimCounter, Timekeeper<SimCounter>, u64)> {
     let mask = u64::MAX >> (64 - bits);
     let counter = SimCounter::with_mask(hz, mask);
@@ -74,6 +80,7 @@ fn timekeeper(
     let tk = Timekeeper::builder(counter.clone())
         .windup_interval(Duration::from_nanos(ns))
         .start_at(BinTime::new(start, 0))
+        .follows_reference(follows_reference)
         .build()
         .ok()?;
     Some((counter, tk, counts))
@@ -94,9 +101,10 @@ proptest! {
         interval in 0u64..1000,
         start in prop_oneof![-20i64..20, 0i64..1 << 34],
         first_count in any::<u64>(),
+        follows_reference in any::<bool>(),
         steps in proptest::collection::vec(step(), 1..max_steps()),
     ) {
-        let Some((counter, tk, interval)) = timekeeper(hz, bits, interval, start, first_count)
+        let Some((counter, tk, interval)) = timekeeper(hz, bits, interval, start, first_count, follows_reference)
         else {
             return Err(TestCaseError::reject("the counter cannot hold such an interval"));
         };
@@ -117,6 +125,18 @@ proptest! {
                 Step::Stall(part) => advance(mask / 8 / 1000 * part),
                 Step::Windup => {
                     if tk.windup() == Windup::Published {
+                        since_windup = 0;
+                    }
+                }
+                Step::WindupFollowing(part) => {
+                    let scale = ((1u128 << 64) / hz as u128) as u64;
+                    let lag = BinTime::from_counts(interval * part.unsigned_abs() / 1000, scale);
+                    let reference = if part < 0 {
+                        tk.uptime().saturating_sub(lag)
+                    } else {
+                        tk.uptime().saturating_add(lag)
+                    };
+                    if tk.windup_following(|| reference) == Windup::Published {
                         since_windup = 0;
                     }
                 }

@@ -54,6 +54,7 @@ static const struct {
 	{ CLOCK_MONOTONIC_RAW, "CLOCK_MONOTONIC_RAW", 0 },
 	{ CLOCK_REALTIME_COARSE, "CLOCK_REALTIME_COARSE", 1 },
 	{ CLOCK_MONOTONIC_COARSE, "CLOCK_MONOTONIC_COARSE", 1 },
+	{ CLOCK_TAI, "CLOCK_TAI", 0 },
 };
 #define SERVED (sizeof served / sizeof served[0])
 
@@ -248,8 +249,8 @@ resolution_and_accuracy_are_stated(void)
  * th_clock_getres answer as clock_gettime and clock_getres do (the same
  * return, errno, and a time within the kernel's bracket or the same
  * resolution), for the clocks the kernel has and those it refuses: the
- * CPU-time clocks (also a process's and a thread's dynamic ids), CLOCK_TAI,
- * the alarm clocks, the ids 10 to 15 (removed or unused), the auxiliary
+ * CPU-time clocks (also a process's and a thread's dynamic ids), the alarm
+ * clocks, the ids 10 and 12 to 15 (removed or unused), the auxiliary
  * clocks of Linux 6.17 (16 to 23: refused by older kernels or when not
  * enabled), and ids no kernel has. th_clock_getaccuracy states only
  * timehands' clocks' error.
@@ -263,11 +264,11 @@ every_other_id_is_the_kernels(void)
 
 	ids[count++] = CLOCK_PROCESS_CPUTIME_ID;
 	ids[count++] = CLOCK_THREAD_CPUTIME_ID;
-	ids[count++] = CLOCK_TAI;
 	ids[count++] = CLOCK_REALTIME_ALARM;
 	ids[count++] = CLOCK_BOOTTIME_ALARM;
 	for (id = 10; id <= 23; id++)
-		ids[count++] = id;
+		if (id != CLOCK_TAI)
+			ids[count++] = id;
 	ids[count++] = -1;
 	ids[count++] = 4096;
 	CHECK(clock_getcpuclockid(getpid(), &ids[count]) == 0,
@@ -322,6 +323,41 @@ every_other_id_is_the_kernels(void)
 		    "getres id %d, NULL", (int)id);
 		FAILS_WITH(EINVAL, th_clock_getaccuracy(id, &our_res), id);
 	}
+}
+
+/*
+ * th_clock_getbounds: around our CLOCK_REALTIME (read between two of the
+ * kernel's) by at least the kernel's own bound where an NTP daemon keeps
+ * the kernel synchronized; no bound, and the reading, where none does.
+ */
+static void
+realtime_is_bounded_or_said_unsynchronized(void)
+{
+	struct th_realtime_bounds b;
+	struct timespec before, after;
+
+	clock_gettime(CLOCK_REALTIME, &before);
+	CHECK(th_clock_getbounds(&b) == 0, "th_clock_getbounds: errno %d", errno);
+	clock_gettime(CLOCK_REALTIME, &after);
+	CHECK(near(ns(before), ns(b.realtime), ns(after)),
+	    "bounds read %lld ns, the kernel [%lld, %lld]", ns(b.realtime),
+	    ns(before), ns(after));
+	if (b.synchronized) {
+		CHECK(ns(b.earliest) <= ns(b.realtime) &&
+		    ns(b.realtime) <= ns(b.latest),
+		    "bounds [%lld, %lld] around %lld", ns(b.earliest),
+		    ns(b.latest), ns(b.realtime));
+		CHECK(ns(b.latest) - ns(b.realtime) >=
+		    (long long)b.kernel_max_error_ns,
+		    "bound %lld ns under the kernel's %llu",
+		    ns(b.latest) - ns(b.realtime),
+		    (unsigned long long)b.kernel_max_error_ns);
+	} else {
+		CHECK(ns(b.earliest) == 0 && ns(b.latest) == 0,
+		    "unsynchronized, yet bounds [%lld, %lld]", ns(b.earliest),
+		    ns(b.latest));
+	}
+	FAILS_WITH(EFAULT, th_clock_getbounds(NULL), -1);
 }
 
 /* The errors of clock_gettime: EFAULT for NULL, after the id. */
@@ -428,6 +464,7 @@ main(void)
 	resolution_and_accuracy_are_stated();
 	every_other_id_is_the_kernels();
 	errors_are_those_of_clock_gettime();
+	realtime_is_bounded_or_said_unsynchronized();
 	if (info_says_what_the_clock_runs_on(&info))
 		the_ctf_description_is_copied_like_snprintf(&info);
 
