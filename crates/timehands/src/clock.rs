@@ -65,16 +65,23 @@
 //!
 //! A suspend is not a failure: an invariant TSC counts on through s2idle,
 //! where CLOCK_MONOTONIC stops, and the watchdog's reference counts the
-//! suspend in. Our clock then stands ahead of CLOCK_MONOTONIC by the time
-//! suspended (time already read cannot be taken back), and the steering slews
-//! that away at 500 ppm; [`info`] and [`getres`] show the offset meanwhile.
-//! The steering's rate baseline starts again after a suspend, so that the
-//! counts of the suspend are not taken for a frequency.
+//! suspend in. The host's timekeepers [follow](crate::Builder::follows_reference)
+//! CLOCK_MONOTONIC: no read extrapolates the counter past the current
+//! timehands' promise (two windup intervals at most), and the windup the
+//! first reader after a resume makes (see [`Timekeeper::windup_following`])
+//! resumes the time from CLOCK_MONOTONIC, read after the counter, plus an
+//! interval, rather than an hour ahead of it. The steering slews that last
+//! interval away. The steering's rate baseline starts again after a suspend,
+//! so that the counts of the suspend are not taken for a frequency. A TSC
+//! that restarts from 0 (S3 on some machines) reads behind its base: time
+//! stands at the last windup until the watchdog fails over.
 //!
 //! # Who winds up
 //!
 //! Nobody needs to: a reader that finds the timehands a windup interval old
-//! winds up (the others carry on; one wins the writer lock). A thread is started
+//! winds up (the others carry on; one wins the writer lock). A reader that
+//! finds them past their promise stood there: it winds up (or waits for the
+//! thread that does) and reads again. A thread is started
 //! only for the coarse clocks, which read no counter and so would never notice:
 //! the first coarse read starts it, and it winds up every interval. Each windup
 //! leaves the coarse time ready for [`now_coarse`] in one word

@@ -22,11 +22,12 @@ fn pack(t: BinTime) -> u64 {
 /// A 1 kHz counter with a 4-count interval (the switch point one count after a
 /// windup's sample), wound up at count 8 and standing at 12, with a 500 ppm
 /// slower rate waiting for the next windup.
-fn setup(hands: usize) -> (SimCounter, Arc<Timekeeper<SimCounter>>) {
+fn setup(hands: usize, follows_reference: bool) -> (SimCounter, Arc<Timekeeper<SimCounter>>) {
     let counter = SimCounter::new(1000);
     let tk = Timekeeper::builder(counter.clone())
         .hands(hands)
         .windup_interval(Duration::from_millis(4))
+        .follows_reference(follows_reference)
         .build()
         .unwrap();
     counter.advance(8);
@@ -50,19 +51,46 @@ fn nanos(tk: &Timekeeper<SimCounter>) -> u64 {
     tk.uptime_nanos()
 }
 
+/// How the writer winds up in a model.
+#[derive(Clone, Copy)]
+enum Writer {
+    /// `windup`: the rate change.
+    Windup,
+    /// `windup_following` a reference that saw none of the counts since the
+    /// start: on a timekeeper that follows it, a gap taken out.
+    Following,
+}
+
 /// A writer lowers the rate while one reader moves time past every switch
 /// point it could choose and reads twice with `read`, handing its first value
 /// to a second reader (if `second_reader`) through an atomic. Nobody may see
 /// time go backwards.
 fn rate_change_against_readers(hands: usize, second_reader: bool, read: Read) {
+    readers_against(hands, false, Writer::Windup, second_reader, read);
+}
+
+/// [`rate_change_against_readers`] on a timekeeper that `follows_reference`
+/// or not, with the writer winding up as `how` says.
+fn readers_against(
+    hands: usize,
+    follows_reference: bool,
+    how: Writer,
+    second_reader: bool,
+    read: Read,
+) {
     loom::model(move || {
-        let (counter, tk) = setup(hands);
+        let (counter, tk) = setup(hands, follows_reference);
         let handed = Arc::new(AtomicU64::new(0));
 
         let writer = {
             let tk = tk.clone();
-            thread::spawn(move || {
-                tk.windup();
+            thread::spawn(move || match how {
+                Writer::Windup => {
+                    tk.windup();
+                }
+                Writer::Following => {
+                    tk.windup_following(|| BinTime::ZERO);
+                }
             })
         };
         let first = {
@@ -119,12 +147,29 @@ fn rate_change_in_place_read_in_nanoseconds() {
     rate_change_against_readers(1, false, nanos);
 }
 
+/// Readers past the promise of a timekeeper that follows a reference stand
+/// there, ask nothing and cancel nothing; the rate change is published with
+/// a plain store.
+#[test]
+fn rate_change_with_reads_standing_at_the_promise() {
+    readers_against(2, true, Writer::Windup, true, exact);
+}
+
+/// A windup that takes a gap out (the reference saw none of it) while
+/// readers stand at the promise: the new hands starts no earlier than they
+/// stood, in exact and nanosecond reads.
+#[test]
+fn a_gap_taken_out_against_standing_readers() {
+    readers_against(2, true, Writer::Following, true, exact);
+    readers_against(2, true, Writer::Following, false, nanos);
+}
+
 /// Two windups and a realtime step at once: one writer at a time, and readers
 /// keep a consistent hands (a torn one would break the continuity below).
 #[test]
 fn concurrent_writers_and_a_realtime_step() {
     loom::model(|| {
-        let (counter, tk) = setup(2);
+        let (counter, tk) = setup(2, false);
         let before = tk.uptime();
         let writers: Vec<_> = (0..2)
             .map(|i| {
@@ -160,7 +205,7 @@ fn concurrent_writers_and_a_realtime_step() {
 #[test]
 fn retire_against_readers() {
     loom::model(|| {
-        let (counter, tk) = setup(2);
+        let (counter, tk) = setup(2, false);
         let handed = Arc::new(AtomicU64::new(0));
 
         let writer = {

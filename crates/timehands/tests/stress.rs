@@ -53,14 +53,35 @@ fn pack(t: BinTime) -> u64 {
 #[test]
 #[cfg_attr(miri, ignore = "real threads and a real clock for a long time")]
 fn readers_on_every_cpu_never_see_time_go_backwards() {
+    let stats = stress(false);
+    assert!(
+        stats.cancelled > 0,
+        "no preempted writer was caught: {stats:?}"
+    );
+}
+
+/// The same on a timekeeper that follows a reference: readers past the
+/// promise stand there, and the writers also wind up following a reference
+/// up to 200 µs behind the counter, so that late windups take gaps out.
+#[test]
+#[cfg_attr(miri, ignore = "real threads and a real clock for a long time")]
+fn readers_of_a_timekeeper_that_follows_a_reference_never_see_time_go_backwards() {
+    stress(true);
+}
+
+/// Readers on every CPU against two writers (see the module docs), on a
+/// timekeeper that `follows_reference` or not; returns what the writers did.
+fn stress(follows_reference: bool) -> timehands::Stats {
+    let start = Instant::now();
     let tk = Arc::new(
         Timekeeper::builder(KernelCounter {
-            start: Instant::now(),
+            start,
             writers: [OnceLock::new(), OnceLock::new()],
         })
         // A short interval, so that readers cross promises and switch points
         // thousands of times.
         .windup_interval(Duration::from_micros(50))
+        .follows_reference(follows_reference)
         .build()
         .unwrap(),
     );
@@ -84,6 +105,13 @@ fn readers_on_every_cpu_never_see_time_go_backwards() {
                             .unwrap(),
                         1 => {
                             tk.adjtime(rng.random_range(-100_000..=100_000));
+                        }
+                        2 | 3 if follows_reference => {
+                            let lag = rng.random_range(0..200_000);
+                            tk.windup_following(|| {
+                                let ns = start.elapsed().as_nanos() as i128 - lag;
+                                BinTime::from_nanos(ns)
+                            });
                         }
                         _ => {
                             tk.windup();
@@ -143,8 +171,5 @@ fn readers_on_every_cpu_never_see_time_go_backwards() {
         stats.rate_changes > 0,
         "no rate change was published: {stats:?}"
     );
-    assert!(
-        stats.cancelled > 0,
-        "no preempted writer was caught: {stats:?}"
-    );
+    stats
 }
