@@ -1085,8 +1085,13 @@ impl<C: Counter> Timekeeper<C> {
             // promise), and a lead ahead of now, so that readers rarely cancel;
             // within what the pending switch point can hold on 32-bit targets.
             // Where reads stand at the promise, the promise itself: the time
-            // they stand at, and no counts past it carried over.
+            // they stand at. A counter already past it is wound up to first,
+            // so that the successor starts at the time now, not then.
             let promise = line.switch.saturating_add(self.interval);
+            if self.follows_reference && delta >= promise {
+                self.windup_locked(&mut writer, Change::Windup { reference: None });
+                continue;
+            }
             let point = if self.follows_reference {
                 promise
             } else {

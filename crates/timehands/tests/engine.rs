@@ -796,3 +796,26 @@ fn a_suspend_the_reference_did_not_see_is_taken_out() {
         }
     }
 }
+
+/// Retiring a timekeeper that follows a reference long after its last
+/// windup (reads stand at the promise meanwhile) retires it at the time now,
+/// not at the promise: its successor does not start behind.
+#[test]
+fn retiring_long_after_the_last_windup_retires_at_now() {
+    for hands in RINGS {
+        let counter = SimCounter::new(1_000_000_000);
+        let tk = Timekeeper::builder(counter.clone())
+            .hands(hands)
+            .follows_reference(true)
+            .build()
+            .unwrap();
+        counter.advance(10_000_000_000);
+        let retired_at = tk.retire().as_nanos();
+        assert!(
+            (10_000_000_000..=10_002_000_000).contains(&retired_at),
+            "{retired_at}"
+        );
+        counter.advance(5_000_000);
+        assert_eq!(tk.uptime().as_nanos(), retired_at);
+    }
+}
