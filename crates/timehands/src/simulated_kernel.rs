@@ -254,3 +254,33 @@ fn the_tai_offset_follows_the_kernel() {
     run(clock, kernel, 20_000_000, 1_000_000);
     assert_eq!(clock.tai_offset(), 38);
 }
+
+/// A paused VM: the counter and CLOCK_MONOTONIC both jump an hour. That is
+/// time that passed: nothing is taken out, nothing is slewed.
+#[test]
+#[cfg_attr(miri, ignore = "steers a host clock")]
+fn a_paused_vm_keeps_the_time_that_passed() {
+    const HOUR: u64 = 3_600_000_000_000;
+    let kernel = SimKernel::leaked();
+    let clock = clock(kernel, 0);
+    run(clock, kernel, 50_000_000, 100_000);
+    kernel.advance(HOUR);
+    let read = clock.engine().uptime();
+    // The first read after the pause stands at the promise; the windup it
+    // makes finds the line and CLOCK_MONOTONIC agree.
+    assert!(offset(clock, kernel) >= HOUR as i128 - 2_000_000);
+    clock.maintain();
+    assert!(clock.engine().uptime() >= read);
+    // Within the steering's own slews of some ns, as before the pause.
+    assert!(
+        offset(clock, kernel).abs() < 1_000,
+        "{}",
+        offset(clock, kernel)
+    );
+    run(clock, kernel, 1_000_000_000, 100_000);
+    assert!(
+        offset(clock, kernel).abs() < 1_000,
+        "{}",
+        offset(clock, kernel)
+    );
+}
