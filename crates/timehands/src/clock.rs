@@ -93,11 +93,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize,
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::hands::Due;
+use crate::engine::Due;
+use crate::engine::nanos::floor_nanos;
 use crate::hw::{self, KernelCounter};
 use crate::instant::Instant;
 use crate::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
-use crate::nanos::floor_nanos;
 use crate::steer::{Pair, Steering};
 use crate::{BinTime, Counter, Timekeeper};
 

@@ -33,29 +33,23 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
-mod bintime;
 #[cfg(feature = "std")]
 mod bounds;
 #[cfg(feature = "std")]
 mod clock;
-mod counter;
-mod discipline;
-mod hands;
+mod engine;
 #[cfg(feature = "std")]
 pub mod hw;
 #[cfg(feature = "std")]
 mod instant;
 #[cfg(feature = "std")]
 mod kernel_clocks;
-mod lock;
 #[cfg(feature = "std")]
 mod mock;
-mod nanos;
 #[cfg(all(test, feature = "std"))]
 mod simulated_kernel;
 #[cfg(feature = "std")]
 mod steer;
-mod sync;
 #[cfg(feature = "std")]
 mod trace;
 #[cfg(feature = "tracing")]
@@ -65,11 +59,11 @@ pub mod tsc_sync;
 #[cfg(feature = "std")]
 mod watchdog;
 
-pub use bintime::BinTime;
-pub use counter::Counter;
+pub use engine::bintime::BinTime;
+pub use engine::counter::Counter;
 #[cfg(all(feature = "alloc", target_has_atomic = "64"))]
-pub use counter::SimCounter;
-pub use hands::{
+pub use engine::counter::SimCounter;
+pub use engine::{
     Builder, DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL, MAX_HANDS, Stats, Timekeeper, Windup,
 };
 #[cfg(feature = "std")]
@@ -155,7 +149,7 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "windup interval {interval:?} is {counts} counts: it must be at least 4 counts and at most {} (an eighth of the counter's range, and a quarter of what a usize holds)",
-                hands::max_interval(*mask)
+                engine::max_interval(*mask)
             ),
             Error::FrequencyAdjustment { ppb } => write!(
                 f,

@@ -94,7 +94,7 @@ pub use sim::SimCounter;
 #[cfg(all(feature = "alloc", target_has_atomic = "64"))]
 mod sim {
     use super::Counter;
-    use crate::sync::{Arc, AtomicU64, Ordering};
+    use crate::engine::sync::{Arc, AtomicU64, Ordering};
 
     /// A deterministic counter for tests and demonstrations: it moves only when
     /// told to, and its clones share one value.

@@ -7,7 +7,7 @@
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
 
-use crate::sync::{AtomicBool, Ordering, relax};
+use crate::engine::sync::{AtomicBool, Ordering, relax};
 
 /// A spin lock around `T`: the smallest lock that works without an OS.
 pub(crate) struct WriterLock<T> {

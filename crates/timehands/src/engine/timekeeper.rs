@@ -1,0 +1,458 @@
+//! The timekeeper and its readers: a read takes the current hands, reads
+//! the counter and evaluates, never locking and never waiting.
+
+use core::time::Duration;
+
+use super::bintime::BinTime;
+use super::builder::Builder;
+use super::counter::Counter;
+use super::line::Line;
+use super::lock::WriterLock;
+use super::nanos::{floor_nanos, realtime_nanos};
+use super::slot::{Slot, offset, uncoarse};
+use super::state::{PENDING, RETIRED, slot_index, ticket};
+use super::sync::{AtomicUsize, Ordering, fence, relax};
+use super::writer::WriterState;
+use crate::Error;
+
+/// The largest ring.
+pub const MAX_HANDS: usize = 16;
+/// The ring a `Timekeeper` gets unless told otherwise.
+pub const DEFAULT_HANDS: usize = 8;
+/// The windup interval a `Timekeeper` assumes unless told otherwise.
+pub const DEFAULT_WINDUP_INTERVAL: Duration = Duration::from_millis(1);
+
+/// What a call to [`Timekeeper::windup`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Windup {
+    /// A new hands was published.
+    Published,
+    /// Another thread was winding up (or changing the clock); this call did
+    /// nothing, as the other writer does the work.
+    Busy,
+    /// The timekeeper is [retired](Timekeeper::retire): nothing is published
+    /// any more.
+    Retired,
+}
+
+/// Whether a read found a windup due.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Due {
+    /// No: the hands read is less than a windup interval old.
+    No,
+    /// Yes: it is an interval old or older, or the counter is more than an
+    /// interval behind its base (it went back).
+    Yes,
+    /// Yes, and the read stood at the hands' promise: a timekeeper that
+    /// [follows a reference](Builder::follows_reference), read past it. A
+    /// windup, and a read after it, give the time.
+    Standing,
+}
+
+/// Counts of what the writer has done, for reports and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Hands published (windups and realtime steps).
+    pub windups: u64,
+    /// Published hands that changed the rate at their switch point.
+    pub rate_changes: u64,
+    /// Rate-change candidates abandoned because a reader's counter had passed
+    /// their switch point before they were published (the writer was too slow:
+    /// preempted, most likely).
+    pub cancelled: u64,
+}
+
+/// The timekeeper: a counter, a ring of timehands, and the clocks read from them.
+///
+/// Uptime starts at zero when the timekeeper is built and is continuous and
+/// monotonic; realtime is uptime plus a boottime offset that only
+/// [`set_realtime`](Timekeeper::set_realtime) changes. Someone must call
+/// [`windup`](Timekeeper::windup) about every windup interval (a tick handler,
+/// a thread, or readers that notice it is due); it may come late by anything up
+/// to seven eighths of the counter's wrap period without losing a bit.
+///
+/// ```
+/// use timehands::{BinTime, SimCounter, Timekeeper};
+///
+/// let counter = SimCounter::new(10_000_000); // 10 MHz
+/// let tk = Timekeeper::new(counter.clone())?;
+/// counter.advance(25_000_000); // 2.5 s, with no windup at all
+/// assert_eq!(tk.uptime().to_string(), "2.500000000");
+/// tk.windup();
+/// assert_eq!(tk.uptime_coarse().to_string(), "2.500000000");
+///
+/// tk.set_realtime(BinTime::new(1_700_000_000, 0));
+/// counter.advance(10_000_000);
+/// assert_eq!(tk.realtime().to_timespec(), (1_700_000_001, 0));
+/// # Ok::<(), timehands::Error>(())
+/// ```
+pub struct Timekeeper<C> {
+    pub(super) slots: [Slot; MAX_HANDS],
+    /// Ticket and slot of the current hands, and the pending flag.
+    pub(super) state: AtomicUsize,
+    /// The pending candidate's switch point, in counts from the current hands'
+    /// base, rounded down to `usize::MAX` on 32-bit targets (which only makes
+    /// readers cancel sooner). Once retired, the retire point.
+    pub(super) pending_switch: AtomicUsize,
+    pub(super) writer: WriterLock<WriterState>,
+    pub(super) hands: usize,
+    pub(super) mask: u64,
+    /// Deltas above this are reads behind the base: the top eighth of the range.
+    pub(super) behind: u64,
+    /// Counts in one windup interval: how long past its switch point a hands
+    /// promises its rate.
+    pub(super) interval: u64,
+    /// Counts from a windup's sample to its switch point, at the least.
+    pub(super) lead: u64,
+    /// Whether reads stand at the promise: see [`Builder::follows_reference`].
+    pub(super) follows_reference: bool,
+    pub(super) counter: C,
+}
+
+impl<C: Counter> Timekeeper<C> {
+    /// A timekeeper with [`DEFAULT_HANDS`] hands and the
+    /// [`DEFAULT_WINDUP_INTERVAL`]; see [`Builder::build`] for the errors.
+    pub fn new(counter: C) -> Result<Timekeeper<C>, Error> {
+        Timekeeper::builder(counter).build()
+    }
+
+    /// A builder to choose the ring size and the windup interval.
+    pub fn builder(counter: C) -> Builder<C> {
+        Builder {
+            counter,
+            hands: DEFAULT_HANDS,
+            windup_interval: DEFAULT_WINDUP_INTERVAL,
+            start: BinTime::ZERO,
+            start_count: None,
+            follows_reference: false,
+        }
+    }
+
+    /// The counter.
+    pub fn counter(&self) -> &C {
+        &self.counter
+    }
+
+    /// Counts from `base` to `count`. A count in the top eighth of the range
+    /// is a read behind the base (another CPU's counter a little behind, a
+    /// counter reset): it is clamped to the base, never taken as a huge delta.
+    #[inline]
+    pub(super) fn delta(&self, base: u64, count: u64) -> u64 {
+        let delta = count.wrapping_sub(base) & self.mask;
+        if delta > self.behind { 0 } else { delta }
+    }
+
+    /// What `load` reads from the current hands, and the state word it was
+    /// found under.
+    #[inline]
+    pub(super) fn current<R>(&self, load: impl Fn(&Slot) -> R) -> (usize, R) {
+        loop {
+            let state = self.state.load(Ordering::Acquire);
+            if let Some(value) = self.slots[slot_index(state)].read(ticket(state), &load) {
+                return (state, value);
+            }
+            relax();
+        }
+    }
+
+    /// The uptime a read gives, as `sample` reads the counter, and what `also`
+    /// loads from the same hands.
+    ///
+    /// The counter is read first: an ordered read waits for the memory accesses
+    /// before it, so loading the hands after it lets the loads run while the
+    /// read completes instead of before it. A hands published after the read
+    /// has a base later than the count, which clamps to that base: a time no
+    /// earlier than the truth and no later than any read that follows.
+    #[inline]
+    pub(super) fn read_with<R>(
+        &self,
+        sample: impl Fn(&C) -> u64,
+        also: impl Fn(&Slot) -> R,
+    ) -> (BinTime, Due, R) {
+        self.read_at(sample(&self.counter), sample, also)
+    }
+
+    /// [`read_with`](Timekeeper::read_with) of the counter reading `count`,
+    /// taken before this call; `sample` reads again where the protocol asks.
+    #[inline]
+    pub(super) fn read_at<R>(
+        &self,
+        count: u64,
+        sample: impl Fn(&C) -> u64,
+        also: impl Fn(&Slot) -> R,
+    ) -> (BinTime, Due, R) {
+        let (state, (line, extra)) = self.current(|slot| (slot.line(), also(slot)));
+        let delta = self.delta(line.base, count);
+        if delta < line.switch.saturating_add(self.interval) {
+            return (line.uptime_at(delta), self.due(line.base, count), extra);
+        }
+        // Out of line, so that the common case above keeps the hands in
+        // registers rather than saving them across a call.
+        self.read_past_promise(state, line, count, extra, sample, also)
+    }
+
+    /// A read whose counter is past its hands' promise: on a timekeeper that
+    /// follows a reference, stands at the promise; otherwise asks
+    /// `past_promise` whether it may use these hands, and reads again until
+    /// it may.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn read_past_promise<R>(
+        &self,
+        mut state: usize,
+        mut line: Line,
+        mut count: u64,
+        mut extra: R,
+        sample: impl Fn(&C) -> u64,
+        also: impl Fn(&Slot) -> R,
+    ) -> (BinTime, Due, R) {
+        loop {
+            let delta = self.delta(line.base, count);
+            let promise = line.switch.saturating_add(self.interval);
+            if delta < promise {
+                return (line.uptime_at(delta), self.due(line.base, count), extra);
+            }
+            if self.follows_reference {
+                // Every hands agrees with this one up to its promise, and
+                // no read goes past it: nothing to ask.
+                return (line.uptime_at(promise), Due::Standing, extra);
+            }
+            if let Some(delta) = self.past_promise(state, delta) {
+                return (line.uptime_at(delta), self.due(line.base, count), extra);
+            }
+            count = sample(&self.counter);
+            (state, (line, extra)) = self.current(|slot| (slot.line(), also(slot)));
+        }
+    }
+
+    /// Whether a read of `count` finds a windup due: an interval or more past
+    /// the base, or more than an interval behind it. The second is a counter
+    /// that went back (a reset), not a few cycles of skew between CPUs: its
+    /// reads all clamp to the base, and windups (and the host's watchdog with
+    /// them) must go on all the same.
+    #[inline]
+    pub(super) fn due(&self, base: u64, count: u64) -> Due {
+        let ahead = count.wrapping_sub(base) & self.mask;
+        let due = if ahead > self.behind {
+            self.mask - ahead >= self.interval
+        } else {
+            ahead >= self.interval
+        };
+        if due { Due::Yes } else { Due::No }
+    }
+
+    /// The slow path of a read whose counter is past its hands' promise: may it
+    /// use these hands, and at what delta? It may if they are still current and
+    /// no pending candidate switches rate at or before its counter reading; a
+    /// candidate that does is cancelled here, so it can never be published. On
+    /// a retired timekeeper the delta is clamped to the retire point. `None`:
+    /// read again.
+    #[cold]
+    pub(super) fn past_promise(&self, seen: usize, delta: u64) -> Option<u64> {
+        // Pairs with the fence in `publish`: either the writer's check of the
+        // counter comes after our counter read (and so sees a count at least as
+        // late), or our load below sees its candidate pending.
+        self.counter.order_after_read();
+        fence(Ordering::SeqCst);
+        let state = self.state.load(Ordering::Acquire);
+        if state & !PENDING != seen & !PENDING {
+            return None;
+        }
+        if state & (PENDING | RETIRED) == 0 {
+            return Some(delta);
+        }
+        let switch = self.pending_switch.load(Ordering::Acquire) as u64;
+        if self.state.load(Ordering::Acquire) != state {
+            return None;
+        }
+        if state & RETIRED != 0 {
+            return Some(delta.min(switch));
+        }
+        if delta < switch {
+            // The candidate keeps our rate up to its switch point; it agrees.
+            return Some(delta);
+        }
+        self.state
+            .compare_exchange(state, state & !PENDING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+            .then_some(delta)
+    }
+
+    /// Whole nanoseconds of uptime as `sample` reads the counter (the floor
+    /// of the exact uptime, 0 if it is negative, `u64::MAX` past 584 years),
+    /// plus, with `REALTIME`, the boottime offset (rounded down to whole
+    /// nanoseconds) of the same hands; and whether a windup is due.
+    ///
+    /// The common case is the counter read, the first cache line of the
+    /// current hands (loaded while the read completes) and one multiply-add:
+    /// see the `nanos` module. Counts its segment does not cover go the long
+    /// way, out of line.
+    #[inline(always)]
+    pub(super) fn nanos_and_due<const REALTIME: bool>(
+        &self,
+        sample: impl Fn(&C) -> u64,
+    ) -> (u64, Due) {
+        let count = sample(&self.counter);
+        match self.nanos_at::<REALTIME>(count) {
+            Some(ns) => (ns, Due::No),
+            None => self.nanos_and_due_slow::<REALTIME>(count, sample),
+        }
+    }
+
+    /// The nanoseconds at `count` (a reading taken before this call), if the
+    /// current hands' first segment covers it: the whole of a read's work
+    /// after the counter in the common case. Otherwise the caller goes on
+    /// with [`nanos_and_due_slow`](Timekeeper::nanos_and_due_slow).
+    #[inline(always)]
+    pub(crate) fn nanos_at<const REALTIME: bool>(&self, count: u64) -> Option<u64> {
+        let (_, (segment, boottime)) =
+            self.current(|slot| (slot.segment.load(), offset::<REALTIME>(slot)));
+        // No overflow: segments are built only where realtime fits a u64.
+        Some(segment.nanos_at(count)?.wrapping_add_signed(boottime))
+    }
+
+    /// [`nanos_and_due`](Timekeeper::nanos_and_due) for a count outside the
+    /// current hands' first segment: its other segment, or the exact
+    /// timeline (which clamps a count behind the base, checks the promise,
+    /// and finds windups due), rounded down as a segment rounds.
+    #[inline(never)]
+    pub(crate) fn nanos_and_due_slow<const REALTIME: bool>(
+        &self,
+        count: u64,
+        sample: impl Fn(&C) -> u64,
+    ) -> (u64, Due) {
+        let (_, (segment, boottime)) =
+            self.current(|slot| (slot.other_segment.load(), offset::<REALTIME>(slot)));
+        if let Some(ns) = segment.nanos_at(count) {
+            return (ns.saturating_add_signed(boottime), Due::No);
+        }
+        let (uptime, due, boottime) = self.read_at(count, sample, |slot| {
+            if REALTIME {
+                slot.boottime()
+            } else {
+                BinTime::ZERO
+            }
+        });
+        (realtime_nanos(floor_nanos(uptime), boottime), due)
+    }
+
+    /// Whole nanoseconds of uptime: the floor of [`uptime`](Timekeeper::uptime)
+    /// (0 before its origin, `u64::MAX` 584 years after), computed with one
+    /// multiply-add after the counter read. Never decreases, as `uptime`.
+    ///
+    /// ```
+    /// use timehands::{SimCounter, Timekeeper};
+    ///
+    /// let counter = SimCounter::new(3_000_000_000); // 3 GHz
+    /// let tk = Timekeeper::new(counter.clone())?;
+    /// counter.advance(1_000_000_001); // a third of a second and a third of a ns
+    /// assert_eq!(tk.uptime_nanos(), 333_333_333);
+    /// assert_eq!(tk.uptime().to_string(), "0.333333333");
+    /// # Ok::<(), timehands::Error>(())
+    /// ```
+    #[inline]
+    pub fn uptime_nanos(&self) -> u64 {
+        self.nanos_and_due::<false>(C::read).0
+    }
+
+    /// Whole nanoseconds of realtime: [`uptime_nanos`](Timekeeper::uptime_nanos)
+    /// plus the boottime offset rounded down to whole nanoseconds (0 before
+    /// 1970). Equal to the floor of [`realtime`](Timekeeper::realtime) when
+    /// the offset is whole nanoseconds (as the host clock's always is), and at
+    /// most 1 ns below it otherwise.
+    #[inline]
+    pub fn realtime_nanos(&self) -> u64 {
+        self.nanos_and_due::<true>(C::read).0
+    }
+
+    /// Uptime: the time since the timekeeper was built, as precise as the counter.
+    ///
+    /// Never decreases, on one thread or across threads (a read that happens
+    /// after another returns at least as much), whatever windups, rate changes
+    /// and slews run meanwhile. Never takes a lock, never waits for a writer.
+    #[inline]
+    pub fn uptime(&self) -> BinTime {
+        self.read_with(C::read, |_| ()).0
+    }
+
+    /// Uptime from an unordered counter read ([`Counter::read_unordered`]):
+    /// cheaper, monotonic on one thread, but a thread that has seen another
+    /// thread's time may read an earlier one. For timing intervals on one thread.
+    #[inline]
+    pub fn uptime_unordered(&self) -> BinTime {
+        self.read_with(C::read_unordered, |_| ()).0
+    }
+
+    /// Uptime, and whether a windup is due: the hands read is a windup interval
+    /// old or older, or the counter is more than an interval behind its base
+    /// (it went back). For clocks wound up by their readers (no tick, no thread):
+    /// a reader that sees `true` calls [`windup`](Timekeeper::windup), which
+    /// returns at once if another reader is already at it.
+    #[inline]
+    pub fn uptime_and_due(&self) -> (BinTime, bool) {
+        self.read_and_due(C::read)
+    }
+
+    /// [`uptime_unordered`](Timekeeper::uptime_unordered), and whether a
+    /// windup is due, as [`uptime_and_due`](Timekeeper::uptime_and_due) tells.
+    #[inline]
+    pub fn uptime_unordered_and_due(&self) -> (BinTime, bool) {
+        self.read_and_due(C::read_unordered)
+    }
+
+    /// Uptime as `sample` reads the counter, and whether a windup is due.
+    #[inline]
+    pub(super) fn read_and_due(&self, sample: impl Fn(&C) -> u64) -> (BinTime, bool) {
+        let (uptime, due, ()) = self.read_with(sample, |_| ());
+        (uptime, due != Due::No)
+    }
+
+    /// Realtime: uptime plus the boottime offset set by
+    /// [`set_realtime`](Timekeeper::set_realtime) (zero until then).
+    #[inline]
+    pub fn realtime(&self) -> BinTime {
+        let (uptime, _, boottime) = self.read_with(C::read, Slot::boottime);
+        uptime.saturating_add(boottime)
+    }
+
+    /// Uptime at the last windup, to 2^-32 s: one load and no counter read.
+    /// Never ahead of [`uptime`](Timekeeper::uptime) read after it, never
+    /// decreasing, and behind it by at most the time since the last windup.
+    #[inline]
+    pub fn uptime_coarse(&self) -> BinTime {
+        uncoarse(self.current(|slot| slot.coarse.load()).1)
+    }
+
+    /// [`uptime_coarse`](Timekeeper::uptime_coarse) plus the boottime offset.
+    #[inline]
+    pub fn realtime_coarse(&self) -> BinTime {
+        let (coarse, boottime) = self.current(|slot| (slot.coarse.load(), slot.boottime())).1;
+        uncoarse(coarse).saturating_add(boottime)
+    }
+
+    /// What the writer has done so far. Waits for a windup in progress.
+    pub fn stats(&self) -> Stats {
+        self.writer.lock().stats
+    }
+}
+
+/// The longest windup interval, in counts, for a counter of `mask`: an eighth
+/// of its range (so that a late windup is told from a read behind the base),
+/// and a quarter of `usize::MAX` (so that a switch or retire point, a promise
+/// and a lead ahead of a fresh base, fits the pending switch point on 32-bit
+/// targets).
+pub(crate) fn max_interval(mask: u64) -> u64 {
+    (mask / 8).min(usize::MAX as u64 / 4)
+}
+
+impl<C: Counter> core::fmt::Debug for Timekeeper<C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Timekeeper")
+            .field("counter", &self.counter.name())
+            .field("frequency", &self.counter.frequency())
+            .field("hands", &self.hands)
+            .field("uptime", &self.uptime())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
