@@ -30,7 +30,7 @@ pub struct Args {
     /// The clocks to measure, separated by commas (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub clocks: Vec<Clock>,
-    /// Write each clock's rounds into DIR/<clock>.txt, ns per call, one round a
+    /// Write each clock's rounds into DIR/CLOCK.txt, ns per call, one round a
     /// line: the format `timehands stat` and ministat read.
     #[arg(long, value_name = "DIR")]
     pub raw: Option<PathBuf>,

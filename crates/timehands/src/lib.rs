@@ -33,31 +33,15 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
-#[cfg(feature = "std")]
-mod bounds;
-#[cfg(feature = "std")]
-mod clock;
 mod engine;
 #[cfg(feature = "std")]
+mod host;
+#[cfg(feature = "std")]
 pub mod hw;
-#[cfg(feature = "std")]
-mod instant;
-#[cfg(feature = "std")]
-mod kernel_clocks;
-#[cfg(feature = "std")]
-mod mock;
-#[cfg(all(test, feature = "std"))]
-mod simulated_kernel;
-#[cfg(feature = "std")]
-mod steer;
-#[cfg(feature = "std")]
-mod trace;
 #[cfg(feature = "tracing")]
 pub mod tracing_time;
 #[cfg(all(feature = "std", target_arch = "x86_64", target_os = "linux"))]
 pub mod tsc_sync;
-#[cfg(feature = "std")]
-mod watchdog;
 
 pub use engine::bintime::BinTime;
 pub use engine::counter::Counter;
@@ -67,15 +51,15 @@ pub use engine::{
     Builder, DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL, MAX_HANDS, Stats, Timekeeper, Windup,
 };
 #[cfg(feature = "std")]
-pub use {
+pub use host::{
+    ClockId, Info, Resolution, Verdict,
     bounds::{LeapSecond, RealtimeBounds, realtime_bounds},
-    clock::{
-        ClockId, Info, Resolution, Verdict, getres, gettime, info, now, now_coarse,
-        now_coarse_coherent, now_coherent, now_unordered, try_gettime,
-    },
+    getres, gettime, info,
     instant::{AtomicInstant, Instant},
     mock::{Clock, Mock},
+    now, now_coarse, now_coarse_coherent, now_coherent, now_unordered,
     trace::{ClockDescription, clock_description},
+    try_gettime,
 };
 
 use core::fmt;

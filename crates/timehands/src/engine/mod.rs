@@ -11,13 +11,13 @@
 //! used up and then stops, however late the next windup comes, so a slew
 //! neither stalls between windups nor runs past its amount. A reader takes
 //! the current hands, reads the counter
-//! and evaluates; [`Line::uptime_at`] is the one conversion routine that
+//! and evaluates; [`Line::uptime_at`](line::Line::uptime_at) is the one conversion routine that
 //! readers and the writer share.
 //!
 //! Each hands also carries its line up to a windup due in whole nanoseconds,
 //! as one or two straight segments (`nanos.rs`): a read of nanoseconds
 //! through them is one multiply-add after the counter read, and equals the
-//! floor of [`Line::uptime_at`] in nanoseconds exactly, so it inherits every
+//! floor of [`Line::uptime_at`](line::Line::uptime_at) in nanoseconds exactly, so it inherits every
 //! guarantee below. The first segment, the ticket and the boottime offset
 //! share the slot's first cache line.
 //!
@@ -114,9 +114,9 @@ mod timekeeper;
 mod writer;
 
 pub use builder::Builder;
-pub use timekeeper::{
-    DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL, MAX_HANDS, Stats, Timekeeper, Windup,
-};
 #[cfg(feature = "std")]
 pub(crate) use timekeeper::Due;
 pub(crate) use timekeeper::max_interval;
+pub use timekeeper::{
+    DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL, MAX_HANDS, Stats, Timekeeper, Windup,
+};

@@ -60,7 +60,7 @@ impl<C: Counter> Timekeeper<C> {
     }
 
     /// [`windup`](Timekeeper::windup) for a timekeeper that
-    /// [follows a reference](Builder::follows_reference), `reference`
+    /// [follows a reference](crate::Builder::follows_reference), `reference`
     /// reading that clock's time on this one's uptime scale (it is read
     /// after the counter, so that a windup preempted in between never takes
     /// the delay for a gap).
@@ -100,14 +100,14 @@ impl<C: Counter> Timekeeper<C> {
 
     /// Retires the timekeeper for a successor (on another counter, when this
     /// one has gone wrong) and returns the uptime the successor starts at:
-    /// [`Builder::start_at`] with it continues the timeline without a backward
+    /// [`Builder::start_at`](crate::Builder::start_at) with it continues the timeline without a backward
     /// step. From the retire point on (at most two windup intervals ahead of
     /// now: a candidate's point, at the promise or a lead ahead) the retired
     /// timekeeper's time stands still at that uptime, so no read of it is ever
     /// later than a read of the successor that follows; windups and steps do
     /// nothing any more. A successor that should not run ahead meanwhile
     /// starts at the counter value where that time is due
-    /// ([`Builder::start_count`]). Waits for a windup in progress; retiring
+    /// ([`Builder::start_count`](crate::Builder::start_count)). Waits for a windup in progress; retiring
     /// twice returns the same uptime.
     ///
     /// ```

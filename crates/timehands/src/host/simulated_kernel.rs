@@ -7,8 +7,8 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::clock::HostClock;
-use crate::kernel_clocks::{KernelClock, KernelClocks, LeapSecond, NtpState};
+use crate::host::HostClock;
+use crate::host::kernel_clocks::{KernelClock, KernelClocks, LeapSecond, NtpState};
 use crate::{BinTime, Counter};
 
 /// Kernel clocks that move only when the test moves them.

@@ -27,9 +27,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::clock::{HostClock, HostCounter};
-use crate::kernel_clocks::{KernelClock, KernelClocks};
-use crate::watchdog;
+use crate::host::kernel_clocks::{KernelClock, KernelClocks};
+use crate::host::watchdog;
+use crate::host::{HostClock, HostCounter};
 use crate::{BinTime, Counter, Timekeeper};
 
 /// The least time between two steerings.

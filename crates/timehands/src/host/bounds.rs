@@ -18,8 +18,8 @@
 use std::time::Duration;
 
 use crate::Error;
-pub use crate::kernel_clocks::LeapSecond;
-use crate::kernel_clocks::NtpState;
+pub use crate::host::kernel_clocks::LeapSecond;
+use crate::host::kernel_clocks::NtpState;
 
 /// Nanoseconds in a UTC day without a leap second, as Unix time counts it.
 const DAY_NS: u64 = 86_400 * 1_000_000_000;
@@ -102,7 +102,7 @@ pub(crate) fn bounds(
 /// or it lost its sources), so that no bound exists; [`Error::Ntp`] when
 /// `adjtimex(2)` fails.
 pub fn realtime_bounds() -> Result<RealtimeBounds, Error> {
-    let clock = crate::clock::clock();
+    let clock = crate::host::clock();
     let ntp = clock.kernel.ntp().map_err(|e| Error::Ntp {
         errno: e.raw_os_error().unwrap_or(0),
     })?;

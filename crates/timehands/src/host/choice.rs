@@ -1,0 +1,267 @@
+//! Choosing the counter: the checks, their verdicts, and the cross-CPU
+//! check of the TSC.
+
+use super::counter::HostCounter;
+#[cfg(target_arch = "aarch64")]
+use crate::Counter;
+#[cfg(target_arch = "x86_64")]
+use crate::host::kernel_clocks::SystemClocks;
+use crate::host::steer::Pair;
+use crate::hw::{self, KernelCounter};
+
+/// One check that went into choosing the counter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Verdict {
+    /// What was checked.
+    pub check: &'static str,
+    /// Whether the counter passed it.
+    pub passed: bool,
+    /// What was found.
+    pub detail: String,
+}
+
+/// The counter chosen at startup, with its frequency and the reasons.
+pub(super) struct Choice {
+    pub(super) counter: HostCounter,
+    pub(super) frequency_source: String,
+    pub(super) verdicts: Vec<Verdict>,
+    pub(super) fallback: Option<String>,
+    /// A pair of the counter and CLOCK_MONOTONIC from the start of startup,
+    /// where one was taken: the steering's first baseline.
+    pub(super) anchor: Option<Pair>,
+    /// How sure the frequency is, where it was measured (or is exact).
+    pub(super) uncertainty_ppb: Option<u64>,
+}
+
+/// Picks the counter: see the module docs.
+pub(super) fn choose() -> Choice {
+    let mut verdicts = Vec::new();
+    let forced = match std::env::var("TIMEHANDS_COUNTER") {
+        Ok(v) if v == "tsc" || v == "kernel" => Some(v),
+        Ok(v) => {
+            // A library cannot refuse to tell the time: say so once, and choose
+            // as if the variable were not set.
+            eprintln!(
+                "timehands: TIMEHANDS_COUNTER={v:?} is not a counter (use \"tsc\" or \"kernel\"); choosing automatically"
+            );
+            verdicts.push(Verdict {
+                check: "TIMEHANDS_COUNTER",
+                passed: false,
+                detail: format!("{v:?} is not \"tsc\" or \"kernel\": ignored"),
+            });
+            None
+        }
+        Err(_) => None,
+    };
+    let kernel = |reason: String, verdicts: Vec<Verdict>| Choice {
+        counter: HostCounter::Kernel(KernelCounter::monotonic()),
+        frequency_source: KERNEL_FREQUENCY_SOURCE.to_string(),
+        verdicts,
+        fallback: Some(reason),
+        anchor: None,
+        // CLOCK_MONOTONIC counts nanoseconds by definition.
+        uncertainty_ppb: Some(0),
+    };
+    if forced.as_deref() == Some("kernel") {
+        return kernel("TIMEHANDS_COUNTER=kernel".to_string(), verdicts);
+    }
+    hardware(forced.is_some(), verdicts)
+        .unwrap_or_else(|(reason, verdicts)| kernel(reason, verdicts))
+}
+
+/// The TSC, if it may keep time (or `forced`); else why not.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn hardware(
+    forced: bool,
+    mut verdicts: Vec<Verdict>,
+) -> Result<Choice, (String, Vec<Verdict>)> {
+    // The TSC against the kernel from here to the end of the checks: the
+    // frequency measurement, if CPUID states none, and the steering's anchor.
+    let anchor = crate::host::steer::pair(&SystemClocks, crate::host::steer::read_tsc);
+    let facts = hw::TscFacts::read();
+    verdicts.push(Verdict {
+        check: "invariant TSC (CPUID 0x80000007)",
+        passed: facts.invariant,
+        detail: format!(
+            "{} {}",
+            facts.vendor,
+            if facts.invariant {
+                "says invariant"
+            } else {
+                "does not say invariant"
+            }
+        ),
+    });
+    let source = hw::kernel_clocksource();
+    let kernel_uses_tsc = source.as_deref() == Some("tsc");
+    verdicts.push(Verdict {
+        check: "kernel clocksource",
+        passed: kernel_uses_tsc,
+        detail: source.unwrap_or_else(|| "unreadable".to_string()),
+    });
+    let trusted = facts.invariant && kernel_uses_tsc;
+    if !(forced || trusted) {
+        return Err((
+            "the TSC is not trusted here (see the verdicts)".to_string(),
+            verdicts,
+        ));
+    }
+    let (hz, uncertainty_ppb, frequency_source) = match facts.stated_frequency() {
+        Some(stated) if !stated.is_nominal() => {
+            (stated.hz, None, format!("CPUID {:?}", stated.source))
+        }
+        _ => {
+            let measured = crate::host::steer::startup_frequency(
+                &SystemClocks,
+                &anchor,
+                crate::host::steer::read_tsc,
+            );
+            (
+                measured.hz,
+                Some(measured.uncertainty_ppb),
+                "measured against CLOCK_MONOTONIC at startup".to_string(),
+            )
+        }
+    };
+    if forced {
+        verdicts.push(Verdict {
+            check: "TIMEHANDS_COUNTER",
+            passed: true,
+            detail: "tsc: forced".to_string(),
+        });
+    }
+    Ok(Choice {
+        counter: HostCounter::Tsc(hw::Tsc::new(hz)),
+        frequency_source,
+        verdicts,
+        fallback: None,
+        anchor: Some(anchor),
+        uncertainty_ppb,
+    })
+}
+
+/// The generic timer: architected, synchronized and of known frequency.
+#[cfg(target_arch = "aarch64")]
+pub(super) fn hardware(
+    _forced: bool,
+    mut verdicts: Vec<Verdict>,
+) -> Result<Choice, (String, Vec<Verdict>)> {
+    let counter = hw::Cntvct::new();
+    verdicts.push(Verdict {
+        check: "CNTFRQ_EL0",
+        passed: true,
+        detail: format!("{} Hz", counter.frequency()),
+    });
+    Ok(Choice {
+        counter: HostCounter::Cntvct(counter),
+        frequency_source: "CNTFRQ_EL0".to_string(),
+        verdicts,
+        fallback: None,
+        anchor: None,
+        // Firmware states CNTFRQ_EL0; the steering measures it.
+        uncertainty_ppb: None,
+    })
+}
+
+/// No hardware counter is supported on this architecture.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub(super) fn hardware(
+    _forced: bool,
+    verdicts: Vec<Verdict>,
+) -> Result<Choice, (String, Vec<Verdict>)> {
+    Err((
+        "no hardware counter is supported on this architecture".to_string(),
+        verdicts,
+    ))
+}
+
+/// Where the frequency of the kernel's clock comes from, as `info` says.
+pub(super) const KERNEL_FREQUENCY_SOURCE: &str = "CLOCK_MONOTONIC counts nanoseconds";
+
+/// What the cross-CPU check is called in the verdicts.
+pub(super) const CROSS_CPU_CHECK: &str = "cross-CPU TSC check";
+
+/// Hand-offs per CPU pair in the cross-CPU check: some milliseconds a pair,
+/// on a thread of its own, with bounds about a round trip wide.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(super) const CROSS_CPU_HANDOFFS: u64 = 2_000;
+
+/// Each CPU's TSC against the first CPU's, as Linux checks at boot: the
+/// verdict, and why to fail over if the TSCs disagree.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(super) fn cross_cpu_verdict(hz: u64) -> (Verdict, Option<String>) {
+    take_process_affinity();
+    verdict_of(crate::tsc_sync::measure_against_first(
+        CROSS_CPU_HANDOFFS,
+        hz,
+    ))
+}
+
+/// Gives the calling thread the affinity of the process's main thread: a
+/// check on it then covers the CPUs the process was given (`taskset`, a
+/// cpuset), not only those of the reader whose windup started the thread.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(super) fn take_process_affinity() {
+    // SAFETY: `cpu_set_t` is plain bits, for which all zeros is a valid (empty)
+    // set; both calls are given its size and write within it. A failure (a
+    // machine with more CPUs than a `cpu_set_t` holds) leaves the affinity as
+    // it was.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        if libc::sched_getaffinity(libc::getpid(), size, &mut set) == 0 {
+            libc::sched_setaffinity(0, size, &set);
+        }
+    }
+}
+
+/// The verdict of a cross-CPU measurement, and why to fail over if it found
+/// two CPUs apart.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(super) fn verdict_of(
+    measured: Result<crate::tsc_sync::Report, crate::tsc_sync::SyncError>,
+) -> (Verdict, Option<String>) {
+    let report = match measured {
+        Ok(report) => report,
+        Err(e) => {
+            let verdict = Verdict {
+                check: CROSS_CPU_CHECK,
+                passed: false,
+                detail: format!("not run: {e}"),
+            };
+            return (verdict, None);
+        }
+    };
+    if report.pairs.is_empty() {
+        let verdict = Verdict {
+            check: CROSS_CPU_CHECK,
+            passed: false,
+            detail: "not run: the process may run on one CPU only".to_string(),
+        };
+        return (verdict, None);
+    }
+    let apart = report.pairs.iter().find(|pair| !pair.synchronized());
+    let widest = report
+        .pairs
+        .iter()
+        .map(|pair| pair.hi_ns - pair.lo_ns)
+        .fold(0.0, f64::max);
+    let detail = match apart {
+        None => format!(
+            "{} CPU pairs agree, bounds at most {widest:.0} ns wide",
+            report.pairs.len()
+        ),
+        Some(pair) => format!(
+            "CPUs {:?} are [{:.0}, {:.0}] ns apart",
+            pair.cpus, pair.lo_ns, pair.hi_ns
+        ),
+    };
+    let why = apart.map(|_| format!("the {CROSS_CPU_CHECK} found {detail}"));
+    let verdict = Verdict {
+        check: CROSS_CPU_CHECK,
+        passed: apart.is_none(),
+        detail,
+    };
+    (verdict, why)
+}

@@ -1,0 +1,583 @@
+//! The host clock's life: its timekeepers (the kernel's clock it starts on,
+//! the counter it moves to, the kernel's again on a failover), its threads,
+//! and its windups.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use super::choice::CROSS_CPU_CHECK;
+use super::choice::Verdict;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+use super::choice::cross_cpu_verdict;
+use super::choice::{Choice, KERNEL_FREQUENCY_SOURCE, choose};
+use super::counter::HostCounter;
+use super::read::{COARSE_NANOS, NOT_STARTED, READER, SECOND_HINTS, reader_engine, reader_word};
+use crate::engine::nanos::floor_nanos;
+use crate::host::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
+use crate::host::steer::Steering;
+use crate::hw::KernelCounter;
+use crate::{BinTime, Counter, Timekeeper};
+
+/// How often the clock winds up (and steers, at most).
+pub(crate) const WINDUP_INTERVAL: Duration = Duration::from_millis(1);
+
+/// Whether `engine` runs on the kernel's clock (which needs no watchdog).
+pub(super) fn on_kernel_clock(engine: &Timekeeper<HostCounter>) -> bool {
+    matches!(engine.counter(), HostCounter::Kernel(_))
+}
+
+/// What `info` reports of the counter choice.
+#[derive(Clone)]
+pub(super) struct Facts {
+    pub(super) frequency_source: String,
+    pub(super) verdicts: Vec<Verdict>,
+    pub(super) fallback: Option<String>,
+}
+
+/// The timekeepers a clock can go through: the kernel's clock it starts on,
+/// the hardware counter it moves to, and the kernel's clock again if that
+/// counter goes wrong.
+pub(super) const STAGES: usize = 3;
+
+/// [`HostClock::choice`]: the counter is still to be chosen.
+pub(super) const TO_CHOOSE: u8 = 0;
+/// [`HostClock::choice`]: a thread is choosing it.
+pub(super) const CHOOSING: u8 = 1;
+/// [`HostClock::choice`]: the counter is chosen (and in use).
+pub(super) const CHOSEN: u8 = 2;
+
+/// How many times (50 µs apart) a thread waits for another's counter choice.
+pub(super) const CHOICE_WAITS: u32 = 2_000;
+
+/// Puts a choice that is being made back to be made, unless forgotten: a
+/// choice that panicked is made again, rather than waited for for ever.
+pub(super) struct ChoiceUndo<'a>(&'a AtomicU8);
+
+impl Drop for ChoiceUndo<'_> {
+    fn drop(&mut self) {
+        self.0.store(TO_CHOOSE, Ordering::Release);
+    }
+}
+
+/// The windup interval of the timekeeper the process's clock starts on, on
+/// the kernel's clock, until the hardware counter takes over: short, so that
+/// its promise (at most an interval and a lead ahead), where the hand-over
+/// point falls, is near.
+pub(super) const STARTUP_INTERVAL: Duration = Duration::from_micros(50);
+
+/// [`HostClock::tai_offset`] before it is read: not read at startup, which
+/// must stay cheap, as few programs read TAI.
+pub(super) const TAI_UNREAD: i64 = i64::MIN;
+
+/// The process-wide clock.
+pub(crate) struct HostClock {
+    /// The timekeepers in the order they took over (see [`STAGES`]).
+    pub(super) stages: [OnceLock<Timekeeper<HostCounter>>; STAGES],
+    /// The index of the timekeeper in use, set after it is.
+    pub(super) stage: AtomicUsize,
+    /// Where the move to the counter `choose` picks stands (see
+    /// [`choose_counter`](HostClock::choose_counter)): [`TO_CHOOSE`],
+    /// [`CHOOSING`] or [`CHOSEN`] (from the start, for a clock given its
+    /// counter).
+    pub(super) choice: AtomicU8,
+    /// Whether the watchdog's thread was started.
+    pub(super) watchdog_started: AtomicBool,
+    /// The verdict of the cross-CPU check of the TSC, once done.
+    pub(super) cross_cpu: OnceLock<Verdict>,
+    pub(super) facts: Mutex<Facts>,
+    /// The steering state; one steering at a time, by whoever winds up.
+    pub(super) steering: Mutex<Steering>,
+    /// CLOCK_BOOTTIME − CLOCK_MONOTONIC, in ns.
+    pub(crate) boottime_offset: AtomicI64,
+    /// The current bound on |ours − CLOCK_MONOTONIC|, in ns.
+    pub(crate) accuracy: AtomicU64,
+    /// The last measured offset, kernel − ours, in ns, for `info`.
+    pub(crate) last_offset: AtomicI64,
+    /// The bound on the error of the Realtime offset as recorded (half its
+    /// bracket), in ns: what Realtime's accuracy adds to Monotonic's.
+    pub(crate) realtime_uncertainty: AtomicU64,
+    /// TAI − UTC, in seconds, as the kernel has it; [`TAI_UNREAD`] until
+    /// the first read of TAI or the first steering.
+    pub(super) tai_offset: AtomicI64,
+    pub(super) upkeep_started: AtomicBool,
+    /// The kernel's clocks this clock follows.
+    pub(crate) kernel: &'static dyn KernelClocks,
+}
+
+impl HostClock {
+    /// The process's clock: on the kernel's CLOCK_MONOTONIC at first, which
+    /// costs nothing to choose (CPUID traps to the hypervisor in a VM, some
+    /// microseconds a leaf, and the clocksource is a file), until the
+    /// watchdog's thread moves it to the hardware counter.
+    pub(super) fn start() -> HostClock {
+        // SAFETY: registers a handler that runs in the child after fork(); it
+        // only stores to atomics, which is safe there. A failure (no memory)
+        // leaves a child without restarted threads, as before.
+        unsafe { libc::pthread_atfork(None, None, Some(forget_threads_in_child)) };
+        let startup = Choice {
+            counter: HostCounter::Kernel(KernelCounter::monotonic()),
+            frequency_source: KERNEL_FREQUENCY_SOURCE.to_string(),
+            verdicts: Vec::new(),
+            fallback: None,
+            anchor: None,
+            uncertainty_ppb: Some(0),
+        };
+        HostClock::build(startup, STARTUP_INTERVAL, &SystemClocks)
+    }
+
+    /// A clock on a test's `counter`, following `kernel`'s clocks (leaked,
+    /// as the process's clock is static).
+    #[cfg(test)]
+    pub(crate) fn on_test_counter(
+        counter: std::sync::Arc<dyn Counter + Send + Sync>,
+        kernel: &'static dyn KernelClocks,
+    ) -> &'static HostClock {
+        let choice = Choice {
+            counter: HostCounter::Test(counter),
+            frequency_source: "the test".to_string(),
+            verdicts: Vec::new(),
+            fallback: None,
+            anchor: None,
+            uncertainty_ppb: Some(0),
+        };
+        Box::leak(Box::new(HostClock::new(choice, kernel)))
+    }
+
+    /// A clock on the counter `choice` made, which it keeps (but for a
+    /// failover).
+    #[cfg(test)]
+    pub(super) fn new(choice: Choice, kernel: &'static dyn KernelClocks) -> HostClock {
+        let clock = HostClock::build(choice, WINDUP_INTERVAL, kernel);
+        clock.choice.store(CHOSEN, Ordering::Release);
+        clock
+    }
+
+    /// The clock on `choice`'s counter with windups every `interval`,
+    /// following `kernel`'s clocks.
+    pub(super) fn build(
+        mut choice: Choice,
+        interval: Duration,
+        kernel: &'static dyn KernelClocks,
+    ) -> HostClock {
+        // The clock starts at CLOCK_MONOTONIC's time at a counter reading
+        // paired with it, so that building the timekeeper (page faults on a
+        // first touch cost microseconds here) is not an offset.
+        let start = crate::host::steer::pair(kernel, || choice.counter.read());
+        let before = BinTime::from_nanos(start.kernel as i128);
+        let engine = timekeeper(choice.counter, before, Some(start.count), interval)
+            .unwrap_or_else(|refused| {
+                // A hardware counter the engine refuses (firmware that left
+                // CNTFRQ_EL0 at 0, say): the kernel's clock always works.
+                choice.fallback = Some(format!("the hardware counter was refused: {refused}"));
+                choice.uncertainty_ppb = Some(0);
+                choice.anchor = None;
+                kernel_timekeeper(before, None)
+            });
+        let clock = HostClock {
+            steering: Mutex::new(Steering::new(
+                engine.counter().frequency(),
+                choice.uncertainty_ppb,
+                choice.anchor,
+            )),
+            stages: [OnceLock::from(engine), OnceLock::new(), OnceLock::new()],
+            stage: AtomicUsize::new(0),
+            choice: AtomicU8::new(TO_CHOOSE),
+            watchdog_started: AtomicBool::new(false),
+            cross_cpu: OnceLock::new(),
+            facts: Mutex::new(Facts {
+                frequency_source: choice.frequency_source,
+                verdicts: choice.verdicts,
+                fallback: choice.fallback,
+            }),
+            boottime_offset: AtomicI64::new(0),
+            accuracy: AtomicU64::new(0),
+            last_offset: AtomicI64::new(0),
+            realtime_uncertainty: AtomicU64::new(0),
+            tai_offset: AtomicI64::new(TAI_UNREAD),
+            upkeep_started: AtomicBool::new(false),
+            kernel,
+        };
+        clock.steering().follow_offsets(&clock);
+        // An error bound from the start (some hundreds of ns of brackets),
+        // not a zero that nothing measured.
+        crate::host::steer::measure_phase(clock.engine(), &clock);
+        clock
+    }
+
+    /// The timekeeper in use.
+    pub(crate) fn engine(&self) -> &Timekeeper<HostCounter> {
+        let stage = self.stage.load(Ordering::Acquire);
+        // Each stage is set before the index names it.
+        self.stages[stage].get().expect("the stage in use is set")
+    }
+
+    /// Moves the clock, once, from the kernel's clock it starts on to the
+    /// counter `choose` picks (the TSC, CNTVCT_EL0; or stays, with the reason
+    /// in `info`). Off the first read, which must stay cheap: the watchdog's
+    /// thread does it when it starts (at the first windup), or `info` and the
+    /// trace description when asked first. A call while another thread
+    /// chooses waits for it (not with a lock: a `fork()`ed child, which has
+    /// no such thread, starts the choice again).
+    pub(crate) fn choose_counter(&self) {
+        // Another thread's choice is waited for, but not for ever: one that
+        // cannot finish (its thread gone in a fork()ed child, blocked on a
+        // lock that thread held) leaves the clock as it is.
+        for _ in 0..CHOICE_WAITS {
+            match self.choice.compare_exchange(
+                TO_CHOOSE,
+                CHOOSING,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(CHOSEN) => return,
+                Err(_) => std::thread::sleep(Duration::from_micros(50)),
+            }
+        }
+        if self.choice.load(Ordering::Acquire) != CHOOSING {
+            return;
+        }
+        // A panic below (a bug) leaves the choice to be made again.
+        let undo = ChoiceUndo(&self.choice);
+        let choice = choose();
+        let hz = choice.counter.frequency();
+        let kept = Facts {
+            frequency_source: choice.frequency_source,
+            verdicts: choice.verdicts,
+            fallback: choice.fallback,
+        };
+        let mut steering = self.steering();
+        // The kernel's clock too is handed over, to a timekeeper that winds
+        // up every WINDUP_INTERVAL rather than the startup one's interval.
+        let facts = match self.hand_over(choice.counter, true) {
+            Ok(_) => {
+                *steering = Steering::new(hz, choice.uncertainty_ppb, choice.anchor);
+                kept
+            }
+            // A hardware counter the engine refuses (firmware that left
+            // CNTFRQ_EL0 at 0, say): the kernel's clock.
+            Err(refused) => {
+                self.hand_over(HostCounter::Kernel(KernelCounter::monotonic()), true)
+                    .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
+                *steering = Steering::new(1_000_000_000, Some(0), None);
+                Facts {
+                    frequency_source: KERNEL_FREQUENCY_SOURCE.to_string(),
+                    fallback: Some(format!("the hardware counter was refused: {refused}")),
+                    ..kept
+                }
+            }
+        };
+        steering.follow_offsets(self);
+        *self.facts() = facts;
+        std::mem::forget(undo);
+        self.choice.store(CHOSEN, Ordering::Release);
+    }
+
+    /// What `info` reports of the counter choice, whoever panicked holding it.
+    pub(super) fn facts(&self) -> std::sync::MutexGuard<'_, Facts> {
+        self.facts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Retires the timekeeper in use for one on `counter` that starts where
+    /// it stopped, and moves the readers to it; returns that uptime. The
+    /// retire point lies up to two windup intervals ahead of now (see
+    /// [`Timekeeper::retire`]): the successor starts at the count where it
+    /// falls due, and stands at it until then, rather than running ahead of
+    /// CLOCK_MONOTONIC by as much. With `wait`, the readers move only then
+    /// (a spin of at most two intervals, for a thread that can afford it): until then they read the retired timekeeper, which is
+    /// right up to that point, so that no read is ahead of CLOCK_MONOTONIC.
+    /// Called with the steering lock held. Nothing changes if the engine
+    /// refuses `counter`, or past the last stage.
+    pub(super) fn hand_over(
+        &self,
+        counter: HostCounter,
+        wait: bool,
+    ) -> Result<BinTime, crate::Error> {
+        let stage = self.stage.load(Ordering::Acquire);
+        if stage + 1 == STAGES {
+            return Ok(self.engine().uptime());
+        }
+        // The engine's checks of the counter, before anything is retired.
+        Timekeeper::builder(&counter)
+            .windup_interval(WINDUP_INTERVAL)
+            .build()?;
+        let current = self.engine();
+        let retired_at = current.retire();
+        let ahead = retired_at.saturating_sub(current.uptime());
+        let ahead_counts =
+            (ahead.as_nanos().max(0) as u128 * counter.frequency() as u128).div_ceil(1_000_000_000);
+        let due = counter.read().wrapping_add(ahead_counts as u64) & counter.mask();
+        let successor = timekeeper(counter, retired_at, Some(due), WINDUP_INTERVAL)
+            .expect("the counter passed the engine's checks above");
+        // Realtime carries on: the retired timekeeper's offset, until the
+        // steering re-reads the kernel's.
+        successor.set_boottime(
+            current
+                .realtime_coarse()
+                .saturating_sub(current.uptime_coarse()),
+        );
+        if wait {
+            let counter = successor.counter();
+            while counter.read().wrapping_sub(due) & counter.mask() > counter.mask() / 2 {
+                std::hint::spin_loop();
+            }
+        }
+        let _ = self.stages[stage + 1].set(successor);
+        // Readers of the process's clock move to the successor before
+        // anything (a coarse value) of it is published.
+        if let Some(successor) = self
+            .as_process_clock()
+            .and_then(|clock| clock.stages[stage + 1].get())
+        {
+            READER.store(reader_word(successor), Ordering::Release);
+        }
+        self.stage.store(stage + 1, Ordering::Release);
+        Ok(retired_at)
+    }
+
+    /// Retires the hardware counter's timekeeper for one on CLOCK_MONOTONIC,
+    /// because of `why`. Called with the steering lock held (by the
+    /// steering's watchdog, or by the cross-CPU check); does nothing on the
+    /// kernel's clock.
+    pub(crate) fn fail_over(&self, why: String) {
+        if matches!(self.engine().counter(), HostCounter::Kernel(_)) {
+            return;
+        }
+        let retired_at = self
+            .hand_over(HostCounter::Kernel(KernelCounter::monotonic()), false)
+            .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
+        let mut facts = self.facts();
+        facts.frequency_source = KERNEL_FREQUENCY_SOURCE.to_string();
+        facts.fallback = Some(format!(
+            "{why}: CLOCK_MONOTONIC took over at {retired_at} s"
+        ));
+    }
+
+    /// Starts, once, the watchdog's thread: not at startup, which must stay
+    /// cheap, but at the first windup a reader makes. It first moves the
+    /// clock to the hardware counter ([`choose_counter`]); on the TSC it then
+    /// runs the cross-CPU check (see [`CROSS_CPU_HANDOFFS`](super::choice::CROSS_CPU_HANDOFFS)): TSCs that two
+    /// CPUs read apart are retired for the kernel's counter. Then it winds up
+    /// every [`WATCHDOG_INTERVAL`], so that the watchdog runs in a program
+    /// whose readers cannot notice that the counter stopped (their reads
+    /// never find a windup due). It ends on the kernel's clock.
+    ///
+    /// [`choose_counter`]: HostClock::choose_counter
+    pub(super) fn start_watchdog(&'static self) {
+        if self.watchdog_started.load(Ordering::Relaxed)
+            || self.watchdog_started.swap(true, Ordering::Relaxed)
+            || (self.choice.load(Ordering::Acquire) == CHOSEN && on_kernel_clock(self.engine()))
+        {
+            return;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("timehands-watchdog".to_string())
+            .spawn(move || {
+                self.choose_counter();
+                #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+                if matches!(self.engine().counter(), HostCounter::Tsc(_)) {
+                    let (verdict, why) = cross_cpu_verdict(self.engine().counter().frequency());
+                    if let Some(why) = why {
+                        self.steering().fail_over(self, why);
+                    }
+                    let _ = self.cross_cpu.set(verdict);
+                }
+                while !on_kernel_clock(self.engine()) {
+                    std::thread::sleep(WATCHDOG_INTERVAL);
+                    self.maintain();
+                }
+            });
+        if let Err(e) = spawned {
+            // No thread: the clock stays on the kernel's clock (info() may
+            // still move it), and the watchdog runs with the readers' windups.
+            let _ = self.cross_cpu.set(Verdict {
+                check: CROSS_CPU_CHECK,
+                passed: false,
+                detail: format!("not run: no thread for it ({e})"),
+            });
+        }
+    }
+
+    /// The steering, whoever panicked holding it (the steering keeps no
+    /// invariant a panic could break halfway).
+    pub(super) fn steering(&self) -> std::sync::MutexGuard<'_, Steering> {
+        self.steering.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What a reader (or the upkeep thread) does when the clock is due: winds
+    /// it up, and starts the watchdog's thread the first time. Out of line, so
+    /// that readers do not carry its frame.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn wind_up(&'static self) {
+        self.maintain();
+        self.start_watchdog();
+    }
+
+    /// Winds up, then steers when a steering is due (its changes take
+    /// effect from the next windup on); returns at once if another thread is
+    /// at it. The windup comes first so that the steering measures a clock
+    /// that stands nowhere (reads past the promise stand until a windup).
+    pub(crate) fn maintain(&self) {
+        // CLOCK_MONOTONIC is our uptime's reference: a counter that ran
+        // through a suspend that it did not count resumes from it.
+        self.engine().windup_following(|| {
+            BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
+        });
+        let steering = match self.steering.try_lock() {
+            Ok(steering) => Some(steering),
+            // A panic under the lock must not end steering (and the watchdog).
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        if let Some(mut steering) = steering {
+            steering.steer(self);
+        }
+        if self.as_process_clock().is_none() {
+            return;
+        }
+        // Through the readers' word, so that a reader that sees a value below
+        // and then reads `now()` reads the same timekeeper or a later one.
+        let engine = match READER.load(Ordering::Acquire) {
+            NOT_STARTED => self.engine(),
+            word => reader_engine(word),
+        };
+        if self.upkeep_started.load(Ordering::Relaxed) {
+            COARSE_NANOS.fetch_max(floor_nanos(engine.uptime_coarse()), Ordering::Release);
+        }
+        // The engine's reads, which never wind up (this is a windup).
+        let [monotonic, realtime] = &SECOND_HINTS;
+        monotonic.store(engine.uptime_nanos() / 1_000_000_000, Ordering::Relaxed);
+        realtime.store(engine.realtime_nanos() / 1_000_000_000, Ordering::Relaxed);
+    }
+
+    /// Follows TAI − UTC, which the kernel keeps in whole seconds (an NTP
+    /// daemon sets it; 0 otherwise).
+    pub(crate) fn follow_tai(&self) {
+        if let Ok(ntp) = self.kernel.ntp() {
+            self.tai_offset
+                .store(ntp.tai_offset_s as i64, Ordering::Relaxed);
+        }
+    }
+
+    /// TAI − UTC in seconds, read from the kernel the first time (0 if
+    /// `adjtimex` fails, as CLOCK_TAI is Realtime then).
+    pub(crate) fn tai_offset(&self) -> i64 {
+        if self.tai_offset.load(Ordering::Relaxed) == TAI_UNREAD {
+            self.follow_tai();
+        }
+        match self.tai_offset.load(Ordering::Relaxed) {
+            TAI_UNREAD => 0,
+            seconds => seconds,
+        }
+    }
+
+    /// This clock, if it is the process's one (tests build others).
+    pub(super) fn as_process_clock(&self) -> Option<&'static HostClock> {
+        CLOCK.get().filter(|clock| std::ptr::eq(*clock, self))
+    }
+
+    pub(super) fn start_upkeep(&'static self) {
+        if self.upkeep_started.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("timehands-upkeep".to_string())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(WINDUP_INTERVAL);
+                    self.wind_up();
+                }
+            });
+        if spawned.is_err() {
+            // No thread, no upkeep: the coarse clocks then advance with the
+            // windups that precise readers do. Let a later coarse read try
+            // again (and not read a value no windup keeps any more).
+            self.upkeep_started.store(false, Ordering::Relaxed);
+            COARSE_NANOS.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// How often the watchdog's thread winds up (and so steers, and so checks
+/// the counter), whatever the readers do.
+pub(super) const WATCHDOG_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A timekeeper for the host clock on `counter`, winding up every
+/// `interval`, starting at `uptime` at the counter reading `count` (now, if
+/// `None`).
+pub(super) fn timekeeper(
+    counter: HostCounter,
+    uptime: BinTime,
+    count: Option<u64>,
+    interval: Duration,
+) -> Result<Timekeeper<HostCounter>, crate::Error> {
+    let builder = Timekeeper::builder(counter)
+        .windup_interval(interval)
+        .start_at(uptime)
+        .follows_reference(true);
+    match count {
+        Some(count) => builder.start_count(count),
+        None => builder,
+    }
+    .build()
+}
+
+/// A timekeeper on the kernel's CLOCK_MONOTONIC, starting at `uptime` at the
+/// kernel's time `count` (now, if `None`).
+pub(super) fn kernel_timekeeper(uptime: BinTime, count: Option<u64>) -> Timekeeper<HostCounter> {
+    timekeeper(
+        HostCounter::Kernel(KernelCounter::monotonic()),
+        uptime,
+        count,
+        WINDUP_INTERVAL,
+    )
+    .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid")
+}
+
+/// The clock, started at its first use.
+#[inline]
+pub(crate) fn clock() -> &'static HostClock {
+    CLOCK.get_or_init(HostClock::start)
+}
+
+/// The process's clock, once started.
+pub(super) static CLOCK: OnceLock<HostClock> = OnceLock::new();
+
+/// In a `fork()`ed child, which has none of the parent's threads: the next
+/// coarse read and the next windup start the upkeep and watchdog threads anew.
+pub(super) extern "C" fn forget_threads_in_child() {
+    if let Some(clock) = CLOCK.get() {
+        clock.upkeep_started.store(false, Ordering::Relaxed);
+        clock.watchdog_started.store(false, Ordering::Relaxed);
+        // A choice the parent was making is made again, by the child; a
+        // hand-over it was in the middle of is taken as far as the readers'
+        // word had gone.
+        let _ = clock.choice.compare_exchange(
+            CHOOSING,
+            TO_CHOOSE,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        let word = READER.load(Ordering::Relaxed);
+        if word != NOT_STARTED {
+            let readers = reader_engine(word);
+            if let Some(stage) = clock
+                .stages
+                .iter()
+                .position(|stage| stage.get().is_some_and(|s| std::ptr::eq(s, readers)))
+            {
+                clock.stage.store(stage, Ordering::Relaxed);
+            }
+        }
+        for engine in clock.stages.iter().filter_map(OnceLock::get) {
+            // SAFETY: this runs in the child before it returns from fork(),
+            // the only thread it has: none is in a writer.
+            unsafe { engine.release_writer_after_fork() };
+        }
+        // Stale until the upkeep thread runs again: the next coarse read
+        // goes the long way, and starts it.
+        COARSE_NANOS.store(0, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,157 @@
+//! What the clock can tell apart, how far it is from the kernel, and what it
+//! runs on.
+
+use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::choice::Verdict;
+use super::clock::Facts;
+use super::clock::{WINDUP_INTERVAL, clock};
+use super::read::ClockId;
+use crate::Counter;
+
+/// What a clock can tell apart, and how far it can be from the kernel's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resolution {
+    /// The smallest step the clock takes.
+    pub resolution: Duration,
+    /// The current bound on its error against the kernel's clock of that name.
+    pub accuracy: Duration,
+}
+
+/// The resolution and the current accuracy bound of clock `id`.
+pub fn getres(id: ClockId) -> Resolution {
+    let clock = clock();
+    let hz = clock.engine().counter().frequency().max(1);
+    let tick = Duration::from_nanos(1_000_000_000u64.div_ceil(hz));
+    let accuracy = Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed));
+    // Realtime's offset from Monotonic was measured too.
+    let realtime_accuracy =
+        accuracy + Duration::from_nanos(clock.realtime_uncertainty.load(Ordering::Relaxed));
+    match id {
+        ClockId::Monotonic | ClockId::Boottime => Resolution {
+            resolution: tick,
+            accuracy,
+        },
+        ClockId::Realtime | ClockId::Tai => Resolution {
+            resolution: tick,
+            accuracy: realtime_accuracy,
+        },
+        ClockId::MonotonicRaw => Resolution {
+            resolution: Duration::from_nanos(1),
+            accuracy: Duration::ZERO,
+        },
+        ClockId::MonotonicCoarse => Resolution {
+            resolution: WINDUP_INTERVAL,
+            accuracy: accuracy + WINDUP_INTERVAL,
+        },
+        ClockId::RealtimeCoarse => Resolution {
+            resolution: WINDUP_INTERVAL,
+            accuracy: realtime_accuracy + WINDUP_INTERVAL,
+        },
+        ClockId::Second => Resolution {
+            resolution: Duration::from_secs(1),
+            accuracy: realtime_accuracy + Duration::from_secs(1),
+        },
+    }
+}
+
+/// What the clock runs on and how well it is doing. With the `serde` feature
+/// it serializes under these names, the accuracy as `accuracy_ns`.
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Info {
+    /// The counter's name (`TSC`, `CNTVCT_EL0`, `CLOCK_MONOTONIC`).
+    pub counter: String,
+    /// The counter's frequency, as refined so far, in Hz.
+    pub frequency_hz: u64,
+    /// Where the first frequency came from.
+    pub frequency_source: String,
+    /// How sure the frequency is, in parts per billion: the brackets of its
+    /// last measurement over the counts between them. `None` for a frequency
+    /// only stated (by CPUID) and not yet measured.
+    pub frequency_uncertainty_ppb: Option<u64>,
+    /// How far the steering has moved the frequency from the first one, in
+    /// parts per billion.
+    pub frequency_correction_ppb: i64,
+    /// The checks that chose the counter.
+    pub verdicts: Vec<Verdict>,
+    /// Why the kernel clock is used instead of a hardware counter, if it is.
+    pub fallback: Option<String>,
+    /// Hands published so far.
+    pub windups: u64,
+    /// The last measured offset, CLOCK_MONOTONIC minus ours, in ns.
+    pub offset_ns: i64,
+    /// The current error bound against CLOCK_MONOTONIC.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "accuracy_ns", serialize_with = "nanos_of")
+    )]
+    pub accuracy: Duration,
+    /// The bounds on real time against UTC ([`realtime_bounds`](crate::realtime_bounds)),
+    /// or why there are none (the kernel is not synchronized). In JSON, the
+    /// bounds, or `{"error": "..."}`.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "bounds_or_error"))]
+    pub realtime_bounds: Result<crate::RealtimeBounds, crate::Error>,
+}
+
+/// A duration serialized as whole nanoseconds.
+#[cfg(feature = "serde")]
+pub(super) fn nanos_of<S: serde::Serializer>(
+    d: &Duration,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u128(d.as_nanos())
+}
+
+/// The bounds, or `{"error": message}`.
+#[cfg(feature = "serde")]
+pub(super) fn bounds_or_error<S: serde::Serializer>(
+    bounds: &Result<crate::RealtimeBounds, crate::Error>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    use serde::ser::SerializeMap;
+    match bounds {
+        Ok(bounds) => bounds.serialize(serializer),
+        Err(e) => {
+            let mut map = serializer.serialize_map(Some(1))?;
+            map.serialize_entry("error", &e.to_string())?;
+            map.end()
+        }
+    }
+}
+
+/// What the clock runs on, why, and how far it is from the kernel.
+pub fn info() -> Info {
+    let clock = clock();
+    clock.choose_counter();
+    let Facts {
+        frequency_source,
+        verdicts,
+        fallback,
+    } = clock.facts().clone();
+    let steering = clock.steering();
+    Info {
+        counter: clock.engine().counter().name().to_string(),
+        frequency_hz: steering.frequency_hz(),
+        frequency_source,
+        frequency_uncertainty_ppb: steering.uncertainty_ppb(),
+        frequency_correction_ppb: steering.correction_ppb(),
+        verdicts: verdicts
+            .into_iter()
+            .chain(clock.cross_cpu.get().cloned())
+            .collect(),
+        fallback,
+        windups: clock
+            .stages
+            .iter()
+            .filter_map(OnceLock::get)
+            .map(|engine| engine.stats().windups)
+            .sum(),
+        offset_ns: clock.last_offset.load(Ordering::Relaxed),
+        accuracy: Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed)),
+        realtime_bounds: crate::realtime_bounds(),
+    }
+}

@@ -1,0 +1,117 @@
+//! The process-wide clock: the engine on the best counter this machine has,
+//! steered to the kernel's clocks.
+//!
+//! # Choosing the counter
+//!
+//! The first read (never anything before `main`) starts the clock on the
+//! kernel's CLOCK_MONOTONIC itself: nothing to choose, so the first read costs
+//! tens of microseconds, with CLOCK_MONOTONIC's own offset (none) and error
+//! bound from the start. The choice costs more than that in a VM, where every
+//! CPUID traps to the hypervisor (some microseconds a leaf) and the kernel's
+//! clocksource is a file to read; so it is made at the first windup, on the
+//! watchdog's thread (below), or by [`info`](crate::info()) if it asks first: on x86_64 the
+//! TSC, when CPUID says it is invariant and the kernel itself keeps time with
+//! it (its clocksource is `tsc`, which Linux grants only to a TSC it found
+//! synchronized across CPUs); on aarch64 the generic timer's CNTVCT_EL0;
+//! otherwise, or when `TIMEHANDS_COUNTER=kernel`, the kernel's clock stays, so
+//! the clock is correct everywhere and fast where it can be.
+//! `TIMEHANDS_COUNTER=tsc` takes the TSC whatever the checks say. [`info`](crate::info())
+//! tells what was chosen and why.
+//!
+//! The move is a retirement ([`Timekeeper::retire`](crate::Timekeeper::retire)) of the timekeeper on the
+//! kernel's clock for one on the chosen counter that starts where it stops.
+//! The thread waits until that point falls due before it moves the readers,
+//! so time neither steps back nor runs ahead of CLOCK_MONOTONIC; the first
+//! timekeeper winds up every [`STARTUP_INTERVAL`](clock::STARTUP_INTERVAL), so that the point is near.
+//!
+//! A check of our own follows on the TSC: the same thread measures each CPU's
+//! TSC against the first CPU's (`tsc_sync`, as Linux does at boot); TSCs found
+//! apart are dropped for the kernel's clock, as the watchdog drops a counter
+//! (below), and the verdict joins the others in [`info`](crate::info()).
+//!
+//! # How a read finds the clock
+//!
+//! `now()` loads one word ([`READER`](read::READER)): the address of the timekeeper in use
+//! and, in its low bits, how to read its counter (`rdtscp`, `lfence; rdtsc`,
+//! or the counter's own read), so that a read tests nothing else before the
+//! counter read. Then the engine's first nanosecond segment of the current
+//! hands gives the time with one multiply-add (see [`Timekeeper::nanos_at`](crate::Timekeeper::nanos_at)).
+//! The word is 0 until the clock starts, and changes when a timekeeper takes
+//! over from another.
+//!
+//! # Staying with the kernel
+//!
+//! The clock has CLOCK_MONOTONIC's origin from its first read, and the steering
+//! of `steer.rs` keeps it there: at windups it compares itself with the kernel
+//! through tight brackets and slews its phase and trims its rate, never
+//! stepping. Realtime and Boottime are Monotonic plus the kernel's own offsets
+//! (REALTIME − MONOTONIC, BOOTTIME − MONOTONIC), re-read at each windup, so
+//! they follow `settimeofday` and suspend within one windup interval.
+//!
+//! # When the counter goes wrong
+//!
+//! Each steering also asks the watchdog (`watchdog.rs`) whether the counter
+//! still advances as CLOCK_MONOTONIC_RAW (plus any suspend) says. One that went
+//! backwards, stopped or strayed in rate is retired ([`Timekeeper::retire`](crate::Timekeeper::retire))
+//! for a timekeeper on the kernel's CLOCK_MONOTONIC that starts where the
+//! retired one stopped, so time never steps back (but for reads behind the
+//! base, which the engine clamps to it: a counter that went back shows as time
+//! standing at the last windup, a step back of at most the reads made since);
+//! [`info`](crate::info()) reports the fallback and its reason. Readers find windups due
+//! after a counter went back too, and a thread started at the first windup
+//! (the cross-CPU check's, on the TSC) winds up every
+//! [`WATCHDOG_INTERVAL`](clock::WATCHDOG_INTERVAL), so that a counter that stopped, which no reader can
+//! notice, is caught as well.
+//!
+//! A suspend is not a failure: an invariant TSC counts on through s2idle,
+//! where CLOCK_MONOTONIC stops, and the watchdog's reference counts the
+//! suspend in. The host's timekeepers [follow](crate::Builder::follows_reference)
+//! CLOCK_MONOTONIC: no read extrapolates the counter past the current
+//! timehands' promise (two windup intervals at most), and the windup the
+//! first reader after a resume makes (see [`Timekeeper::windup_following`](crate::Timekeeper::windup_following))
+//! resumes the time from CLOCK_MONOTONIC, read after the counter, plus an
+//! interval, rather than an hour ahead of it. The steering slews that last
+//! interval away. The steering's rate baseline starts again after a suspend,
+//! so that the counts of the suspend are not taken for a frequency. A TSC
+//! that restarts from 0 (S3 on some machines) reads behind its base: time
+//! stands at the last windup until the watchdog fails over.
+//!
+//! # Who winds up
+//!
+//! Nobody needs to: a reader that finds the timehands a windup interval old
+//! winds up (the others carry on; one wins the writer lock). A reader that
+//! finds them past their promise stood there: it winds up (or waits for the
+//! thread that does) and reads again. A thread is started
+//! only for the coarse clocks, which read no counter and so would never notice:
+//! the first coarse read starts it, and it winds up every interval. Each windup
+//! leaves the coarse time ready for [`now_coarse`](crate::now_coarse()) in one word
+//! ([`COARSE_NANOS`](read::COARSE_NANOS)), and the whole seconds of each clock as hints for
+//! [`gettime`](crate::gettime()), which then splits nanoseconds into seconds without a
+//! division.
+
+mod choice;
+mod clock;
+mod counter;
+mod info;
+mod read;
+#[cfg(test)]
+mod tests;
+
+pub(crate) mod bounds;
+pub(crate) mod instant;
+pub(crate) mod kernel_clocks;
+pub(crate) mod mock;
+#[cfg(test)]
+mod simulated_kernel;
+pub(crate) mod steer;
+pub(crate) mod trace;
+pub(crate) mod watchdog;
+
+pub use choice::Verdict;
+pub(crate) use clock::{HostClock, clock};
+pub(crate) use counter::HostCounter;
+pub use info::{Info, Resolution, getres, info};
+pub use read::{
+    ClockId, gettime, now, now_coarse, now_coarse_coherent, now_coherent, now_unordered,
+    try_gettime,
+};

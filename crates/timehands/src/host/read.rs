@@ -1,0 +1,391 @@
+//! The read API: `now()` and its kin, `gettime` and the clock ids, and the
+//! one word a read loads to find the clock.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use super::clock::clock;
+use super::counter::HostCounter;
+use crate::engine::Due;
+use crate::engine::nanos::floor_nanos;
+use crate::host::instant::Instant;
+use crate::host::kernel_clocks::KernelClock;
+#[cfg(target_arch = "x86_64")]
+use crate::hw;
+use crate::{Counter, Timekeeper};
+
+/// The process's clock as readers find it, in one word: the address of the
+/// timekeeper in use (one of its [`STAGES`](super::clock::STAGES)),
+/// and in the low bits (the timekeeper is 64-byte aligned) how to read its
+/// counter, decided once, so that a read neither tests whether the clock has
+/// started nor matches on the kind of counter. 0 until the clock starts.
+pub(super) static READER: AtomicUsize = AtomicUsize::new(0);
+/// The low bits of [`READER`]: how the counter is read.
+pub(super) const HOW: usize = 0b11;
+/// Not started: the first read starts the clock.
+pub(super) const NOT_STARTED: usize = 0;
+/// Through [`HostCounter`]'s own read (the kernel's clock, CNTVCT_EL0).
+pub(super) const COUNTER_READ: usize = 1;
+/// The TSC, with `rdtscp`.
+#[cfg(target_arch = "x86_64")]
+pub(super) const RDTSCP: usize = 2;
+/// The TSC, with `lfence; rdtsc`.
+#[cfg(target_arch = "x86_64")]
+pub(super) const LFENCE_RDTSC: usize = 3;
+const _: () = assert!(std::mem::align_of::<Timekeeper<HostCounter>>() > HOW);
+
+/// The readers' word for `engine`, a timekeeper of the process's clock.
+pub(super) fn reader_word(engine: &'static Timekeeper<HostCounter>) -> usize {
+    let how = match engine.counter() {
+        #[cfg(target_arch = "x86_64")]
+        HostCounter::Tsc(tsc) => match tsc.ordered_read() {
+            hw::OrderedRead::Rdtscp => RDTSCP,
+            hw::OrderedRead::LfenceRdtsc => LFENCE_RDTSC,
+        },
+        _ => COUNTER_READ,
+    };
+    std::ptr::from_ref(engine) as usize | how
+}
+
+/// The timekeeper a readers' word other than 0 names.
+#[inline(always)]
+pub(super) fn reader_engine(word: usize) -> &'static Timekeeper<HostCounter> {
+    debug_assert!(word & HOW != NOT_STARTED);
+    // SAFETY: a word other than 0 is made by `reader_word` from a
+    // `&'static` timekeeper of the process's clock (one of its stages,
+    // inside the `CLOCK` static, never moved or dropped).
+    unsafe { &*((word & !HOW) as *const Timekeeper<HostCounter>) }
+}
+
+/// Nanoseconds on CLOCK_MONOTONIC (with `REALTIME`, on CLOCK_REALTIME) from
+/// an ordered counter read (or, without `ORDERED`, an unordered one), winding
+/// the clock up when the read finds it due.
+#[inline(always)]
+pub(super) fn read_nanos<const REALTIME: bool, const ORDERED: bool>() -> u64 {
+    match read_nanos_fast::<REALTIME, ORDERED, true>() {
+        Ok(ns) => ns,
+        Err(Some((engine, count))) => read_nanos_slow::<REALTIME, ORDERED>(engine, count),
+        Err(None) => start_and_read::<REALTIME, ORDERED>(),
+    }
+}
+
+/// What a read that the common case does not cover passes on: the
+/// timekeeper and the counter reading, or `None` before the clock starts.
+pub(super) type LongWay = Option<(&'static Timekeeper<HostCounter>, u64)>;
+
+/// The common case of [`read_nanos`], once the clock runs: one load of the
+/// readers' word, the counter read it names, and the engine's segment of the
+/// current hands (see [`Timekeeper::nanos_at`]). It never waits, winds up or
+/// panics. Without `COUNTER_CALL` it calls nothing at all: a counter read by
+/// a call (the kernel's clock) goes the long way, so that a caller that
+/// needs no registers saved around a call saves none.
+#[inline(always)]
+pub(super) fn read_nanos_fast<
+    const REALTIME: bool,
+    const ORDERED: bool,
+    const COUNTER_CALL: bool,
+>() -> Result<u64, LongWay> {
+    let word = READER.load(Ordering::Acquire);
+    let how = word & HOW;
+    if how == NOT_STARTED || (!COUNTER_CALL && how == COUNTER_READ) {
+        return Err(None);
+    }
+    let engine = reader_engine(word);
+    let count = match how {
+        #[cfg(target_arch = "x86_64")]
+        RDTSCP | LFENCE_RDTSC if !ORDERED => hw::rdtsc(),
+        // SAFETY: the word says RDTSCP only for a TSC read with rdtscp,
+        // which its constructor found the CPU has.
+        #[cfg(target_arch = "x86_64")]
+        RDTSCP => unsafe { hw::read_tsc_ordered(hw::OrderedRead::Rdtscp) },
+        // SAFETY: `lfence; rdtsc` runs on every x86_64 CPU.
+        #[cfg(target_arch = "x86_64")]
+        LFENCE_RDTSC => unsafe { hw::read_tsc_ordered(hw::OrderedRead::LfenceRdtsc) },
+        _ => sample::<ORDERED>(engine.counter()),
+    };
+    engine
+        .nanos_at::<REALTIME>(count)
+        .ok_or(Some((engine, count)))
+}
+
+/// The counter's read, ordered or not.
+#[inline(always)]
+pub(super) fn sample<const ORDERED: bool>(counter: &HostCounter) -> u64 {
+    if ORDERED {
+        counter.read()
+    } else {
+        counter.read_unordered()
+    }
+}
+
+/// A read at `count` that the current hands' first segment does not cover:
+/// the engine's long way (re-reading the counter through [`HostCounter`],
+/// the same counter), and the windup it may find due.
+#[cold]
+#[inline(never)]
+pub(super) fn read_nanos_slow<const REALTIME: bool, const ORDERED: bool>(
+    engine: &Timekeeper<HostCounter>,
+    count: u64,
+) -> u64 {
+    let (ns, due) = engine.nanos_and_due_slow::<REALTIME>(count, sample::<ORDERED>);
+    match due {
+        Due::No => ns,
+        Due::Yes => {
+            clock().wind_up();
+            ns
+        }
+        Due::Standing => read_after_windup::<REALTIME, ORDERED>(ns),
+    }
+}
+
+/// How many times a read that stood at its hands' promise winds up (or
+/// finds another thread winding up) and reads again, before it returns the
+/// time it stood at.
+pub(super) const STANDING_READS: u32 = 1_000;
+
+/// A read that stood at its hands' promise, `stood`: no windup for two
+/// intervals, so the counter may have run through a suspend that
+/// CLOCK_MONOTONIC did not count (see [`Timekeeper::windup_following`]).
+/// The windup decides; the read after it gives the time. A thread that
+/// finds another winding up waits for it (yielding), but not for ever: a
+/// `fork()`ed child whose parent was winding up keeps the time it stood at.
+#[cold]
+#[inline(never)]
+pub(super) fn read_after_windup<const REALTIME: bool, const ORDERED: bool>(stood: u64) -> u64 {
+    let clock = clock();
+    for _ in 0..STANDING_READS {
+        clock.wind_up();
+        let engine = reader_engine(READER.load(Ordering::Acquire));
+        let count = sample::<ORDERED>(engine.counter());
+        if let Some(ns) = engine.nanos_at::<REALTIME>(count) {
+            return ns;
+        }
+        let (ns, due) = engine.nanos_and_due_slow::<REALTIME>(count, sample::<ORDERED>);
+        if due != Due::Standing {
+            return ns;
+        }
+        std::thread::yield_now();
+    }
+    stood
+}
+
+/// The first read: starts the clock, publishes the readers' word (unless a
+/// failover already did), and reads.
+#[cold]
+#[inline(never)]
+pub(super) fn start_and_read<const REALTIME: bool, const ORDERED: bool>() -> u64 {
+    let clock = clock();
+    let _ = READER.compare_exchange(
+        0,
+        reader_word(clock.engine()),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
+    read_nanos::<REALTIME, ORDERED>()
+}
+
+/// Now, on CLOCK_MONOTONIC: the fastest correct clock this machine has. Never
+/// goes backwards, on one thread or across threads.
+///
+/// ```
+/// let a = timehands::now();
+/// let b = timehands::now();
+/// assert!(b >= a);
+/// ```
+#[inline]
+pub fn now() -> Instant {
+    Instant::from_nanos(read_nanos::<false, true>())
+}
+
+/// Now, from an unordered counter read: cheaper than [`now`], monotonic on one
+/// thread, but a thread that has seen another thread's time may read an
+/// earlier one. For timing intervals on one thread only.
+#[inline]
+pub fn now_unordered() -> Instant {
+    Instant::from_nanos(read_nanos::<false, false>())
+}
+
+/// [`now_coarse`]'s value: the clock's coarse uptime in nanoseconds, kept
+/// ready at each windup (the largest so far: several threads wind up) once
+/// the upkeep thread runs, so that a coarse read is one load. 0 until then,
+/// and in a `fork()`ed child until it runs again: the long way, which starts
+/// it.
+pub(super) static COARSE_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// The time of the last windup: no counter read at all, at most a windup
+/// interval ([`getres`](crate::getres) says how much) behind [`now`], never ahead of it.
+/// The first call starts the thread that keeps it fresh.
+#[inline]
+pub fn now_coarse() -> Instant {
+    match COARSE_NANOS.load(Ordering::Acquire) {
+        0 => now_coarse_starting(),
+        ns => Instant::from_nanos(ns),
+    }
+}
+
+/// A coarse read before the upkeep thread runs: starts it, and reads the
+/// timekeeper's own coarse clock (which [`COARSE_NANOS`] copies).
+#[cold]
+#[inline(never)]
+pub(super) fn now_coarse_starting() -> Instant {
+    let clock = clock();
+    clock.start_upkeep();
+    Instant::from_nanos(floor_nanos(clock.engine().uptime_coarse()))
+}
+
+/// The latest time [`now_coherent`] handed out, in ns: the floor of
+/// [`now_coarse_coherent`].
+pub(super) static COHERENT_FLOOR: AtomicU64 = AtomicU64::new(0);
+
+/// [`now`], remembered so that a [`now_coarse_coherent`] that happens after
+/// it is never earlier (the multigrain timestamps of Linux 6.13: the coarse
+/// clock stays cheap until someone has seen a finer time). Costs a shared
+/// atomic maximum on top of `now()`: use it where that coherence matters, such
+/// as timestamps that coarse ones are compared with, not for every read.
+///
+/// ```
+/// let precise = timehands::now_coherent();
+/// assert!(timehands::now_coarse_coherent() >= precise);
+/// ```
+pub fn now_coherent() -> Instant {
+    let t = now();
+    COHERENT_FLOOR.fetch_max(t.as_nanos(), Ordering::Release);
+    t
+}
+
+/// [`now_coarse`], but never earlier than a [`now_coherent`] read that
+/// happened before it; like `now_coarse`, never ahead of a [`now`] that
+/// follows, and never decreasing.
+#[inline]
+pub fn now_coarse_coherent() -> Instant {
+    let coarse = now_coarse();
+    coarse.max(Instant::from_nanos(COHERENT_FLOOR.load(Ordering::Acquire)))
+}
+
+/// The clocks of `clock_gettime(2)` that timehands serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ClockId {
+    /// Unix time, following the kernel's steps (`settimeofday`).
+    Realtime,
+    /// Time since boot, not counting suspend: [`now`].
+    Monotonic,
+    /// Time since boot, counting suspend.
+    Boottime,
+    /// The kernel's CLOCK_MONOTONIC_RAW (not slewed by NTP), read from the kernel.
+    MonotonicRaw,
+    /// Realtime at the last windup.
+    RealtimeCoarse,
+    /// Monotonic at the last windup: [`now_coarse`].
+    MonotonicCoarse,
+    /// Whole seconds of Realtime.
+    Second,
+    /// International Atomic Time: Realtime plus the kernel's TAI − UTC
+    /// offset (CLOCK_TAI), followed as an NTP daemon sets it (0 where none
+    /// does, as the kernel's).
+    Tai,
+}
+
+impl ClockId {
+    /// Every clock id.
+    pub const ALL: [ClockId; 8] = [
+        ClockId::Realtime,
+        ClockId::Monotonic,
+        ClockId::Boottime,
+        ClockId::MonotonicRaw,
+        ClockId::RealtimeCoarse,
+        ClockId::MonotonicCoarse,
+        ClockId::Second,
+        ClockId::Tai,
+    ];
+}
+
+/// The time on clock `id`, since that clock's origin (the kernel's origin for
+/// the clock of that name). A precise read winds the clock up when it finds
+/// it due, as [`now`] does; the first coarse read starts the thread that
+/// keeps the coarse clocks fresh.
+// Always inlined: with a constant id (the common call) it is that clock's
+// read alone, as cheap as `now()` and an add.
+#[inline(always)]
+pub fn gettime(id: ClockId) -> Duration {
+    match id {
+        ClockId::Monotonic => split_near(read_nanos::<false, true>(), &SECOND_HINTS[0]),
+        ClockId::Realtime => split_near(read_nanos::<true, true>(), &SECOND_HINTS[1]),
+        other => Duration::from_nanos(gettime_nanos_other(other)),
+    }
+}
+
+/// [`gettime`] when one instruction's read is all it takes: the clock has
+/// started, runs on a counter read by an instruction (the TSC), the current
+/// timehands cover this moment, and `id` is [`Monotonic`](ClockId::Monotonic)
+/// or [`Realtime`](ClockId::Realtime). `None` otherwise, and [`gettime`]
+/// does the rest (starts the clock, winds it up, takes the long way). It
+/// never waits, winds up, allocates, calls or panics: for a caller that must
+/// not, such as a C function that may not unwind, a signal handler or a
+/// tracer's probe.
+///
+/// ```
+/// use timehands::{ClockId, gettime, try_gettime};
+///
+/// let t = try_gettime(ClockId::Monotonic).unwrap_or_else(|| gettime(ClockId::Monotonic));
+/// assert!(t > std::time::Duration::ZERO);
+/// ```
+#[inline(always)]
+pub fn try_gettime(id: ClockId) -> Option<Duration> {
+    match id {
+        ClockId::Monotonic => {
+            let ns = read_nanos_fast::<false, true, false>().ok()?;
+            Some(split_near(ns, &SECOND_HINTS[0]))
+        }
+        ClockId::Realtime => {
+            let ns = read_nanos_fast::<true, true, false>().ok()?;
+            Some(split_near(ns, &SECOND_HINTS[1]))
+        }
+        _ => None,
+    }
+}
+
+/// Whole seconds of a recent read of CLOCK_MONOTONIC and of CLOCK_REALTIME,
+/// refreshed at windups: hints that let [`gettime`] split nanoseconds into
+/// seconds with a subtraction rather than a division. Any value is correct
+/// (a wrong one only sends the split the long way); each is at most
+/// `u64::MAX / 10^9`, so that its nanoseconds fit a `u64`.
+pub(super) static SECOND_HINTS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// `ns` as a `Duration`, split at the second `hint` names when `ns` falls in
+/// that second or the next (a predicted branch and a subtraction), by a
+/// division otherwise.
+#[inline(always)]
+pub(super) fn split_near(ns: u64, hint: &AtomicU64) -> Duration {
+    const NANOS_PER_SEC: u64 = 1_000_000_000;
+    let second = hint.load(Ordering::Relaxed);
+    // No overflow: hints are at most u64::MAX / 10^9.
+    match ns.checked_sub(second * NANOS_PER_SEC) {
+        Some(within) if within < NANOS_PER_SEC => Duration::new(second, within as u32),
+        Some(within) if within < 2 * NANOS_PER_SEC => {
+            Duration::new(second + 1, (within - NANOS_PER_SEC) as u32)
+        }
+        _ => Duration::from_nanos(ns),
+    }
+}
+
+/// The nanoseconds of the clocks other than Monotonic and Realtime.
+#[inline(never)]
+pub(super) fn gettime_nanos_other(id: ClockId) -> u64 {
+    let clock = clock();
+    match id {
+        ClockId::Monotonic => read_nanos::<false, true>(),
+        ClockId::Realtime => read_nanos::<true, true>(),
+        ClockId::Second => read_nanos::<true, true>() / 1_000_000_000 * 1_000_000_000,
+        ClockId::Boottime => read_nanos::<false, true>()
+            .saturating_add_signed(clock.boottime_offset.load(Ordering::Relaxed)),
+        ClockId::MonotonicRaw => clock.kernel.nanos(KernelClock::MonotonicRaw),
+        ClockId::Tai => {
+            read_nanos::<true, true>().saturating_add_signed(clock.tai_offset() * 1_000_000_000)
+        }
+        ClockId::MonotonicCoarse => now_coarse().as_nanos(),
+        ClockId::RealtimeCoarse => {
+            clock.start_upkeep();
+            floor_nanos(clock.engine().realtime_coarse())
+        }
+    }
+}

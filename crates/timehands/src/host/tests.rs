@@ -1,0 +1,314 @@
+//! The host clock on test counters: the move to the chosen counter, failovers,
+//! and the choice's verdicts.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::choice::*;
+use super::clock::*;
+use super::counter::*;
+#[cfg(feature = "serde")]
+use super::info::info;
+use super::read::*;
+use crate::host::kernel_clocks::{SystemClocks, kernel_nanos};
+use crate::{BinTime, Counter, Timekeeper};
+
+/// CLOCK_MONOTONIC's nanoseconds as a 1 GHz counter, which the test can
+/// make jump or stop.
+#[derive(Clone, Default)]
+pub(crate) struct Faulty {
+    jump: Arc<AtomicU64>,
+    stopped_at: Arc<AtomicU64>,
+}
+
+impl Counter for Faulty {
+    fn read(&self) -> u64 {
+        match self.stopped_at.load(Ordering::Relaxed) {
+            0 => kernel_nanos(libc::CLOCK_MONOTONIC) + self.jump.load(Ordering::Relaxed),
+            stopped => stopped,
+        }
+    }
+    fn frequency(&self) -> u64 {
+        1_000_000_000
+    }
+    fn name(&self) -> &str {
+        "faulty"
+    }
+}
+
+/// What a reader saw: its last time, and every step back (from, to).
+struct Seen {
+    last: BinTime,
+    steps_back: Vec<(BinTime, BinTime)>,
+}
+
+/// Any hint splits nanoseconds right: the hint's second and the next go
+/// the short way, every other one (a stale hint, a step of realtime) the
+/// long way.
+#[test]
+fn seconds_split_right_whatever_the_hint() {
+    let hint = AtomicU64::new(0);
+    for ns in [0, 999_999_999, 1_000_000_000, 5_123_456_789, u64::MAX] {
+        for second in [0, 4, 5, 6, 7, 1_000, u64::MAX / 1_000_000_000] {
+            hint.store(second, Ordering::Relaxed);
+            assert_eq!(
+                split_near(ns, &hint),
+                Duration::from_nanos(ns),
+                "{ns} near {second}"
+            );
+        }
+    }
+}
+
+/// A thread that reads `clock` as `now()` does, winding it up when due
+/// (and so starting the watchdog's thread), until `stop`.
+fn read_until(clock: &'static HostClock, stop: Arc<AtomicBool>) -> JoinHandle<Seen> {
+    std::thread::spawn(move || {
+        let mut seen = Seen {
+            last: BinTime::ZERO,
+            steps_back: Vec::new(),
+        };
+        while !stop.load(Ordering::Relaxed) {
+            let (now, due) = clock.engine().uptime_and_due();
+            if now < seen.last {
+                seen.steps_back.push((seen.last, now));
+            }
+            seen.last = now;
+            if due {
+                clock.wind_up();
+            }
+        }
+        seen
+    })
+}
+
+/// A clock started as the process's is starts on the kernel's clock
+/// (nothing to choose at the first read) and moves to the counter
+/// `choose` picks at its first windup, on the watchdog's thread, with no
+/// step back for a reader reading through it.
+#[test]
+#[cfg_attr(miri, ignore = "reads the CPU's counter and the kernel's clocks")]
+fn the_clock_starts_on_the_kernel_clock_and_moves_to_the_chosen_counter() {
+    let clock: &'static HostClock = Box::leak(Box::new(HostClock::start()));
+    assert!(on_kernel_clock(clock.engine()));
+    assert_eq!(clock.choice.load(Ordering::Acquire), TO_CHOOSE);
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = read_until(clock, stop.clone());
+    // The loop bound only keeps a broken hand-over from hanging the test.
+    for _ in 0..5000 {
+        if clock.choice.load(Ordering::Acquire) == CHOSEN {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(5));
+    stop.store(true, Ordering::Relaxed);
+    let seen = reader.join().expect("the reader ran");
+    assert_eq!(seen.steps_back, []);
+    let chosen = choose();
+    assert_eq!(
+        clock.engine().counter().name(),
+        chosen.counter.name(),
+        "{:?}",
+        clock.facts().fallback
+    );
+    if !on_kernel_clock(clock.engine()) {
+        assert_eq!(
+            clock.stages[0].get().map(Timekeeper::windup),
+            Some(crate::Windup::Retired)
+        );
+    }
+    assert!(clock.engine().uptime() >= seen.last);
+}
+
+/// A host clock on `counter`, read by a thread that winds it up as
+/// `now()` does (and so starts the watchdog's thread), until the watchdog
+/// fails it over after `fault`: no windup but the readers' and that
+/// thread's. Returns the clock (leaked, as the process's clock is static)
+/// and what the reader saw.
+fn fail_over_after(counter: Faulty, fault: impl FnOnce(&Faulty)) -> (&'static HostClock, Seen) {
+    let clock = HostClock::on_test_counter(Arc::new(counter.clone()), &SystemClocks);
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = read_until(clock, stop.clone());
+    // Some steerings of a counter that keeps time, enough for the
+    // watchdog to know its rate: no failover.
+    std::thread::sleep(Duration::from_millis(60));
+    assert!(
+        clock.facts().fallback.is_none(),
+        "{:?}",
+        clock.facts().fallback
+    );
+    fault(&counter);
+    // The loop bound only keeps a broken watchdog from hanging the test.
+    for _ in 0..5000 {
+        if clock.facts().fallback.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(5));
+    stop.store(true, Ordering::Relaxed);
+    let seen = reader.join().expect("the reader ran");
+    (clock, seen)
+}
+
+/// With `serde`, `info()` is the JSON document tools print: the fields by
+/// name, the accuracy in nanoseconds, the verdicts as objects.
+#[cfg(feature = "serde")]
+#[test]
+#[cfg_attr(miri, ignore = "reads the CPU's counter and the kernel's clocks")]
+fn info_serializes_by_name() {
+    let doc = serde_json::to_value(info()).expect("serializes");
+    assert_eq!(doc["counter"], info().counter);
+    assert!(doc["accuracy_ns"].is_u64(), "{doc}");
+    assert!(doc["frequency_hz"].as_u64().is_some_and(|hz| hz > 0));
+    let verdicts = doc["verdicts"].as_array().expect("an array");
+    for v in verdicts {
+        assert!(v["check"].is_string() && v["passed"].is_boolean() && v["detail"].is_string());
+    }
+}
+
+/// A suspend (the Boottime offset grew) restarts the rate's baseline:
+/// counts that ran on while CLOCK_MONOTONIC stood still are no frequency.
+/// Offsets that did not move keep it.
+#[test]
+#[cfg_attr(miri, ignore = "reads the kernel's clocks")]
+fn a_suspend_restarts_the_rate_baseline() {
+    let counter = Faulty::default();
+    let start =
+        crate::host::steer::Pair::new(counter.read(), kernel_nanos(libc::CLOCK_MONOTONIC), 0);
+    let clock = HostClock::new(
+        Choice {
+            counter: HostCounter::Test(Arc::new(counter)),
+            frequency_source: "the test".to_string(),
+            verdicts: Vec::new(),
+            fallback: None,
+            anchor: Some(start),
+            uncertainty_ppb: Some(0),
+        },
+        &SystemClocks,
+    );
+    let mut steering = clock.steering();
+    steering.follow_offsets(&clock);
+    assert!(steering.has_rate_anchor());
+    steering.pretend_suspended(1_000_000_000);
+    steering.follow_offsets(&clock);
+    assert!(!steering.has_rate_anchor());
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[test]
+fn cross_cpu_verdicts() {
+    use crate::tsc_sync::{PairBounds, Report, SyncError};
+    let pair = |lo: i64, hi: i64| PairBounds {
+        cpus: (0, 3),
+        lo,
+        hi,
+        lo_ns: lo as f64 / 2.0,
+        hi_ns: hi as f64 / 2.0,
+        min_round_trip: (hi - lo) as u64,
+        min_round_trip_ns: (hi - lo) as f64 / 2.0,
+        handoffs: 2_000,
+        backward: 0,
+    };
+    let (verdict, why) = verdict_of(Ok(Report {
+        pairs: vec![pair(-300, 500)],
+    }));
+    assert!(verdict.passed && why.is_none(), "{verdict:?}");
+    assert_eq!(
+        verdict.detail,
+        "1 CPU pairs agree, bounds at most 400 ns wide"
+    );
+
+    let (verdict, why) = verdict_of(Ok(Report {
+        pairs: vec![pair(-300, 500), pair(2_000, 2_800)],
+    }));
+    assert!(!verdict.passed);
+    assert_eq!(verdict.detail, "CPUs (0, 3) are [1000, 1400] ns apart");
+    assert_eq!(
+        why.as_deref(),
+        Some("the cross-CPU TSC check found CPUs (0, 3) are [1000, 1400] ns apart")
+    );
+
+    // Not measured: no verdict against the TSC, and no failover.
+    let (verdict, why) = verdict_of(Err(SyncError::Frequency));
+    assert!(!verdict.passed && verdict.detail.starts_with("not run: "));
+    assert!(why.is_none());
+    let (verdict, why) = verdict_of(Ok(Report { pairs: Vec::new() }));
+    assert!(!verdict.passed && verdict.detail.starts_with("not run: "));
+    assert!(why.is_none());
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "reads the kernel's clocks and sleeps")]
+fn a_counter_that_jumps_is_replaced_by_the_kernel_clock_without_a_step_back() {
+    let (clock, seen) = fail_over_after(Faulty::default(), |c| {
+        c.jump.store(1_000_000_000, Ordering::Relaxed)
+    });
+    let why = clock
+        .facts()
+        .fallback
+        .clone()
+        .expect("the watchdog failed over");
+    assert!(why.contains("ppm"), "{why}");
+    assert_eq!(clock.engine().counter().name(), "CLOCK_MONOTONIC");
+    assert_eq!(seen.steps_back, []);
+    assert!(clock.engine().uptime() >= seen.last);
+    assert_eq!(
+        clock.stages[0].get().map(Timekeeper::windup),
+        Some(crate::Windup::Retired)
+    );
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "reads the kernel's clocks and sleeps")]
+fn a_counter_that_stops_is_replaced_by_the_kernel_clock_without_a_step_back() {
+    let (clock, seen) = fail_over_after(Faulty::default(), |c| {
+        // Stopped a little ahead of now, so that no read the reader is
+        // making meanwhile is past it (which would be a step back).
+        c.stopped_at.store(
+            kernel_nanos(libc::CLOCK_MONOTONIC) + 1_000_000,
+            Ordering::Relaxed,
+        )
+    });
+    assert_eq!(seen.steps_back, []);
+    let why = clock
+        .facts()
+        .fallback
+        .clone()
+        .expect("the watchdog failed over");
+    // The steering interval in which it stopped shows a counter far too
+    // slow; the next ones a stopped one: either is caught.
+    assert!(why.contains("stopped") || why.contains("ppm"), "{why}");
+    // The kernel's clock moves on where the stopped counter could not.
+    let before = clock.engine().uptime();
+    std::thread::sleep(Duration::from_millis(2));
+    clock.maintain();
+    assert!(clock.engine().uptime() > before.max(seen.last));
+}
+
+/// Reads behind the base clamp to the base (the engine's defence against a
+/// few cycles of skew), which here is one step back: to the time of the
+/// last windup. There time stands until the watchdog fails over, and the
+/// kernel's clock carries on from it.
+#[test]
+#[cfg_attr(miri, ignore = "reads the kernel's clocks and sleeps")]
+fn a_counter_that_goes_backwards_is_replaced_by_the_kernel_clock() {
+    let (clock, seen) = fail_over_after(Faulty::default(), |c| {
+        // Stopped a second in the past: behind every earlier read.
+        c.stopped_at.store(
+            kernel_nanos(libc::CLOCK_MONOTONIC) - 1_000_000_000,
+            Ordering::Relaxed,
+        )
+    });
+    let why = clock
+        .facts()
+        .fallback
+        .clone()
+        .expect("the watchdog failed over");
+    assert!(why.contains("backwards"), "{why}");
+    assert!(seen.steps_back.len() <= 1, "{:?}", seen.steps_back);
+    assert!(clock.engine().uptime() >= seen.last);
+}
