@@ -34,6 +34,7 @@
 extern crate alloc;
 
 mod engine;
+mod error;
 #[cfg(feature = "std")]
 mod host;
 #[cfg(feature = "std")]
@@ -62,90 +63,4 @@ pub use host::{
     try_gettime,
 };
 
-use core::fmt;
-use core::time::Duration;
-
-/// Why a timekeeper could not be built, or a value was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Error {
-    /// The counter's frequency is below 2 Hz.
-    Frequency {
-        /// The frequency the counter reported.
-        hz: u64,
-    },
-    /// The counter's mask is not of the form `2^bits - 1`.
-    Mask {
-        /// The mask the counter reported.
-        mask: u64,
-    },
-    /// The ring size is outside `1..=MAX_HANDS`.
-    Hands {
-        /// The size asked for.
-        count: usize,
-    },
-    /// The windup interval is under 4 counts, or over an eighth of the wrap or
-    /// a quarter of `usize::MAX` counts.
-    WindupInterval {
-        /// The interval asked for.
-        interval: Duration,
-        /// The interval in counts.
-        counts: u128,
-        /// The counter's mask.
-        mask: u64,
-    },
-    /// A frequency adjustment beyond ±500 ppm.
-    FrequencyAdjustment {
-        /// The adjustment asked for, in parts per billion.
-        ppb: i64,
-    },
-    /// A value outside the range of its target type; the text says which.
-    OutOfRange(&'static str),
-    /// The kernel's real time is not synchronized to UTC (no NTP daemon, or
-    /// it lost its sources): no bound on it exists.
-    Unsynchronized,
-    /// `adjtimex(2)` failed with this errno.
-    Ntp {
-        /// The error number.
-        errno: i32,
-    },
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Frequency { hz } => write!(
-                f,
-                "counter frequency {hz} Hz is too low: a counter must run at 2 Hz or more"
-            ),
-            Error::Mask { mask } => write!(
-                f,
-                "counter mask {mask:#x} is not 2^bits - 1: give the counter's largest value, such as 0xffff_ffff for 32 bits"
-            ),
-            Error::Hands { count } => write!(
-                f,
-                "{count} timehands asked for: the ring holds 1 to {MAX_HANDS}"
-            ),
-            Error::WindupInterval {
-                interval,
-                counts,
-                mask,
-            } => write!(
-                f,
-                "windup interval {interval:?} is {counts} counts: it must be at least 4 counts and at most {} (an eighth of the counter's range, and a quarter of what a usize holds)",
-                engine::max_interval(*mask)
-            ),
-            Error::FrequencyAdjustment { ppb } => write!(
-                f,
-                "frequency adjustment {ppb} ppb is beyond the ±500000 ppb (500 ppm) a timekeeper allows"
-            ),
-            Error::OutOfRange(what) => f.write_str(what),
-            Error::Unsynchronized => f.write_str(
-                "the kernel's real time is not synchronized to UTC: run an NTP daemon (chrony, ntpd, systemd-timesyncd) to get bounds on it"
-            ),
-            Error::Ntp { errno } => write!(f, "adjtimex(2) failed with errno {errno}"),
-        }
-    }
-}
-
-impl core::error::Error for Error {}
+pub use error::Error;

@@ -19,7 +19,8 @@ use crate::Error;
 #[derive(Debug)]
 pub struct Builder<C> {
     pub(super) counter: C,
-    pub(super) hands: usize,
+    /// The ring's size, as [`Builder::hands`] sets it.
+    pub(super) ring: usize,
     pub(super) windup_interval: Duration,
     pub(super) start: BinTime,
     pub(super) start_count: Option<u64>,
@@ -30,7 +31,7 @@ impl<C: Counter> Builder<C> {
     /// The number of timehands in the ring, 1 to [`MAX_HANDS`]. With 1, readers
     /// retry while a windup rewrites it (see the module docs).
     pub fn hands(mut self, count: usize) -> Builder<C> {
-        self.hands = count;
+        self.ring = count;
         self
     }
 
@@ -93,8 +94,8 @@ impl<C: Counter> Builder<C> {
         if mask == 0 || mask & mask.wrapping_add(1) != 0 {
             return Err(Error::Mask { mask });
         }
-        if !(1..=MAX_HANDS).contains(&self.hands) {
-            return Err(Error::Hands { count: self.hands });
+        if !(1..=MAX_HANDS).contains(&self.ring) {
+            return Err(Error::Hands { count: self.ring });
         }
         let interval = self
             .windup_interval
@@ -118,7 +119,7 @@ impl<C: Counter> Builder<C> {
                 discipline: Discipline::new(nominal, interval),
                 stats: Stats::default(),
             }),
-            hands: self.hands,
+            ring: self.ring,
             mask,
             behind: mask - (mask >> 3),
             interval,

@@ -43,12 +43,6 @@ pub trait Counter {
         "counter"
     }
 
-    /// How much to prefer this counter over others, as FreeBSD's `tc_quality`:
-    /// negative means "only if nothing else is available".
-    fn quality(&self) -> i32 {
-        0
-    }
-
     /// The counter's value read with no ordering against the memory accesses
     /// around it (a bare `rdtsc`): cheaper, and right only for timing intervals
     /// on one thread. The default is the ordered [`read`](Counter::read).
@@ -76,9 +70,6 @@ impl<C: Counter + ?Sized> Counter for &C {
     }
     fn name(&self) -> &str {
         (**self).name()
-    }
-    fn quality(&self) -> i32 {
-        (**self).quality()
     }
     fn read_unordered(&self) -> u64 {
         (**self).read_unordered()

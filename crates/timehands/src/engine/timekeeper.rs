@@ -24,6 +24,7 @@ pub const DEFAULT_WINDUP_INTERVAL: Duration = Duration::from_millis(1);
 
 /// What a call to [`Timekeeper::windup`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Windup {
     /// A new hands was published.
     Published,
@@ -51,6 +52,7 @@ pub(crate) enum Due {
 
 /// Counts of what the writer has done, for reports and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Hands published (windups and realtime steps).
     pub windups: u64,
@@ -95,7 +97,8 @@ pub struct Timekeeper<C> {
     /// readers cancel sooner). Once retired, the retire point.
     pub(super) pending_switch: AtomicUsize,
     pub(super) writer: WriterLock<WriterState>,
-    pub(super) hands: usize,
+    /// How many slots of the ring are in use: 1 to [`MAX_HANDS`].
+    pub(super) ring: usize,
     pub(super) mask: u64,
     /// Deltas above this are reads behind the base: the top eighth of the range.
     pub(super) behind: u64,
@@ -120,7 +123,7 @@ impl<C: Counter> Timekeeper<C> {
     pub fn builder(counter: C) -> Builder<C> {
         Builder {
             counter,
-            hands: DEFAULT_HANDS,
+            ring: DEFAULT_HANDS,
             windup_interval: DEFAULT_WINDUP_INTERVAL,
             start: BinTime::ZERO,
             start_count: None,
@@ -450,7 +453,7 @@ impl<C: Counter> core::fmt::Debug for Timekeeper<C> {
         f.debug_struct("Timekeeper")
             .field("counter", &self.counter.name())
             .field("frequency", &self.counter.frequency())
-            .field("hands", &self.hands)
+            .field("hands", &self.ring)
             .field("uptime", &self.uptime())
             .field("stats", &self.stats())
             .finish()

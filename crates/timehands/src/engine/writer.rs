@@ -281,6 +281,8 @@ impl<C: Counter> Timekeeper<C> {
         attempt: u32,
     ) -> Next {
         let line = &hands.line;
+        // A count behind the base was clamped to it (`delta`).
+        debug_assert!(delta <= self.behind);
         let mut discipline = writer.discipline;
         // A count behind the base (this CPU's counter a little behind) is
         // taken as the base itself, so that the skew is not kept.
@@ -375,6 +377,12 @@ impl<C: Counter> Timekeeper<C> {
         // After its switch point the new hands runs at other rates than the
         // current one: a rate change, which readers past it may cancel.
         let changes_rate = plan != rest || settled != line.settled;
+        // Continuity: the new line starts where the old one stands (or, past
+        // a gap, no earlier than where reads stood), and a rate change waits
+        // for the old promise.
+        debug_assert_eq!(next.uptime_at(0), now);
+        debug_assert!(gap || now == line.uptime_at(delta));
+        debug_assert!(!changes_rate || switch >= promise);
         Next {
             hands: hands(next),
             discipline,
@@ -393,10 +401,10 @@ impl<C: Counter> Timekeeper<C> {
         next: &Hands,
         rate_switch: Option<u64>,
     ) -> bool {
-        let slot = if self.hands == 1 {
+        let slot = if self.ring == 1 {
             slot_index(state)
         } else {
-            (slot_index(state) + 1) % self.hands
+            (slot_index(state) + 1) % self.ring
         };
         let next_ticket = next_ticket(ticket(state));
         let next_state = next_ticket << TICKET_SHIFT | slot;

@@ -12,6 +12,7 @@ use crate::hw::{self, KernelCounter};
 /// One check that went into choosing the counter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Verdict {
     /// What was checked.
     pub check: &'static str,

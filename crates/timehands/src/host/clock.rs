@@ -12,7 +12,9 @@ use super::choice::Verdict;
 use super::choice::cross_cpu_verdict;
 use super::choice::{Choice, KERNEL_FREQUENCY_SOURCE, choose};
 use super::counter::HostCounter;
-use super::read::{COARSE_NANOS, NOT_STARTED, READER, SECOND_HINTS, reader_engine, reader_word};
+use super::read::{
+    COARSE_NANOS, NOT_STARTED, READER, SECOND_HINTS, reader_timekeeper, reader_word,
+};
 use crate::engine::nanos::floor_nanos;
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
 use crate::host::steer::Steering;
@@ -23,8 +25,8 @@ use crate::{BinTime, Counter, Timekeeper};
 pub(crate) const WINDUP_INTERVAL: Duration = Duration::from_millis(1);
 
 /// Whether `engine` runs on the kernel's clock (which needs no watchdog).
-pub(super) fn on_kernel_clock(engine: &Timekeeper<HostCounter>) -> bool {
-    matches!(engine.counter(), HostCounter::Kernel(_))
+pub(super) fn on_kernel_clock(timekeeper: &Timekeeper<HostCounter>) -> bool {
+    matches!(timekeeper.counter(), HostCounter::Kernel(_))
 }
 
 /// What `info` reports of the counter choice.
@@ -165,7 +167,7 @@ impl HostClock {
         // first touch cost microseconds here) is not an offset.
         let start = crate::host::steer::pair(kernel, || choice.counter.read());
         let before = BinTime::from_nanos(start.kernel as i128);
-        let engine = timekeeper(choice.counter, before, Some(start.count), interval)
+        let timekeeper = build_timekeeper(choice.counter, before, Some(start.count), interval)
             .unwrap_or_else(|refused| {
                 // A hardware counter the engine refuses (firmware that left
                 // CNTFRQ_EL0 at 0, say): the kernel's clock always works.
@@ -176,11 +178,11 @@ impl HostClock {
             });
         let clock = HostClock {
             steering: Mutex::new(Steering::new(
-                engine.counter().frequency(),
+                timekeeper.counter().frequency(),
                 choice.uncertainty_ppb,
                 choice.anchor,
             )),
-            stages: [OnceLock::from(engine), OnceLock::new(), OnceLock::new()],
+            stages: [OnceLock::from(timekeeper), OnceLock::new(), OnceLock::new()],
             stage: AtomicUsize::new(0),
             choice: AtomicU8::new(TO_CHOOSE),
             watchdog_started: AtomicBool::new(false),
@@ -201,12 +203,12 @@ impl HostClock {
         clock.steering().follow_offsets(&clock);
         // An error bound from the start (some hundreds of ns of brackets),
         // not a zero that nothing measured.
-        crate::host::steer::measure_phase(clock.engine(), &clock);
+        crate::host::steer::measure_phase(clock.timekeeper(), &clock);
         clock
     }
 
     /// The timekeeper in use.
-    pub(crate) fn engine(&self) -> &Timekeeper<HostCounter> {
+    pub(crate) fn timekeeper(&self) -> &Timekeeper<HostCounter> {
         let stage = self.stage.load(Ordering::Acquire);
         // Each stage is set before the index names it.
         self.stages[stage].get().expect("the stage in use is set")
@@ -296,20 +298,20 @@ impl HostClock {
     ) -> Result<BinTime, crate::Error> {
         let stage = self.stage.load(Ordering::Acquire);
         if stage + 1 == STAGES {
-            return Ok(self.engine().uptime());
+            return Ok(self.timekeeper().uptime());
         }
         // The engine's checks of the counter, before anything is retired.
         Timekeeper::builder(&counter)
             .windup_interval(WINDUP_INTERVAL)
             .build()?;
-        let current = self.engine();
+        let current = self.timekeeper();
         let retired_at = current.retire();
         let ahead = retired_at.saturating_sub(current.uptime());
         let ahead_counts =
             (ahead.as_nanos().max(0) as u128 * counter.frequency() as u128).div_ceil(1_000_000_000);
         let due = counter.read().wrapping_add(ahead_counts as u64) & counter.mask();
-        let successor = timekeeper(counter, retired_at, Some(due), WINDUP_INTERVAL)
-            .expect("the counter passed the engine's checks above");
+        let successor = build_timekeeper(counter, retired_at, Some(due), WINDUP_INTERVAL)
+            .expect("the counter passed the timekeeper's checks above");
         // Realtime carries on: the retired timekeeper's offset, until the
         // steering re-reads the kernel's.
         successor.set_boottime(
@@ -341,7 +343,7 @@ impl HostClock {
     /// steering's watchdog, or by the cross-CPU check); does nothing on the
     /// kernel's clock.
     pub(crate) fn fail_over(&self, why: String) {
-        if matches!(self.engine().counter(), HostCounter::Kernel(_)) {
+        if matches!(self.timekeeper().counter(), HostCounter::Kernel(_)) {
             return;
         }
         let retired_at = self
@@ -367,7 +369,7 @@ impl HostClock {
     pub(super) fn start_watchdog(&'static self) {
         if self.watchdog_started.load(Ordering::Relaxed)
             || self.watchdog_started.swap(true, Ordering::Relaxed)
-            || (self.choice.load(Ordering::Acquire) == CHOSEN && on_kernel_clock(self.engine()))
+            || (self.choice.load(Ordering::Acquire) == CHOSEN && on_kernel_clock(self.timekeeper()))
         {
             return;
         }
@@ -376,16 +378,16 @@ impl HostClock {
             .spawn(move || {
                 self.choose_counter();
                 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-                if matches!(self.engine().counter(), HostCounter::Tsc(_)) {
-                    let (verdict, why) = cross_cpu_verdict(self.engine().counter().frequency());
+                if matches!(self.timekeeper().counter(), HostCounter::Tsc(_)) {
+                    let (verdict, why) = cross_cpu_verdict(self.timekeeper().counter().frequency());
                     if let Some(why) = why {
                         self.steering().fail_over(self, why);
                     }
                     let _ = self.cross_cpu.set(verdict);
                 }
-                while !on_kernel_clock(self.engine()) {
+                while !on_kernel_clock(self.timekeeper()) {
                     std::thread::sleep(WATCHDOG_INTERVAL);
-                    self.maintain();
+                    self.windup();
                 }
             });
         if let Err(e) = spawned {
@@ -410,8 +412,8 @@ impl HostClock {
     /// that readers do not carry its frame.
     #[cold]
     #[inline(never)]
-    pub(super) fn wind_up(&'static self) {
-        self.maintain();
+    pub(super) fn windup_from_reader(&'static self) {
+        self.windup();
         self.start_watchdog();
     }
 
@@ -419,10 +421,10 @@ impl HostClock {
     /// effect from the next windup on); returns at once if another thread is
     /// at it. The windup comes first so that the steering measures a clock
     /// that stands nowhere (reads past the promise stand until a windup).
-    pub(crate) fn maintain(&self) {
+    pub(crate) fn windup(&self) {
         // CLOCK_MONOTONIC is our uptime's reference: a counter that ran
         // through a suspend that it did not count resumes from it.
-        self.engine().windup_following(|| {
+        self.timekeeper().windup_following(|| {
             BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
         });
         let steering = match self.steering.try_lock() {
@@ -439,17 +441,20 @@ impl HostClock {
         }
         // Through the readers' word, so that a reader that sees a value below
         // and then reads `now()` reads the same timekeeper or a later one.
-        let engine = match READER.load(Ordering::Acquire) {
-            NOT_STARTED => self.engine(),
-            word => reader_engine(word),
+        let timekeeper = match READER.load(Ordering::Acquire) {
+            NOT_STARTED => self.timekeeper(),
+            word => reader_timekeeper(word),
         };
         if self.upkeep_started.load(Ordering::Relaxed) {
-            COARSE_NANOS.fetch_max(floor_nanos(engine.uptime_coarse()), Ordering::Release);
+            COARSE_NANOS.fetch_max(floor_nanos(timekeeper.uptime_coarse()), Ordering::Release);
         }
         // The engine's reads, which never wind up (this is a windup).
         let [monotonic, realtime] = &SECOND_HINTS;
-        monotonic.store(engine.uptime_nanos() / 1_000_000_000, Ordering::Relaxed);
-        realtime.store(engine.realtime_nanos() / 1_000_000_000, Ordering::Relaxed);
+        monotonic.store(timekeeper.uptime_nanos() / 1_000_000_000, Ordering::Relaxed);
+        realtime.store(
+            timekeeper.realtime_nanos() / 1_000_000_000,
+            Ordering::Relaxed,
+        );
     }
 
     /// Follows TAI − UTC, which the kernel keeps in whole seconds (an NTP
@@ -487,7 +492,7 @@ impl HostClock {
             .spawn(move || {
                 loop {
                     std::thread::sleep(WINDUP_INTERVAL);
-                    self.wind_up();
+                    self.windup_from_reader();
                 }
             });
         if spawned.is_err() {
@@ -507,7 +512,7 @@ pub(super) const WATCHDOG_INTERVAL: Duration = Duration::from_millis(100);
 /// A timekeeper for the host clock on `counter`, winding up every
 /// `interval`, starting at `uptime` at the counter reading `count` (now, if
 /// `None`).
-pub(super) fn timekeeper(
+pub(super) fn build_timekeeper(
     counter: HostCounter,
     uptime: BinTime,
     count: Option<u64>,
@@ -527,7 +532,7 @@ pub(super) fn timekeeper(
 /// A timekeeper on the kernel's CLOCK_MONOTONIC, starting at `uptime` at the
 /// kernel's time `count` (now, if `None`).
 pub(super) fn kernel_timekeeper(uptime: BinTime, count: Option<u64>) -> Timekeeper<HostCounter> {
-    timekeeper(
+    build_timekeeper(
         HostCounter::Kernel(KernelCounter::monotonic()),
         uptime,
         count,
@@ -562,7 +567,7 @@ pub(super) extern "C" fn forget_threads_in_child() {
         );
         let word = READER.load(Ordering::Relaxed);
         if word != NOT_STARTED {
-            let readers = reader_engine(word);
+            let readers = reader_timekeeper(word);
             if let Some(stage) = clock
                 .stages
                 .iter()
@@ -571,10 +576,10 @@ pub(super) extern "C" fn forget_threads_in_child() {
                 clock.stage.store(stage, Ordering::Relaxed);
             }
         }
-        for engine in clock.stages.iter().filter_map(OnceLock::get) {
+        for timekeeper in clock.stages.iter().filter_map(OnceLock::get) {
             // SAFETY: this runs in the child before it returns from fork(),
             // the only thread it has: none is in a writer.
-            unsafe { engine.release_writer_after_fork() };
+            unsafe { timekeeper.release_writer_after_fork() };
         }
         // Stale until the upkeep thread runs again: the next coarse read
         // goes the long way, and starts it.

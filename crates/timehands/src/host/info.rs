@@ -13,6 +13,7 @@ use crate::Counter;
 
 /// What a clock can tell apart, and how far it can be from the kernel's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Resolution {
     /// The smallest step the clock takes.
     pub resolution: Duration,
@@ -23,7 +24,7 @@ pub struct Resolution {
 /// The resolution and the current accuracy bound of clock `id`.
 pub fn getres(id: ClockId) -> Resolution {
     let clock = clock();
-    let hz = clock.engine().counter().frequency().max(1);
+    let hz = clock.timekeeper().counter().frequency().max(1);
     let tick = Duration::from_nanos(1_000_000_000u64.div_ceil(hz));
     let accuracy = Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed));
     // Realtime's offset from Monotonic was measured too.
@@ -61,6 +62,7 @@ pub fn getres(id: ClockId) -> Resolution {
 /// it serializes under these names, the accuracy as `accuracy_ns`.
 #[derive(Clone, Debug)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Info {
     /// The counter's name (`TSC`, `CNTVCT_EL0`, `CLOCK_MONOTONIC`).
     pub counter: String,
@@ -134,7 +136,7 @@ pub fn info() -> Info {
     } = clock.facts().clone();
     let steering = clock.steering();
     Info {
-        counter: clock.engine().counter().name().to_string(),
+        counter: clock.timekeeper().counter().name().to_string(),
         frequency_hz: steering.frequency_hz(),
         frequency_source,
         frequency_uncertainty_ppb: steering.uncertainty_ppb(),
@@ -148,7 +150,7 @@ pub fn info() -> Info {
             .stages
             .iter()
             .filter_map(OnceLock::get)
-            .map(|engine| engine.stats().windups)
+            .map(|timekeeper| timekeeper.stats().windups)
             .sum(),
         offset_ns: clock.last_offset.load(Ordering::Relaxed),
         accuracy: Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed)),

@@ -35,8 +35,8 @@ pub(super) const LFENCE_RDTSC: usize = 3;
 const _: () = assert!(std::mem::align_of::<Timekeeper<HostCounter>>() > HOW);
 
 /// The readers' word for `engine`, a timekeeper of the process's clock.
-pub(super) fn reader_word(engine: &'static Timekeeper<HostCounter>) -> usize {
-    let how = match engine.counter() {
+pub(super) fn reader_word(timekeeper: &'static Timekeeper<HostCounter>) -> usize {
+    let how = match timekeeper.counter() {
         #[cfg(target_arch = "x86_64")]
         HostCounter::Tsc(tsc) => match tsc.ordered_read() {
             hw::OrderedRead::Rdtscp => RDTSCP,
@@ -44,12 +44,12 @@ pub(super) fn reader_word(engine: &'static Timekeeper<HostCounter>) -> usize {
         },
         _ => COUNTER_READ,
     };
-    std::ptr::from_ref(engine) as usize | how
+    std::ptr::from_ref(timekeeper) as usize | how
 }
 
 /// The timekeeper a readers' word other than 0 names.
 #[inline(always)]
-pub(super) fn reader_engine(word: usize) -> &'static Timekeeper<HostCounter> {
+pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter> {
     debug_assert!(word & HOW != NOT_STARTED);
     // SAFETY: a word other than 0 is made by `reader_word` from a
     // `&'static` timekeeper of the process's clock (one of its stages,
@@ -64,7 +64,7 @@ pub(super) fn reader_engine(word: usize) -> &'static Timekeeper<HostCounter> {
 pub(super) fn read_nanos<const REALTIME: bool, const ORDERED: bool>() -> u64 {
     match read_nanos_fast::<REALTIME, ORDERED, true>() {
         Ok(ns) => ns,
-        Err(Some((engine, count))) => read_nanos_slow::<REALTIME, ORDERED>(engine, count),
+        Err(Some((timekeeper, count))) => read_nanos_slow::<REALTIME, ORDERED>(timekeeper, count),
         Err(None) => start_and_read::<REALTIME, ORDERED>(),
     }
 }
@@ -90,7 +90,7 @@ pub(super) fn read_nanos_fast<
     if how == NOT_STARTED || (!COUNTER_CALL && how == COUNTER_READ) {
         return Err(None);
     }
-    let engine = reader_engine(word);
+    let timekeeper = reader_timekeeper(word);
     let count = match how {
         #[cfg(target_arch = "x86_64")]
         RDTSCP | LFENCE_RDTSC if !ORDERED => hw::rdtsc(),
@@ -101,11 +101,11 @@ pub(super) fn read_nanos_fast<
         // SAFETY: `lfence; rdtsc` runs on every x86_64 CPU.
         #[cfg(target_arch = "x86_64")]
         LFENCE_RDTSC => unsafe { hw::read_tsc_ordered(hw::OrderedRead::LfenceRdtsc) },
-        _ => sample::<ORDERED>(engine.counter()),
+        _ => sample::<ORDERED>(timekeeper.counter()),
     };
-    engine
+    timekeeper
         .nanos_at::<REALTIME>(count)
-        .ok_or(Some((engine, count)))
+        .ok_or(Some((timekeeper, count)))
 }
 
 /// The counter's read, ordered or not.
@@ -124,14 +124,14 @@ pub(super) fn sample<const ORDERED: bool>(counter: &HostCounter) -> u64 {
 #[cold]
 #[inline(never)]
 pub(super) fn read_nanos_slow<const REALTIME: bool, const ORDERED: bool>(
-    engine: &Timekeeper<HostCounter>,
+    timekeeper: &Timekeeper<HostCounter>,
     count: u64,
 ) -> u64 {
-    let (ns, due) = engine.nanos_and_due_slow::<REALTIME>(count, sample::<ORDERED>);
+    let (ns, due) = timekeeper.nanos_and_due_slow::<REALTIME>(count, sample::<ORDERED>);
     match due {
         Due::No => ns,
         Due::Yes => {
-            clock().wind_up();
+            clock().windup_from_reader();
             ns
         }
         Due::Standing => read_after_windup::<REALTIME, ORDERED>(ns),
@@ -154,13 +154,13 @@ pub(super) const STANDING_READS: u32 = 1_000;
 pub(super) fn read_after_windup<const REALTIME: bool, const ORDERED: bool>(stood: u64) -> u64 {
     let clock = clock();
     for _ in 0..STANDING_READS {
-        clock.wind_up();
-        let engine = reader_engine(READER.load(Ordering::Acquire));
-        let count = sample::<ORDERED>(engine.counter());
-        if let Some(ns) = engine.nanos_at::<REALTIME>(count) {
+        clock.windup_from_reader();
+        let timekeeper = reader_timekeeper(READER.load(Ordering::Acquire));
+        let count = sample::<ORDERED>(timekeeper.counter());
+        if let Some(ns) = timekeeper.nanos_at::<REALTIME>(count) {
             return ns;
         }
-        let (ns, due) = engine.nanos_and_due_slow::<REALTIME>(count, sample::<ORDERED>);
+        let (ns, due) = timekeeper.nanos_and_due_slow::<REALTIME>(count, sample::<ORDERED>);
         if due != Due::Standing {
             return ns;
         }
@@ -177,7 +177,7 @@ pub(super) fn start_and_read<const REALTIME: bool, const ORDERED: bool>() -> u64
     let clock = clock();
     let _ = READER.compare_exchange(
         0,
-        reader_word(clock.engine()),
+        reader_word(clock.timekeeper()),
         Ordering::AcqRel,
         Ordering::Acquire,
     );
@@ -230,7 +230,7 @@ pub fn now_coarse() -> Instant {
 pub(super) fn now_coarse_starting() -> Instant {
     let clock = clock();
     clock.start_upkeep();
-    Instant::from_nanos(floor_nanos(clock.engine().uptime_coarse()))
+    Instant::from_nanos(floor_nanos(clock.timekeeper().uptime_coarse()))
 }
 
 /// The latest time [`now_coherent`] handed out, in ns: the floor of
@@ -264,6 +264,7 @@ pub fn now_coarse_coherent() -> Instant {
 
 /// The clocks of `clock_gettime(2)` that timehands serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ClockId {
     /// Unix time, following the kernel's steps (`settimeofday`).
     Realtime,
@@ -385,7 +386,7 @@ pub(super) fn gettime_nanos_other(id: ClockId) -> u64 {
         ClockId::MonotonicCoarse => now_coarse().as_nanos(),
         ClockId::RealtimeCoarse => {
             clock.start_upkeep();
-            floor_nanos(clock.engine().realtime_coarse())
+            floor_nanos(clock.timekeeper().realtime_coarse())
         }
     }
 }

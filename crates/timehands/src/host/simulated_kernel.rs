@@ -101,7 +101,7 @@ fn clock(kernel: &'static SimKernel, ppm_fast: u64) -> &'static HostClock {
 
 /// CLOCK_MONOTONIC minus our time, in ns.
 fn offset(clock: &HostClock, kernel: &SimKernel) -> i128 {
-    kernel.nanos(KernelClock::Monotonic) as i128 - clock.engine().uptime().as_nanos()
+    kernel.nanos(KernelClock::Monotonic) as i128 - clock.timekeeper().uptime().as_nanos()
 }
 
 /// Moves the simulated time on by `ns` in steps of `step`, winding the clock
@@ -109,8 +109,8 @@ fn offset(clock: &HostClock, kernel: &SimKernel) -> i128 {
 fn run(clock: &HostClock, kernel: &SimKernel, ns: u64, step: u64) {
     for _ in 0..ns / step {
         kernel.advance(step);
-        if clock.engine().uptime_and_due().1 {
-            clock.maintain();
+        if clock.timekeeper().uptime_and_due().1 {
+            clock.windup();
         }
     }
 }
@@ -131,8 +131,8 @@ fn an_hour_suspended_is_taken_out() {
     let kernel = SimKernel::leaked();
     let clock = clock(kernel, 0);
     run(clock, kernel, 50_000_000, 100_000);
-    let deadline_before = clock.engine().uptime().as_nanos() + 100_000_000;
-    let realtime_before = clock.engine().realtime().as_nanos();
+    let deadline_before = clock.timekeeper().uptime().as_nanos() + 100_000_000;
+    let realtime_before = clock.timekeeper().realtime().as_nanos();
     let stop = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
         .map(|_| {
@@ -140,7 +140,7 @@ fn an_hour_suspended_is_taken_out() {
             std::thread::spawn(move || {
                 let (mut last, mut reads) = (BinTime::ZERO, 0u64);
                 while !stop.load(Ordering::Acquire) {
-                    let now = clock.engine().uptime();
+                    let now = clock.timekeeper().uptime();
                     let monotonic = kernel.nanos(KernelClock::Monotonic) as i128;
                     assert!(now >= last, "{last} then {now}");
                     assert!(
@@ -172,7 +172,7 @@ fn an_hour_suspended_is_taken_out() {
     assert!(last.abs() < 1_000, "{offsets:?}");
     // Boottime and Realtime count the suspend, as the kernel's do.
     assert_eq!(clock.boottime_offset.load(Ordering::Relaxed), HOUR as i64);
-    let realtime = clock.engine().realtime().as_nanos();
+    let realtime = clock.timekeeper().realtime().as_nanos();
     let kernel_realtime = kernel.nanos(KernelClock::Realtime) as i128;
     assert!(
         (realtime - kernel_realtime).abs() < 1_000,
@@ -183,7 +183,7 @@ fn an_hour_suspended_is_taken_out() {
     // one armed before the suspend, 100 ms on, is behind both clocks now
     // (it fired 10 s ago, not an hour from now); one armed now, 10 ms on,
     // fires in 10 ms of CLOCK_MONOTONIC.
-    let now = clock.engine().uptime().as_nanos();
+    let now = clock.timekeeper().uptime().as_nanos();
     let monotonic = kernel.nanos(KernelClock::Monotonic) as i128;
     assert!(now >= deadline_before && monotonic >= deadline_before);
     let fires_in = now + 10_000_000 - monotonic;
@@ -203,8 +203,8 @@ fn phase_converges_with_windups_a_second_apart() {
     for _ in 0..30 {
         kernel.advance(1_000_000_000);
         // A reader: due, it winds up (and so steers).
-        if clock.engine().uptime_and_due().1 {
-            clock.maintain();
+        if clock.timekeeper().uptime_and_due().1 {
+            clock.windup();
         }
         offsets.push(offset(clock, kernel));
     }
@@ -225,8 +225,8 @@ fn a_wide_first_bracket_never_steps_realtime() {
     let clock = clock(kernel, 0);
     kernel.realtime_read_delay.store(0, Ordering::Release);
     let boottime = |clock: &HostClock| {
-        let engine = clock.engine();
-        engine.realtime().saturating_sub(engine.uptime())
+        let timekeeper = clock.timekeeper();
+        timekeeper.realtime().saturating_sub(timekeeper.uptime())
     };
     let recorded = boottime(clock);
     assert_eq!(clock.realtime_uncertainty.load(Ordering::Relaxed), 50_000);
@@ -265,12 +265,12 @@ fn a_paused_vm_keeps_the_time_that_passed() {
     let clock = clock(kernel, 0);
     run(clock, kernel, 50_000_000, 100_000);
     kernel.advance(HOUR);
-    let read = clock.engine().uptime();
+    let read = clock.timekeeper().uptime();
     // The first read after the pause stands at the promise; the windup it
     // makes finds the line and CLOCK_MONOTONIC agree.
     assert!(offset(clock, kernel) >= HOUR as i128 - 2_000_000);
-    clock.maintain();
-    assert!(clock.engine().uptime() >= read);
+    clock.windup();
+    assert!(clock.timekeeper().uptime() >= read);
     // Within the steering's own slews of some ns, as before the pause.
     assert!(
         offset(clock, kernel).abs() < 1_000,

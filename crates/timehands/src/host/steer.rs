@@ -182,16 +182,16 @@ pub(crate) fn startup_frequency(
 /// The kernel clock `id` minus our uptime, in ns, and the width of the bracket
 /// it was measured in: the tightest of `brackets` brackets `ours, kernel, ours`.
 pub(crate) fn offset_to_kernel(
-    engine: &Timekeeper<impl Counter>,
+    timekeeper: &Timekeeper<impl Counter>,
     kernel: &dyn KernelClocks,
     id: KernelClock,
     brackets: usize,
 ) -> (i128, u64) {
     (0..brackets.max(1))
         .map(|_| {
-            let before = engine.uptime().as_nanos();
+            let before = timekeeper.uptime().as_nanos();
             let kernel = kernel.nanos(id) as i128;
-            let after = engine.uptime().as_nanos();
+            let after = timekeeper.uptime().as_nanos();
             (kernel - (before + after) / 2, (after - before) as u64)
         })
         .min_by_key(|&(_, width)| width)
@@ -201,8 +201,8 @@ pub(crate) fn offset_to_kernel(
 /// Measures CLOCK_MONOTONIC minus our time with `engine`, records it and the
 /// error bound it gives (the offset plus half its bracket) for `info` and
 /// `getres`, and returns it in ns.
-pub(crate) fn measure_phase(engine: &Timekeeper<HostCounter>, clock: &HostClock) -> i64 {
-    let (offset, width) = offset_to_kernel(engine, clock.kernel, KernelClock::Monotonic, 3);
+pub(crate) fn measure_phase(timekeeper: &Timekeeper<HostCounter>, clock: &HostClock) -> i64 {
+    let (offset, width) = offset_to_kernel(timekeeper, clock.kernel, KernelClock::Monotonic, 3);
     let offset = offset as i64;
     clock.last_offset.store(offset, Ordering::Relaxed);
     clock
@@ -342,15 +342,15 @@ impl Steering {
             return;
         }
         self.last_steer = now;
-        let engine = clock.engine();
-        if let Some(why) = self.watch(clock.kernel, engine) {
+        let timekeeper = clock.timekeeper();
+        if let Some(why) = self.watch(clock.kernel, timekeeper) {
             self.fail_over(clock, format!("watchdog: {why}"));
             return;
         }
         clock.follow_tai();
-        let current = pair(clock.kernel, || engine.counter().read());
-        self.steer_rate(engine, current);
-        self.steer_phase(engine, clock);
+        let current = pair(clock.kernel, || timekeeper.counter().read());
+        self.steer_rate(timekeeper, current);
+        self.steer_phase(timekeeper, clock);
     }
 
     /// Fails the clock over to the kernel's counter because of `why`, and
@@ -368,26 +368,26 @@ impl Steering {
     fn watch(
         &mut self,
         kernel: &dyn KernelClocks,
-        engine: &Timekeeper<HostCounter>,
+        timekeeper: &Timekeeper<HostCounter>,
     ) -> Option<watchdog::Misbehaviour> {
-        if matches!(engine.counter(), HostCounter::Kernel(_)) {
+        if matches!(timekeeper.counter(), HostCounter::Kernel(_)) {
             return None;
         }
         let current = watch_pair(
             kernel,
-            || engine.counter().read(),
-            engine.counter().frequency(),
+            || timekeeper.counter().read(),
+            timekeeper.counter().frequency(),
         );
         let earlier = self.watched.replace(current)?;
         // The rate the counter has kept since the first sample, up to the
         // last one: what this interval is held to.
         let anchor = *self.watch_anchor.get_or_insert(earlier);
         let rate = anchor.frequency_to(&earlier, MIN_BASELINE);
-        watchdog::check(&earlier, &current, rate, engine.counter().mask())
+        watchdog::check(&earlier, &current, rate, timekeeper.counter().mask())
     }
 
     /// Rate: the counter's frequency over the sliding baseline, to `current`.
-    fn steer_rate(&mut self, engine: &Timekeeper<HostCounter>, current: Pair) {
+    fn steer_rate(&mut self, timekeeper: &Timekeeper<HostCounter>, current: Pair) {
         let anchor = *self.anchor.get_or_insert(current);
         let next = *self.next_anchor.get_or_insert(current);
         if current.kernel - next.kernel >= SLIDE_AFTER.as_nanos() as u64 {
@@ -397,15 +397,15 @@ impl Steering {
         let Some(measured) = anchor.frequency_to(&current, MIN_BASELINE) else {
             return;
         };
-        if measured.hz == self.hz || engine.set_counter_frequency(measured.hz).is_ok() {
+        if measured.hz == self.hz || timekeeper.set_counter_frequency(measured.hz).is_ok() {
             self.hz = measured.hz;
             self.uncertainty_ppb = Some(measured.uncertainty_ppb);
         }
     }
 
     /// Phase: slew our time onto CLOCK_MONOTONIC.
-    fn steer_phase(&mut self, engine: &Timekeeper<HostCounter>, clock: &HostClock) {
-        engine.adjtime(measure_phase(engine, clock));
+    fn steer_phase(&mut self, timekeeper: &Timekeeper<HostCounter>, clock: &HostClock) {
+        timekeeper.adjtime(measure_phase(timekeeper, clock));
     }
 
     /// Realtime and Boottime: the kernel's offsets from CLOCK_MONOTONIC,
@@ -417,7 +417,7 @@ impl Steering {
             moved_offset(&mut self.realtime_offset, kernel, KernelClock::Realtime)
         {
             clock
-                .engine()
+                .timekeeper()
                 .set_boottime(BinTime::from_nanos(realtime.ns as i128));
             clock
                 .realtime_uncertainty

@@ -71,13 +71,13 @@ fn read_until(clock: &'static HostClock, stop: Arc<AtomicBool>) -> JoinHandle<Se
             steps_back: Vec::new(),
         };
         while !stop.load(Ordering::Relaxed) {
-            let (now, due) = clock.engine().uptime_and_due();
+            let (now, due) = clock.timekeeper().uptime_and_due();
             if now < seen.last {
                 seen.steps_back.push((seen.last, now));
             }
             seen.last = now;
             if due {
-                clock.wind_up();
+                clock.windup_from_reader();
             }
         }
         seen
@@ -92,7 +92,7 @@ fn read_until(clock: &'static HostClock, stop: Arc<AtomicBool>) -> JoinHandle<Se
 #[cfg_attr(miri, ignore = "reads the CPU's counter and the kernel's clocks")]
 fn the_clock_starts_on_the_kernel_clock_and_moves_to_the_chosen_counter() {
     let clock: &'static HostClock = Box::leak(Box::new(HostClock::start()));
-    assert!(on_kernel_clock(clock.engine()));
+    assert!(on_kernel_clock(clock.timekeeper()));
     assert_eq!(clock.choice.load(Ordering::Acquire), TO_CHOOSE);
     let stop = Arc::new(AtomicBool::new(false));
     let reader = read_until(clock, stop.clone());
@@ -109,18 +109,18 @@ fn the_clock_starts_on_the_kernel_clock_and_moves_to_the_chosen_counter() {
     assert_eq!(seen.steps_back, []);
     let chosen = choose();
     assert_eq!(
-        clock.engine().counter().name(),
+        clock.timekeeper().counter().name(),
         chosen.counter.name(),
         "{:?}",
         clock.facts().fallback
     );
-    if !on_kernel_clock(clock.engine()) {
+    if !on_kernel_clock(clock.timekeeper()) {
         assert_eq!(
             clock.stages[0].get().map(Timekeeper::windup),
             Some(crate::Windup::Retired)
         );
     }
-    assert!(clock.engine().uptime() >= seen.last);
+    assert!(clock.timekeeper().uptime() >= seen.last);
 }
 
 /// A host clock on `counter`, read by a thread that winds it up as
@@ -253,9 +253,9 @@ fn a_counter_that_jumps_is_replaced_by_the_kernel_clock_without_a_step_back() {
         .clone()
         .expect("the watchdog failed over");
     assert!(why.contains("ppm"), "{why}");
-    assert_eq!(clock.engine().counter().name(), "CLOCK_MONOTONIC");
+    assert_eq!(clock.timekeeper().counter().name(), "CLOCK_MONOTONIC");
     assert_eq!(seen.steps_back, []);
-    assert!(clock.engine().uptime() >= seen.last);
+    assert!(clock.timekeeper().uptime() >= seen.last);
     assert_eq!(
         clock.stages[0].get().map(Timekeeper::windup),
         Some(crate::Windup::Retired)
@@ -283,10 +283,10 @@ fn a_counter_that_stops_is_replaced_by_the_kernel_clock_without_a_step_back() {
     // slow; the next ones a stopped one: either is caught.
     assert!(why.contains("stopped") || why.contains("ppm"), "{why}");
     // The kernel's clock moves on where the stopped counter could not.
-    let before = clock.engine().uptime();
+    let before = clock.timekeeper().uptime();
     std::thread::sleep(Duration::from_millis(2));
-    clock.maintain();
-    assert!(clock.engine().uptime() > before.max(seen.last));
+    clock.windup();
+    assert!(clock.timekeeper().uptime() > before.max(seen.last));
 }
 
 /// Reads behind the base clamp to the base (the engine's defence against a
@@ -310,5 +310,5 @@ fn a_counter_that_goes_backwards_is_replaced_by_the_kernel_clock() {
         .expect("the watchdog failed over");
     assert!(why.contains("backwards"), "{why}");
     assert!(seen.steps_back.len() <= 1, "{:?}", seen.steps_back);
-    assert!(clock.engine().uptime() >= seen.last);
+    assert!(clock.timekeeper().uptime() >= seen.last);
 }

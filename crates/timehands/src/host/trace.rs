@@ -95,9 +95,9 @@ pub fn clock_description() -> ClockDescription {
     clock.choose_counter();
     // Wound up, so that the measurement reads a clock that runs (reads
     // stand past the promise until a windup).
-    clock.maintain();
-    let engine = clock.engine();
-    let (offset, width) = offset_to_kernel(engine, &SystemClocks, KernelClock::Realtime, 10);
+    clock.windup();
+    let timekeeper = clock.timekeeper();
+    let (offset, width) = offset_to_kernel(timekeeper, &SystemClocks, KernelClock::Realtime, 10);
     let accuracy = getres(ClockId::Monotonic).accuracy;
     let precision = Duration::from_nanos(width / 2 + 1) + accuracy;
     ClockDescription {
@@ -105,7 +105,7 @@ pub fn clock_description() -> ClockDescription {
         uuid: uuid(),
         description: format!(
             "timehands: CLOCK_MONOTONIC in ns, read from the {}",
-            engine.counter().name()
+            timekeeper.counter().name()
         ),
         frequency: 1_000_000_000,
         precision: precision.as_nanos() as u64,

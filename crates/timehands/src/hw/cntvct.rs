@@ -87,12 +87,6 @@ impl Counter for Cntvct {
         "CNTVCT_EL0"
     }
 
-    /// 1000, as the TSC on x86_64: above the kernel's clock, which reads
-    /// this counter itself.
-    fn quality(&self) -> i32 {
-        1000
-    }
-
     #[inline]
     fn order_after_read(&self) {
         // SAFETY: `isb` only synchronizes the instruction stream; not `nomem`,

@@ -96,12 +96,6 @@ impl Counter for KernelCounter {
     fn name(&self) -> &str {
         self.name
     }
-
-    /// 100: below the hardware counters (1000), which the kernel reads itself
-    /// and which cost a fraction as much to read.
-    fn quality(&self) -> i32 {
-        100
-    }
 }
 
 /// The clocksource the kernel keeps time with (`current_clocksource`), such as

@@ -383,12 +383,6 @@ impl Counter for Tsc {
         "TSC"
     }
 
-    /// 1000: above [`KernelCounter`](super::KernelCounter), which reads this
-    /// counter itself when the kernel's clocksource is `tsc`.
-    fn quality(&self) -> i32 {
-        1000
-    }
-
     #[inline]
     fn order_after_read(&self) {
         lfence();
