@@ -5,7 +5,7 @@
 use core::fmt;
 use core::time::Duration;
 
-use crate::engine::{MAX_HANDS, max_interval};
+use crate::engine::state::{MAX_HANDS, max_interval};
 
 /// Why a timekeeper could not be built, or a value was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

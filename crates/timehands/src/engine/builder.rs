@@ -9,11 +9,16 @@ use super::discipline::{Discipline, nominal_scale};
 use super::line::Line;
 use super::lock::WriterLock;
 use super::slot::{Hands, Slot, coarse_of};
-use super::state::TICKET_SHIFT;
+use super::state::{MAX_HANDS, TICKET_SHIFT, max_interval};
+use super::stats::{Stats, WriterState};
 use super::sync::AtomicUsize;
-use super::timekeeper::{MAX_HANDS, Stats, Timekeeper, max_interval};
-use super::writer::WriterState;
+use super::timekeeper::Timekeeper;
 use crate::Error;
+
+/// The ring a `Timekeeper` gets unless told otherwise.
+pub const DEFAULT_HANDS: usize = 8;
+/// The windup interval a `Timekeeper` assumes unless told otherwise.
+pub const DEFAULT_WINDUP_INTERVAL: Duration = Duration::from_millis(1);
 
 /// Builds a [`Timekeeper`] with a chosen ring size and windup interval.
 #[derive(Debug)]
@@ -142,5 +147,25 @@ impl<C: Counter> Builder<C> {
         };
         tk.slots[0].store(&first, &first.segments(interval, mask), 1);
         Ok(tk)
+    }
+}
+
+impl<C: Counter> Timekeeper<C> {
+    /// A timekeeper with [`DEFAULT_HANDS`] hands and the
+    /// [`DEFAULT_WINDUP_INTERVAL`]; see [`Builder::build`] for the errors.
+    pub fn new(counter: C) -> Result<Timekeeper<C>, Error> {
+        Timekeeper::builder(counter).build()
+    }
+
+    /// A builder to choose the ring size and the windup interval.
+    pub fn builder(counter: C) -> Builder<C> {
+        Builder {
+            counter,
+            ring: DEFAULT_HANDS,
+            windup_interval: DEFAULT_WINDUP_INTERVAL,
+            start: BinTime::ZERO,
+            start_count: None,
+            follows_reference: false,
+        }
     }
 }

@@ -108,15 +108,17 @@ mod line;
 mod lock;
 pub(crate) mod nanos;
 mod slot;
-mod state;
+pub(crate) mod state;
+mod stats;
 pub(crate) mod sync;
 mod timekeeper;
 mod writer;
 
 pub use builder::Builder;
+pub use builder::{DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL};
+pub use state::MAX_HANDS;
+pub use stats::Stats;
 #[cfg(feature = "std")]
 pub(crate) use timekeeper::Due;
-pub(crate) use timekeeper::max_interval;
-pub use timekeeper::{
-    DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL, MAX_HANDS, Stats, Timekeeper, Windup,
-};
+pub use timekeeper::Timekeeper;
+pub use writer::Windup;

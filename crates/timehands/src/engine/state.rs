@@ -7,7 +7,8 @@
 //! holds ticket 0 while it is being written. `MAX_HANDS` is a power of two: a
 //! slot index masked from the state is in range without a bounds check.
 
-use super::timekeeper::MAX_HANDS;
+/// The largest ring.
+pub const MAX_HANDS: usize = 16;
 
 const SLOT_MASK: usize = MAX_HANDS - 1;
 const _: () = assert!(MAX_HANDS.is_power_of_two() && MAX_HANDS <= PENDING);
@@ -29,4 +30,13 @@ pub(super) fn slot_index(state: usize) -> usize {
 /// The ticket after `ticket`.
 pub(super) fn next_ticket(ticket: usize) -> usize {
     if ticket == MAX_TICKET { 1 } else { ticket + 1 }
+}
+
+/// The longest windup interval, in counts, for a counter of `mask`: an eighth
+/// of its range (so that a late windup is told from a read behind the base),
+/// and a quarter of `usize::MAX` (so that a switch or retire point, a promise
+/// and a lead ahead of a fresh base, fits the pending switch point on 32-bit
+/// targets).
+pub(crate) fn max_interval(mask: u64) -> u64 {
+    (mask / 8).min(usize::MAX as u64 / 4)
 }

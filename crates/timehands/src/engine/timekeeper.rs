@@ -1,40 +1,15 @@
 //! The timekeeper and its readers: a read takes the current hands, reads
 //! the counter and evaluates, never locking and never waiting.
 
-use core::time::Duration;
-
 use super::bintime::BinTime;
-use super::builder::Builder;
 use super::counter::Counter;
 use super::line::Line;
 use super::lock::WriterLock;
 use super::nanos::{floor_nanos, realtime_nanos};
 use super::slot::{Slot, offset, uncoarse};
-use super::state::{PENDING, RETIRED, slot_index, ticket};
+use super::state::{MAX_HANDS, PENDING, RETIRED, slot_index, ticket};
+use super::stats::{Stats, WriterState};
 use super::sync::{AtomicUsize, Ordering, fence, relax};
-use super::writer::WriterState;
-use crate::Error;
-
-/// The largest ring.
-pub const MAX_HANDS: usize = 16;
-/// The ring a `Timekeeper` gets unless told otherwise.
-pub const DEFAULT_HANDS: usize = 8;
-/// The windup interval a `Timekeeper` assumes unless told otherwise.
-pub const DEFAULT_WINDUP_INTERVAL: Duration = Duration::from_millis(1);
-
-/// What a call to [`Timekeeper::windup`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Windup {
-    /// A new hands was published.
-    Published,
-    /// Another thread was winding up (or changing the clock); this call did
-    /// nothing, as the other writer does the work.
-    Busy,
-    /// The timekeeper is [retired](Timekeeper::retire): nothing is published
-    /// any more.
-    Retired,
-}
 
 /// Whether a read found a windup due.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,23 +20,9 @@ pub(crate) enum Due {
     /// interval behind its base (it went back).
     Yes,
     /// Yes, and the read stood at the hands' promise: a timekeeper that
-    /// [follows a reference](Builder::follows_reference), read past it. A
+    /// [follows a reference](crate::Builder::follows_reference), read past it. A
     /// windup, and a read after it, give the time.
     Standing,
-}
-
-/// Counts of what the writer has done, for reports and tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Hands published (windups and realtime steps).
-    pub windups: u64,
-    /// Published hands that changed the rate at their switch point.
-    pub rate_changes: u64,
-    /// Rate-change candidates abandoned because a reader's counter had passed
-    /// their switch point before they were published (the writer was too slow:
-    /// preempted, most likely).
-    pub cancelled: u64,
 }
 
 /// The timekeeper: a counter, a ring of timehands, and the clocks read from them.
@@ -107,30 +68,12 @@ pub struct Timekeeper<C> {
     pub(super) interval: u64,
     /// Counts from a windup's sample to its switch point, at the least.
     pub(super) lead: u64,
-    /// Whether reads stand at the promise: see [`Builder::follows_reference`].
+    /// Whether reads stand at the promise: see [`Builder::follows_reference`](crate::Builder::follows_reference).
     pub(super) follows_reference: bool,
     pub(super) counter: C,
 }
 
 impl<C: Counter> Timekeeper<C> {
-    /// A timekeeper with [`DEFAULT_HANDS`] hands and the
-    /// [`DEFAULT_WINDUP_INTERVAL`]; see [`Builder::build`] for the errors.
-    pub fn new(counter: C) -> Result<Timekeeper<C>, Error> {
-        Timekeeper::builder(counter).build()
-    }
-
-    /// A builder to choose the ring size and the windup interval.
-    pub fn builder(counter: C) -> Builder<C> {
-        Builder {
-            counter,
-            ring: DEFAULT_HANDS,
-            windup_interval: DEFAULT_WINDUP_INTERVAL,
-            start: BinTime::ZERO,
-            start_count: None,
-            follows_reference: false,
-        }
-    }
-
     /// The counter.
     pub fn counter(&self) -> &C {
         &self.counter
@@ -437,15 +380,6 @@ impl<C: Counter> Timekeeper<C> {
     pub fn stats(&self) -> Stats {
         self.writer.lock().stats
     }
-}
-
-/// The longest windup interval, in counts, for a counter of `mask`: an eighth
-/// of its range (so that a late windup is told from a read behind the base),
-/// and a quarter of `usize::MAX` (so that a switch or retire point, a promise
-/// and a lead ahead of a fresh base, fits the pending switch point on 32-bit
-/// targets).
-pub(crate) fn max_interval(mask: u64) -> u64 {
-    (mask / 8).min(usize::MAX as u64 / 4)
 }
 
 impl<C: Counter> core::fmt::Debug for Timekeeper<C> {

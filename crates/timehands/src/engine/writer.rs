@@ -7,9 +7,9 @@ use super::discipline::{Discipline, Slew, nominal_scale};
 use super::line::Line;
 use super::slot::{Hands, coarse_of};
 use super::state::{PENDING, RETIRED, TICKET_SHIFT, next_ticket, slot_index, ticket};
-use super::sync::Ordering;
-use super::sync::fence;
-use super::timekeeper::{Stats, Timekeeper, Windup};
+use super::stats::WriterState;
+use super::sync::{Ordering, fence};
+use super::timekeeper::Timekeeper;
 use crate::Error;
 
 /// How many times a windup tries to publish a rate change that readers keep
@@ -32,10 +32,18 @@ pub(super) enum Change<'a> {
     Boottime(BinTime),
 }
 
-/// What only writers touch: the rate state and the counts for [`Stats`].
-pub(super) struct WriterState {
-    pub(super) discipline: Discipline,
-    pub(super) stats: Stats,
+/// What a call to [`Timekeeper::windup`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Windup {
+    /// A new hands was published.
+    Published,
+    /// Another thread was winding up (or changing the clock); this call did
+    /// nothing, as the other writer does the work.
+    Busy,
+    /// The timekeeper is [retired](Timekeeper::retire): nothing is published
+    /// any more.
+    Retired,
 }
 
 /// A hands the writer is to publish, with the writer's state once it is.

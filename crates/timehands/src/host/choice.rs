@@ -4,9 +4,9 @@
 use super::counter::HostCounter;
 #[cfg(target_arch = "aarch64")]
 use crate::Counter;
+use crate::host::brackets::Pair;
 #[cfg(target_arch = "x86_64")]
 use crate::host::kernel_clocks::SystemClocks;
-use crate::host::steer::Pair;
 use crate::hw::{self, KernelCounter};
 
 /// One check that went into choosing the counter.
@@ -79,7 +79,7 @@ pub(super) fn hardware(
 ) -> Result<Choice, (String, Vec<Verdict>)> {
     // The TSC against the kernel from here to the end of the checks: the
     // frequency measurement, if CPUID states none, and the steering's anchor.
-    let anchor = crate::host::steer::pair(&SystemClocks, crate::host::steer::read_tsc);
+    let anchor = crate::host::brackets::pair(&SystemClocks, crate::host::brackets::read_tsc);
     let facts = hw::TscFacts::read();
     verdicts.push(Verdict {
         check: "invariant TSC (CPUID 0x80000007)",
@@ -113,10 +113,10 @@ pub(super) fn hardware(
             (stated.hz, None, format!("CPUID {:?}", stated.source))
         }
         _ => {
-            let measured = crate::host::steer::startup_frequency(
+            let measured = crate::host::brackets::startup_frequency(
                 &SystemClocks,
                 &anchor,
-                crate::host::steer::read_tsc,
+                crate::host::brackets::read_tsc,
             );
             (
                 measured.hz,

@@ -12,12 +12,13 @@ use super::choice::Verdict;
 use super::choice::cross_cpu_verdict;
 use super::choice::{Choice, KERNEL_FREQUENCY_SOURCE, choose};
 use super::counter::HostCounter;
-use super::read::{
+use super::published::{
     COARSE_NANOS, NOT_STARTED, READER, SECOND_HINTS, reader_timekeeper, reader_word,
 };
 use crate::engine::nanos::floor_nanos;
+use crate::host::brackets::{offset_to_kernel, pair};
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
-use crate::host::steer::Steering;
+use crate::host::steer::{Findings, Phase, Steering};
 use crate::hw::KernelCounter;
 use crate::{BinTime, Counter, Timekeeper};
 
@@ -165,7 +166,7 @@ impl HostClock {
         // The clock starts at CLOCK_MONOTONIC's time at a counter reading
         // paired with it, so that building the timekeeper (page faults on a
         // first touch cost microseconds here) is not an offset.
-        let start = crate::host::steer::pair(kernel, || choice.counter.read());
+        let start = pair(kernel, || choice.counter.read());
         let before = BinTime::from_nanos(start.kernel as i128);
         let timekeeper = build_timekeeper(choice.counter, before, Some(start.count), interval)
             .unwrap_or_else(|refused| {
@@ -200,10 +201,16 @@ impl HostClock {
             upkeep_started: AtomicBool::new(false),
             kernel,
         };
-        clock.steering().follow_offsets(&clock);
+        let offsets = clock.steering().follow_offsets(kernel);
+        clock.keep(offsets);
         // An error bound from the start (some hundreds of ns of brackets),
         // not a zero that nothing measured.
-        crate::host::steer::measure_phase(clock.timekeeper(), &clock);
+        let (offset, width) =
+            offset_to_kernel(clock.timekeeper(), kernel, KernelClock::Monotonic, 3);
+        clock.keep_phase(Phase {
+            offset: offset as i64,
+            width,
+        });
         clock
     }
 
@@ -270,7 +277,8 @@ impl HostClock {
                 }
             }
         };
-        steering.follow_offsets(self);
+        let offsets = steering.follow_offsets(self.kernel);
+        self.keep(offsets);
         *self.facts() = facts;
         std::mem::forget(undo);
         self.choice.store(CHOSEN, Ordering::Release);
@@ -339,10 +347,10 @@ impl HostClock {
     }
 
     /// Retires the hardware counter's timekeeper for one on CLOCK_MONOTONIC,
-    /// because of `why`. Called with the steering lock held (by the
-    /// steering's watchdog, or by the cross-CPU check); does nothing on the
-    /// kernel's clock.
-    pub(crate) fn fail_over(&self, why: String) {
+    /// because of `why` (the steering's watchdog, or the cross-CPU check),
+    /// and steers that from now on with `steering`, the steering lock's;
+    /// does nothing on the kernel's clock.
+    fn fail_over(&self, steering: &mut Steering, why: String) {
         if matches!(self.timekeeper().counter(), HostCounter::Kernel(_)) {
             return;
         }
@@ -354,6 +362,51 @@ impl HostClock {
         facts.fallback = Some(format!(
             "{why}: CLOCK_MONOTONIC took over at {retired_at} s"
         ));
+        drop(facts);
+        // The kernel's counter counts nanoseconds exactly; Realtime and
+        // Boottime are given to the new timekeeper afresh.
+        *steering = Steering::new(1_000_000_000, Some(0), None);
+        let offsets = steering.follow_offsets(self.kernel);
+        self.keep(offsets);
+    }
+
+    /// Keeps what a steering found: the kernel's offsets (Realtime's given
+    /// to the timekeeper), the phase for `info` and `getres`, TAI − UTC at
+    /// each steering; and fails over from a counter the watchdog found
+    /// misbehaving.
+    fn apply(&self, steering: &mut Steering, findings: Findings) {
+        let why = findings.misbehaviour.clone();
+        if let Some(phase) = findings.phase {
+            self.keep_phase(phase);
+            self.follow_tai();
+        }
+        self.keep(findings);
+        if let Some(why) = why {
+            self.fail_over(steering, why);
+        }
+    }
+
+    /// Keeps the kernel's offsets that `findings` say moved.
+    fn keep(&self, findings: Findings) {
+        if let Some(realtime) = findings.realtime {
+            self.timekeeper()
+                .set_boottime(BinTime::from_nanos(realtime.ns as i128));
+            self.realtime_uncertainty
+                .store(realtime.width.div_ceil(2), Ordering::Relaxed);
+        }
+        if let Some(boottime) = findings.boottime {
+            self.boottime_offset.store(boottime, Ordering::Relaxed);
+        }
+    }
+
+    /// Keeps a measured phase, and the error bound it gives (the offset plus
+    /// half its bracket), for `info` and `getres`.
+    fn keep_phase(&self, phase: Phase) {
+        self.last_offset.store(phase.offset, Ordering::Relaxed);
+        self.accuracy.store(
+            phase.offset.unsigned_abs() + phase.width / 2,
+            Ordering::Relaxed,
+        );
     }
 
     /// Starts, once, the watchdog's thread: not at startup, which must stay
@@ -381,7 +434,7 @@ impl HostClock {
                 if matches!(self.timekeeper().counter(), HostCounter::Tsc(_)) {
                     let (verdict, why) = cross_cpu_verdict(self.timekeeper().counter().frequency());
                     if let Some(why) = why {
-                        self.steering().fail_over(self, why);
+                        self.fail_over(&mut self.steering(), why);
                     }
                     let _ = self.cross_cpu.set(verdict);
                 }
@@ -434,7 +487,8 @@ impl HostClock {
             Err(std::sync::TryLockError::WouldBlock) => None,
         };
         if let Some(mut steering) = steering {
-            steering.steer(self);
+            let findings = steering.steer(self.timekeeper(), self.kernel);
+            self.apply(&mut steering, findings);
         }
         if self.as_process_clock().is_none() {
             return;

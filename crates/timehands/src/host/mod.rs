@@ -93,11 +93,13 @@ mod choice;
 mod clock;
 mod counter;
 mod info;
+mod published;
 mod read;
 #[cfg(test)]
 mod tests;
 
 pub(crate) mod bounds;
+mod brackets;
 pub(crate) mod instant;
 pub(crate) mod kernel_clocks;
 pub(crate) mod mock;
@@ -108,8 +110,7 @@ pub(crate) mod trace;
 pub(crate) mod watchdog;
 
 pub use choice::Verdict;
-pub(crate) use clock::{HostClock, clock};
-pub(crate) use counter::HostCounter;
+pub(crate) use clock::clock;
 pub use info::{Info, Resolution, getres, info};
 pub use read::{
     ClockId, gettime, now, now_coarse, now_coarse_coherent, now_coherent, now_unordered,

@@ -1,11 +1,17 @@
 //! The read API: `now()` and its kin, `gettime` and the clock ids, and the
 //! one word a read loads to find the clock.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::clock::clock;
 use super::counter::HostCounter;
+use super::published::{
+    COARSE_NANOS, COUNTER_READ, HOW, NOT_STARTED, READER, SECOND_HINTS, reader_timekeeper,
+    reader_word,
+};
+#[cfg(target_arch = "x86_64")]
+use super::published::{LFENCE_RDTSC, RDTSCP};
 use crate::engine::Due;
 use crate::engine::nanos::floor_nanos;
 use crate::host::instant::Instant;
@@ -13,49 +19,6 @@ use crate::host::kernel_clocks::KernelClock;
 #[cfg(target_arch = "x86_64")]
 use crate::hw;
 use crate::{Counter, Timekeeper};
-
-/// The process's clock as readers find it, in one word: the address of the
-/// timekeeper in use (one of its [`STAGES`](super::clock::STAGES)),
-/// and in the low bits (the timekeeper is 64-byte aligned) how to read its
-/// counter, decided once, so that a read neither tests whether the clock has
-/// started nor matches on the kind of counter. 0 until the clock starts.
-pub(super) static READER: AtomicUsize = AtomicUsize::new(0);
-/// The low bits of [`READER`]: how the counter is read.
-pub(super) const HOW: usize = 0b11;
-/// Not started: the first read starts the clock.
-pub(super) const NOT_STARTED: usize = 0;
-/// Through [`HostCounter`]'s own read (the kernel's clock, CNTVCT_EL0).
-pub(super) const COUNTER_READ: usize = 1;
-/// The TSC, with `rdtscp`.
-#[cfg(target_arch = "x86_64")]
-pub(super) const RDTSCP: usize = 2;
-/// The TSC, with `lfence; rdtsc`.
-#[cfg(target_arch = "x86_64")]
-pub(super) const LFENCE_RDTSC: usize = 3;
-const _: () = assert!(std::mem::align_of::<Timekeeper<HostCounter>>() > HOW);
-
-/// The readers' word for `engine`, a timekeeper of the process's clock.
-pub(super) fn reader_word(timekeeper: &'static Timekeeper<HostCounter>) -> usize {
-    let how = match timekeeper.counter() {
-        #[cfg(target_arch = "x86_64")]
-        HostCounter::Tsc(tsc) => match tsc.ordered_read() {
-            hw::OrderedRead::Rdtscp => RDTSCP,
-            hw::OrderedRead::LfenceRdtsc => LFENCE_RDTSC,
-        },
-        _ => COUNTER_READ,
-    };
-    std::ptr::from_ref(timekeeper) as usize | how
-}
-
-/// The timekeeper a readers' word other than 0 names.
-#[inline(always)]
-pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter> {
-    debug_assert!(word & HOW != NOT_STARTED);
-    // SAFETY: a word other than 0 is made by `reader_word` from a
-    // `&'static` timekeeper of the process's clock (one of its stages,
-    // inside the `CLOCK` static, never moved or dropped).
-    unsafe { &*((word & !HOW) as *const Timekeeper<HostCounter>) }
-}
 
 /// Nanoseconds on CLOCK_MONOTONIC (with `REALTIME`, on CLOCK_REALTIME) from
 /// an ordered counter read (or, without `ORDERED`, an unordered one), winding
@@ -205,13 +168,6 @@ pub fn now_unordered() -> Instant {
     Instant::from_nanos(read_nanos::<false, false>())
 }
 
-/// [`now_coarse`]'s value: the clock's coarse uptime in nanoseconds, kept
-/// ready at each windup (the largest so far: several threads wind up) once
-/// the upkeep thread runs, so that a coarse read is one load. 0 until then,
-/// and in a `fork()`ed child until it runs again: the long way, which starts
-/// it.
-pub(super) static COARSE_NANOS: AtomicU64 = AtomicU64::new(0);
-
 /// The time of the last windup: no counter read at all, at most a windup
 /// interval ([`getres`](crate::getres) says how much) behind [`now`], never ahead of it.
 /// The first call starts the thread that keeps it fresh.
@@ -344,13 +300,6 @@ pub fn try_gettime(id: ClockId) -> Option<Duration> {
         _ => None,
     }
 }
-
-/// Whole seconds of a recent read of CLOCK_MONOTONIC and of CLOCK_REALTIME,
-/// refreshed at windups: hints that let [`gettime`] split nanoseconds into
-/// seconds with a subtraction rather than a division. Any value is correct
-/// (a wrong one only sends the split the long way); each is at most
-/// `u64::MAX / 10^9`, so that its nanoseconds fit a `u64`.
-pub(super) static SECOND_HINTS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 
 /// `ns` as a `Duration`, split at the second `hint` names when `ns` falls in
 /// that second or the next (a predicted branch and a subtraction), by a

@@ -7,7 +7,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::host::HostClock;
+use super::clock::HostClock;
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, LeapSecond, NtpState};
 use crate::{BinTime, Counter};
 

@@ -21,196 +21,26 @@
 //! CLOCK_MONOTONIC_RAW and the time suspended (`watch_pair`) and fails the
 //! clock over to the kernel's counter when the counter misbehaves.
 //!
-//! The error bound that [`getres`](crate::getres) reports is the last measured
-//! offset plus half its bracket.
+//! The steering acts on the timekeeper (its frequency, its slews) and
+//! returns what it found ([`Findings`]): the offsets the kernel's clocks moved
+//! to, the phase it measured, a counter to retire; the host clock keeps them
+//! (the error bound that [`getres`](crate::getres) reports is the last
+//! measured offset plus half its bracket) and fails over.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::host::kernel_clocks::{KernelClock, KernelClocks};
-use crate::host::watchdog;
-use crate::host::{HostClock, HostCounter};
-use crate::{BinTime, Counter, Timekeeper};
+use super::brackets::{
+    MIN_BASELINE, Pair, offset_from_monotonic, offset_to_kernel, pair, watch_pair,
+};
+use super::counter::HostCounter;
+use super::kernel_clocks::{KernelClock, KernelClocks};
+use super::watchdog;
+use crate::{Counter, Timekeeper};
 
 /// The least time between two steerings.
 const STEER_INTERVAL: Duration = Duration::from_millis(10);
-/// The shortest baseline a frequency is measured over before it is used.
-const MIN_BASELINE: Duration = Duration::from_millis(10);
 /// The baseline's reference moves forward once it is this old.
 const SLIDE_AFTER: Duration = Duration::from_secs(16);
-/// The shortest startup measurement, when CPUID states no frequency.
-#[cfg(target_arch = "x86_64")]
-const STARTUP_BASELINE: Duration = Duration::from_micros(20);
-
-/// A counter value and the kernel's CLOCK_MONOTONIC at the same moment, to
-/// within `width` counts.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Pair {
-    pub(crate) count: u64,
-    pub(crate) kernel: u64,
-    pub(crate) width: u64,
-}
-
-impl Pair {
-    /// A pair of `count` and the kernel's `kernel` ns, to within `width` counts.
-    #[cfg(test)]
-    pub(crate) fn new(count: u64, kernel: u64, width: u64) -> Pair {
-        Pair {
-            count,
-            kernel,
-            width,
-        }
-    }
-}
-
-/// The tightest of three `read, CLOCK_MONOTONIC, read` brackets.
-pub(crate) fn pair(kernel: &dyn KernelClocks, read: impl Fn() -> u64) -> Pair {
-    pair_with(kernel, read, KernelClock::Monotonic)
-}
-
-/// The tightest of three `read, clock, read` brackets.
-fn pair_with(kernel: &dyn KernelClocks, read: impl Fn() -> u64, clock: KernelClock) -> Pair {
-    (0..3)
-        .map(|_| {
-            let before = read();
-            let kernel = kernel.nanos(clock);
-            let width = read().wrapping_sub(before);
-            Pair {
-                count: before.wrapping_add(width / 2),
-                kernel,
-                width,
-            }
-        })
-        .min_by_key(|p| p.width)
-        .expect("three brackets")
-}
-
-/// What the watchdog compares the counter with: CLOCK_MONOTONIC_RAW, which no
-/// NTP slew moves (chrony slews CLOCK_MONOTONIC by up to 8% through the tick
-/// length), plus the time spent in suspend (BOOTTIME − MONOTONIC), which a
-/// counter that runs through suspend (an invariant TSC in s2idle) counts. The
-/// suspend's own bracket, in counts of a counter at `hz`, widens the sample's:
-/// a read preempted there must not look like a counter off its rate.
-fn watch_pair(kernel: &dyn KernelClocks, read: impl Fn() -> u64, hz: u64) -> Pair {
-    let (suspended, suspended_width) = offset_from_monotonic(kernel, KernelClock::Boottime, 3);
-    let raw = pair_with(kernel, read, KernelClock::MonotonicRaw);
-    let suspended_counts = (suspended_width as u128 * hz as u128 / 1_000_000_000) as u64;
-    Pair {
-        kernel: raw.kernel.saturating_add_signed(suspended),
-        width: raw.width.saturating_add(suspended_counts),
-        ..raw
-    }
-}
-
-/// The kernel clock `id` minus CLOCK_MONOTONIC, in ns, and the width of the
-/// bracket it was read in: the tightest of `brackets` brackets `MONOTONIC, id,
-/// MONOTONIC`.
-fn offset_from_monotonic(
-    kernel: &dyn KernelClocks,
-    id: KernelClock,
-    brackets: usize,
-) -> (i64, u64) {
-    (0..brackets.max(1))
-        .map(|_| {
-            let before = kernel.nanos(KernelClock::Monotonic) as i64;
-            let other = kernel.nanos(id) as i64;
-            let after = kernel.nanos(KernelClock::Monotonic) as i64;
-            (
-                other - before - (after - before) / 2,
-                (after - before) as u64,
-            )
-        })
-        .min_by_key(|&(_, width)| width)
-        .expect("at least one bracket")
-}
-
-/// A frequency measured between two pairs, and how sure it is: each pair's
-/// midpoint is within half its bracket of the truth.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Measured {
-    pub(crate) hz: u64,
-    pub(crate) uncertainty_ppb: u64,
-}
-
-impl Pair {
-    /// The frequency between `self` and a `later` pair, if they are at least
-    /// `baseline` apart.
-    fn frequency_to(&self, later: &Pair, baseline: Duration) -> Option<Measured> {
-        let nanos = later.kernel.checked_sub(self.kernel)?;
-        if nanos < baseline.as_nanos() as u64 {
-            return None;
-        }
-        let counts = later.count.wrapping_sub(self.count).max(1) as f64;
-        let slack = (self.width + later.width) as f64 / 2.0;
-        Some(Measured {
-            hz: (counts * 1e9 / nanos as f64).round() as u64,
-            uncertainty_ppb: (slack / counts * 1e9).ceil() as u64,
-        })
-    }
-}
-
-/// The TSC read in order (`lfence; rdtsc`), for measuring before the `Tsc`
-/// counter exists.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn read_tsc() -> u64 {
-    // SAFETY: lfence and rdtsc exist on every x86_64 CPU.
-    unsafe {
-        core::arch::x86_64::_mm_lfence();
-        core::arch::x86_64::_rdtsc()
-    }
-}
-
-/// The counter's frequency from `start`, a pair taken when the clock began to
-/// start up, to now: the startup's own work (CPUID, the kernel's clocksource)
-/// is the baseline, so measuring costs nothing unless that work took less than
-/// [`STARTUP_BASELINE`], in which case this waits for the rest. Rough (some
-/// hundreds of ppm); the first steering, [`STEER_INTERVAL`] later and measured
-/// from the same `start`, makes it good.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn startup_frequency(
-    kernel: &dyn KernelClocks,
-    start: &Pair,
-    read: impl Fn() -> u64,
-) -> Measured {
-    loop {
-        if let Some(measured) = start.frequency_to(&pair(kernel, &read), STARTUP_BASELINE) {
-            return measured;
-        }
-    }
-}
-
-/// The kernel clock `id` minus our uptime, in ns, and the width of the bracket
-/// it was measured in: the tightest of `brackets` brackets `ours, kernel, ours`.
-pub(crate) fn offset_to_kernel(
-    timekeeper: &Timekeeper<impl Counter>,
-    kernel: &dyn KernelClocks,
-    id: KernelClock,
-    brackets: usize,
-) -> (i128, u64) {
-    (0..brackets.max(1))
-        .map(|_| {
-            let before = timekeeper.uptime().as_nanos();
-            let kernel = kernel.nanos(id) as i128;
-            let after = timekeeper.uptime().as_nanos();
-            (kernel - (before + after) / 2, (after - before) as u64)
-        })
-        .min_by_key(|&(_, width)| width)
-        .expect("at least one bracket")
-}
-
-/// Measures CLOCK_MONOTONIC minus our time with `engine`, records it and the
-/// error bound it gives (the offset plus half its bracket) for `info` and
-/// `getres`, and returns it in ns.
-pub(crate) fn measure_phase(timekeeper: &Timekeeper<HostCounter>, clock: &HostClock) -> i64 {
-    let (offset, width) = offset_to_kernel(timekeeper, clock.kernel, KernelClock::Monotonic, 3);
-    let offset = offset as i64;
-    clock.last_offset.store(offset, Ordering::Relaxed);
-    clock
-        .accuracy
-        .store(offset.unsigned_abs() + width / 2, Ordering::Relaxed);
-    offset
-}
-
 /// The steering state, kept under the host clock's steering lock.
 pub(crate) struct Steering {
     /// The counter frequency the engine uses now, in Hz.
@@ -333,34 +163,35 @@ impl Steering {
     }
 
     /// Follows the kernel's Realtime and Boottime offsets, then measures and
-    /// corrects rate and phase unless the last steering is too recent.
-    pub(crate) fn steer(&mut self, clock: &HostClock) {
+    /// corrects rate and phase of `timekeeper` against `kernel`'s clocks,
+    /// unless the last steering is too recent or the watchdog finds the
+    /// counter misbehaving; returns what it found.
+    pub(crate) fn steer(
+        &mut self,
+        timekeeper: &Timekeeper<HostCounter>,
+        kernel: &dyn KernelClocks,
+    ) -> Findings {
         // At every windup: a `settimeofday` shows in Realtime one windup on.
-        self.follow_offsets(clock);
-        let now = clock.kernel.nanos(KernelClock::Monotonic);
+        let mut findings = self.follow_offsets(kernel);
+        let now = kernel.nanos(KernelClock::Monotonic);
         if now.saturating_sub(self.last_steer) < STEER_INTERVAL.as_nanos() as u64 {
-            return;
+            return findings;
         }
         self.last_steer = now;
-        let timekeeper = clock.timekeeper();
-        if let Some(why) = self.watch(clock.kernel, timekeeper) {
-            self.fail_over(clock, format!("watchdog: {why}"));
-            return;
+        if let Some(why) = self.watch(kernel, timekeeper) {
+            findings.misbehaviour = Some(format!("watchdog: {why}"));
+            return findings;
         }
-        clock.follow_tai();
-        let current = pair(clock.kernel, || timekeeper.counter().read());
+        let current = pair(kernel, || timekeeper.counter().read());
         self.steer_rate(timekeeper, current);
-        self.steer_phase(timekeeper, clock);
-    }
-
-    /// Fails the clock over to the kernel's counter because of `why`, and
-    /// steers that from now on.
-    pub(crate) fn fail_over(&mut self, clock: &HostClock, why: String) {
-        clock.fail_over(why);
-        // The kernel's counter counts nanoseconds exactly; Realtime and
-        // Boottime are given to the new timekeeper afresh.
-        *self = Steering::new(1_000_000_000, Some(0), None);
-        self.follow_offsets(clock);
+        // Phase: slew our time onto CLOCK_MONOTONIC.
+        let (offset, width) = offset_to_kernel(timekeeper, kernel, KernelClock::Monotonic, 3);
+        timekeeper.adjtime(offset as i64);
+        findings.phase = Some(Phase {
+            offset: offset as i64,
+            width,
+        });
+        findings
     }
 
     /// The watchdog's verdict on the counter from the last steering's pair to
@@ -403,38 +234,45 @@ impl Steering {
         }
     }
 
-    /// Phase: slew our time onto CLOCK_MONOTONIC.
-    fn steer_phase(&mut self, timekeeper: &Timekeeper<HostCounter>, clock: &HostClock) {
-        timekeeper.adjtime(measure_phase(timekeeper, clock));
-    }
-
     /// Realtime and Boottime: the kernel's offsets from CLOCK_MONOTONIC,
     /// followed when they move by more than the bracket they are read in
     /// (a `settimeofday`, a suspend).
-    pub(crate) fn follow_offsets(&mut self, clock: &HostClock) {
-        let kernel = clock.kernel;
-        if let Some(realtime) =
-            moved_offset(&mut self.realtime_offset, kernel, KernelClock::Realtime)
-        {
-            clock
-                .timekeeper()
-                .set_boottime(BinTime::from_nanos(realtime.ns as i128));
-            clock
-                .realtime_uncertainty
-                .store(realtime.width.div_ceil(2), Ordering::Relaxed);
-        }
+    pub(crate) fn follow_offsets(&mut self, kernel: &dyn KernelClocks) -> Findings {
+        let realtime = moved_offset(&mut self.realtime_offset, kernel, KernelClock::Realtime);
         let known = self.boottime_offset.is_some();
-        if let Some(boottime) =
-            moved_offset(&mut self.boottime_offset, kernel, KernelClock::Boottime)
-        {
-            clock.boottime_offset.store(boottime.ns, Ordering::Relaxed);
-            if known {
-                // A suspend: CLOCK_MONOTONIC stood still while the counter
-                // may have run on, so the rate's baseline starts again after
-                // it (the watchdog's reference counts the suspend in).
-                self.anchor = None;
-                self.next_anchor = None;
-            }
+        let boottime = moved_offset(&mut self.boottime_offset, kernel, KernelClock::Boottime);
+        if known && boottime.is_some() {
+            // A suspend: CLOCK_MONOTONIC stood still while the counter may
+            // have run on, so the rate's baseline starts again after it (the
+            // watchdog's reference counts the suspend in).
+            self.anchor = None;
+            self.next_anchor = None;
+        }
+        Findings {
+            realtime,
+            boottime: boottime.map(|offset| offset.ns),
+            ..Findings::default()
         }
     }
+}
+
+/// CLOCK_MONOTONIC minus our time, in ns, as measured: within half the
+/// bracket's `width` of the truth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Phase {
+    pub(crate) offset: i64,
+    pub(crate) width: u64,
+}
+
+/// What a steering found, for the host clock to keep (and act on).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Findings {
+    /// REALTIME − MONOTONIC, when it moved (or was first measured).
+    pub(crate) realtime: Option<Offset>,
+    /// BOOTTIME − MONOTONIC in ns, when it moved (or was first measured).
+    pub(crate) boottime: Option<i64>,
+    /// Our phase against CLOCK_MONOTONIC, when a steering measured it.
+    pub(crate) phase: Option<Phase>,
+    /// Why the counter must be retired, when the watchdog says so.
+    pub(crate) misbehaviour: Option<String>,
 }

@@ -178,7 +178,7 @@ fn info_serializes_by_name() {
 fn a_suspend_restarts_the_rate_baseline() {
     let counter = Faulty::default();
     let start =
-        crate::host::steer::Pair::new(counter.read(), kernel_nanos(libc::CLOCK_MONOTONIC), 0);
+        crate::host::brackets::Pair::new(counter.read(), kernel_nanos(libc::CLOCK_MONOTONIC), 0);
     let clock = HostClock::new(
         Choice {
             counter: HostCounter::Test(Arc::new(counter)),
@@ -191,10 +191,11 @@ fn a_suspend_restarts_the_rate_baseline() {
         &SystemClocks,
     );
     let mut steering = clock.steering();
-    steering.follow_offsets(&clock);
+    steering.follow_offsets(clock.kernel);
     assert!(steering.has_rate_anchor());
     steering.pretend_suspended(1_000_000_000);
-    steering.follow_offsets(&clock);
+    let found = steering.follow_offsets(clock.kernel);
+    assert!(found.boottime.is_some());
     assert!(!steering.has_rate_anchor());
 }
 

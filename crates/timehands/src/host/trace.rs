@@ -18,9 +18,9 @@ use std::fmt::Write as _;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::host::brackets::offset_to_kernel;
 use crate::host::clock;
 use crate::host::kernel_clocks::{KernelClock, SystemClocks, kernel_nanos};
-use crate::host::steer::offset_to_kernel;
 use crate::{ClockId, Counter, getres};
 
 /// A trace clock, as CTF 1.8 describes one.

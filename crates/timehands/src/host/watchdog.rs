@@ -11,7 +11,7 @@
 //! clock retires it for the kernel's counter (`HostClock::fail_over`), without
 //! a backward step.
 
-use crate::host::steer::{Measured, Pair};
+use crate::host::brackets::{Measured, Pair};
 
 /// How far the counter's rate over one steering interval may stray from the
 /// rate it has kept against CLOCK_MONOTONIC_RAW: a healthy counter and the raw

@@ -1,0 +1,69 @@
+//! What the host clock publishes for its readers, in atomics a read loads:
+//! the word that names the timekeeper in use and how to read its counter,
+//! the coarse time ready at each windup, and the seconds that let `gettime`
+//! split nanoseconds without a division. The clock's life writes them; the
+//! read API reads them.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+
+use super::counter::HostCounter;
+use crate::Timekeeper;
+#[cfg(target_arch = "x86_64")]
+use crate::hw;
+
+/// The process's clock as readers find it, in one word: the address of the
+/// timekeeper in use (one of its [`STAGES`](super::clock::STAGES)),
+/// and in the low bits (the timekeeper is 64-byte aligned) how to read its
+/// counter, decided once, so that a read neither tests whether the clock has
+/// started nor matches on the kind of counter. 0 until the clock starts.
+pub(super) static READER: AtomicUsize = AtomicUsize::new(0);
+/// The low bits of [`READER`]: how the counter is read.
+pub(super) const HOW: usize = 0b11;
+/// Not started: the first read starts the clock.
+pub(super) const NOT_STARTED: usize = 0;
+/// Through [`HostCounter`]'s own read (the kernel's clock, CNTVCT_EL0).
+pub(super) const COUNTER_READ: usize = 1;
+/// The TSC, with `rdtscp`.
+#[cfg(target_arch = "x86_64")]
+pub(super) const RDTSCP: usize = 2;
+/// The TSC, with `lfence; rdtsc`.
+#[cfg(target_arch = "x86_64")]
+pub(super) const LFENCE_RDTSC: usize = 3;
+const _: () = assert!(std::mem::align_of::<Timekeeper<HostCounter>>() > HOW);
+
+/// The readers' word for `engine`, a timekeeper of the process's clock.
+pub(super) fn reader_word(timekeeper: &'static Timekeeper<HostCounter>) -> usize {
+    let how = match timekeeper.counter() {
+        #[cfg(target_arch = "x86_64")]
+        HostCounter::Tsc(tsc) => match tsc.ordered_read() {
+            hw::OrderedRead::Rdtscp => RDTSCP,
+            hw::OrderedRead::LfenceRdtsc => LFENCE_RDTSC,
+        },
+        _ => COUNTER_READ,
+    };
+    std::ptr::from_ref(timekeeper) as usize | how
+}
+
+/// The timekeeper a readers' word other than 0 names.
+#[inline(always)]
+pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter> {
+    debug_assert!(word & HOW != NOT_STARTED);
+    // SAFETY: a word other than 0 is made by `reader_word` from a
+    // `&'static` timekeeper of the process's clock (one of its stages,
+    // inside the `CLOCK` static, never moved or dropped).
+    unsafe { &*((word & !HOW) as *const Timekeeper<HostCounter>) }
+}
+
+/// [`now_coarse`]'s value: the clock's coarse uptime in nanoseconds, kept
+/// ready at each windup (the largest so far: several threads wind up) once
+/// the upkeep thread runs, so that a coarse read is one load. 0 until then,
+/// and in a `fork()`ed child until it runs again: the long way, which starts
+/// it.
+pub(super) static COARSE_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// Whole seconds of a recent read of CLOCK_MONOTONIC and of CLOCK_REALTIME,
+/// refreshed at windups: hints that let [`gettime`] split nanoseconds into
+/// seconds with a subtraction rather than a division. Any value is correct
+/// (a wrong one only sends the split the long way); each is at most
+/// `u64::MAX / 10^9`, so that its nanoseconds fit a `u64`.
+pub(super) static SECOND_HINTS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
