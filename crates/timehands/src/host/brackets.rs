@@ -141,7 +141,7 @@ pub(crate) fn read_tsc() -> u64 {
 /// start up, to now: the startup's own work (CPUID, the kernel's clocksource)
 /// is the baseline, so measuring costs nothing unless that work took less than
 /// [`STARTUP_BASELINE`], in which case this waits for the rest. Rough (some
-/// hundreds of ppm); the first steering, [`STEER_INTERVAL`] later and measured
+/// hundreds of ppm); the first steering, [`STEER_INTERVAL`](super::steer::STEER_INTERVAL) later and measured
 /// from the same `start`, makes it good.
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn startup_frequency(

@@ -31,7 +31,7 @@
 //!
 //! # How a read finds the clock
 //!
-//! `now()` loads one word ([`READER`](read::READER)): the address of the timekeeper in use
+//! `now()` loads one word ([`READER`](published::READER)): the address of the timekeeper in use
 //! and, in its low bits, how to read its counter (`rdtscp`, `lfence; rdtsc`,
 //! or the counter's own read), so that a read tests nothing else before the
 //! counter read. Then the engine's first nanosecond segment of the current
@@ -85,7 +85,7 @@
 //! only for the coarse clocks, which read no counter and so would never notice:
 //! the first coarse read starts it, and it winds up every interval. Each windup
 //! leaves the coarse time ready for [`now_coarse`](crate::now_coarse()) in one word
-//! ([`COARSE_NANOS`](read::COARSE_NANOS)), and the whole seconds of each clock as hints for
+//! ([`COARSE_NANOS`](published::COARSE_NANOS)), and the whole seconds of each clock as hints for
 //! [`gettime`](crate::gettime()), which then splits nanoseconds into seconds without a
 //! division.
 

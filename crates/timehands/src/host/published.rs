@@ -54,7 +54,7 @@ pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter>
     unsafe { &*((word & !HOW) as *const Timekeeper<HostCounter>) }
 }
 
-/// [`now_coarse`]'s value: the clock's coarse uptime in nanoseconds, kept
+/// [`now_coarse`](crate::now_coarse)'s value: the clock's coarse uptime in nanoseconds, kept
 /// ready at each windup (the largest so far: several threads wind up) once
 /// the upkeep thread runs, so that a coarse read is one load. 0 until then,
 /// and in a `fork()`ed child until it runs again: the long way, which starts
@@ -62,7 +62,7 @@ pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter>
 pub(super) static COARSE_NANOS: AtomicU64 = AtomicU64::new(0);
 
 /// Whole seconds of a recent read of CLOCK_MONOTONIC and of CLOCK_REALTIME,
-/// refreshed at windups: hints that let [`gettime`] split nanoseconds into
+/// refreshed at windups: hints that let [`gettime`](crate::gettime) split nanoseconds into
 /// seconds with a subtraction rather than a division. Any value is correct
 /// (a wrong one only sends the split the long way); each is at most
 /// `u64::MAX / 10^9`, so that its nanoseconds fit a `u64`.

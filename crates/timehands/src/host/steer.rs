@@ -38,7 +38,7 @@ use super::watchdog;
 use crate::{Counter, Timekeeper};
 
 /// The least time between two steerings.
-const STEER_INTERVAL: Duration = Duration::from_millis(10);
+pub(super) const STEER_INTERVAL: Duration = Duration::from_millis(10);
 /// The baseline's reference moves forward once it is this old.
 const SLIDE_AFTER: Duration = Duration::from_secs(16);
 /// The steering state, kept under the host clock's steering lock.
