@@ -16,7 +16,6 @@ use crate::arena::{Arena, Key};
 use crate::heap::{DeadlineHeap, HeapKey};
 use crate::periodic::forward;
 use crate::sched::{self, Scheduling};
-use crate::simulated::Simulation;
 use crate::wheel::{Wheel, WheelKey};
 
 /// What a callback is told when its timer fires.
@@ -84,27 +83,11 @@ impl Builder {
     }
 
     /// The two queues, on `clock`.
-    fn shared(&self, clock: Clock) -> io::Result<Arc<Shared>> {
+    pub(crate) fn shared(&self, clock: Clock) -> io::Result<Arc<Shared>> {
         Ok(Arc::new(Shared {
             hard: Side::new(DeadlineHeap::new(), self.batch, clock.clone())?,
             soft: Side::new(Wheel::new(self.soft_tick_shift), self.batch, clock)?,
         }))
-    }
-
-    /// A service on simulated time, and the [`Simulation`] that moves it: no
-    /// threads, and timers fire in [`Simulation::advance`], on the thread
-    /// that calls it (the realtime priority is not used).
-    pub fn simulated(self) -> io::Result<(TimerService, Simulation)> {
-        let (clock, mock) = Clock::mock();
-        let shared = self.shared(clock.clone())?;
-        let service = TimerService {
-            shared: Arc::clone(&shared),
-            threads: Vec::new(),
-            scheduling: Scheduling::Normal {
-                reason: "simulated time: timers fire on the thread that advances it".into(),
-            },
-        };
-        Ok((service, Simulation::new(shared, clock, mock)))
     }
 
     /// Starts the two expiry threads.
@@ -218,15 +201,19 @@ pub(crate) struct Shared {
 }
 
 impl TimerService {
+    /// A service on `shared` with no expiry threads (simulated time fires
+    /// its timers), scheduled as `scheduling` says.
+    pub(crate) fn without_threads(shared: Arc<Shared>, scheduling: Scheduling) -> TimerService {
+        TimerService {
+            shared,
+            threads: Vec::new(),
+            scheduling,
+        }
+    }
+
     /// A service with the [`Builder`]'s defaults.
     pub fn new() -> io::Result<TimerService> {
         Builder::new().build()
-    }
-
-    /// A service on simulated time with the [`Builder`]'s defaults; see
-    /// [`Builder::simulated`].
-    pub fn simulated() -> io::Result<(TimerService, Simulation)> {
-        Builder::new().simulated()
     }
 
     /// How the hard expiry thread is scheduled: SCHED_FIFO, or why not.

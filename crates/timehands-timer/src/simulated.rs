@@ -1,12 +1,39 @@
 //! `Simulation`: a [`TimerService`](crate::TimerService) on a mock clock,
 //! moved by hand.
 
+use std::io;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use timehands::{Clock, Instant, Mock};
 
-use crate::service::{Round, Rounds, Shared, Side, lock};
+use crate::Scheduling;
+use crate::service::{Builder, Round, Rounds, Shared, Side, TimerService, lock};
+
+impl Builder {
+    /// A service on simulated time, and the [`Simulation`] that moves it: no
+    /// threads, and timers fire in [`Simulation::advance`], on the thread
+    /// that calls it (the realtime priority is not used).
+    pub fn simulated(self) -> io::Result<(TimerService, Simulation)> {
+        let (clock, mock) = Clock::mock();
+        let shared = self.shared(clock.clone())?;
+        let service = TimerService::without_threads(
+            Arc::clone(&shared),
+            Scheduling::Normal {
+                reason: "simulated time: timers fire on the thread that advances it".into(),
+            },
+        );
+        Ok((service, Simulation::new(shared, clock, mock)))
+    }
+}
+
+impl TimerService {
+    /// A service on simulated time with the [`Builder`]'s defaults; see
+    /// [`Builder::simulated`].
+    pub fn simulated() -> io::Result<(TimerService, Simulation)> {
+        Builder::new().simulated()
+    }
+}
 
 /// Simulated time for a [`TimerService`](crate::TimerService) made by
 /// [`TimerService::simulated`](crate::TimerService::simulated): the service
