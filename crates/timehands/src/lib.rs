@@ -15,6 +15,9 @@
 //!   so reads scale with cores;
 //! - **reads behind the base are clamped**, never wrapped into a huge delta.
 //!
+//! How it works, the invariants it keeps and the test that checks each: the
+//! [`design`] module (the repository's `docs/DESIGN.md`).
+//!
 //! The engine is `no_std` (turn off the default `std` feature) and has no
 //! dependencies: bring a [`Counter`] (an RTOS timer register, say), call
 //! [`Timekeeper::windup`] from a tick, and read.
@@ -33,6 +36,9 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+pub mod design {
+    #![doc = include_str!("../../../docs/DESIGN.md")]
+}
 mod engine;
 mod error;
 #[cfg(feature = "std")]
