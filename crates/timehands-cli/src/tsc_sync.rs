@@ -1,6 +1,6 @@
 //! `timehands tsc-sync`: bounds on the TSC offset of every pair of CPUs, from
 //! messages handed back and forth between two pinned threads
-//! ([`timehands::tsc_sync`] explains the model), and a verdict: synchronized
+//! ([`timehands::diagnostics::tsc_sync`] explains the model), and a verdict: synchronized
 //! when every pair's bounds contain 0. The exit status carries the verdict,
 //! so that a script can use it as a check.
 
@@ -87,7 +87,7 @@ fn measure(_: &Args) -> anyhow::Result<Run> {
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn measure(args: &Args) -> anyhow::Result<Run> {
     use anyhow::{Context, bail};
-    use timehands::tsc_sync::{self, PairBounds};
+    use timehands::diagnostics::tsc_sync::{self, PairBounds};
 
     let frequency_hz = tsc_frequency()?;
     let bounds: Vec<PairBounds> = if args.cpus.is_empty() {
@@ -158,7 +158,7 @@ fn tsc_frequency() -> anyhow::Result<u64> {
     if info.counter == "TSC" {
         return Ok(info.frequency_hz);
     }
-    timehands::hw::TscFacts::read()
+    timehands::diagnostics::hw::TscFacts::read()
         .stated_frequency()
         .map(|stated| stated.hz)
         .ok_or_else(|| {

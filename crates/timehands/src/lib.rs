@@ -39,16 +39,16 @@ extern crate alloc;
 pub mod design {
     #![doc = include_str!("../../../docs/DESIGN.md")]
 }
+#[cfg(feature = "std")]
+pub mod diagnostics;
 mod engine;
 mod error;
 #[cfg(feature = "std")]
 mod host;
 #[cfg(feature = "std")]
-pub mod hw;
+mod hw;
 #[cfg(feature = "tracing")]
 pub mod tracing_time;
-#[cfg(all(feature = "std", target_arch = "x86_64", target_os = "linux"))]
-pub mod tsc_sync;
 
 pub use engine::bintime::BinTime;
 pub use engine::counter::Counter;

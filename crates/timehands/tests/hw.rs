@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use timehands::Counter;
-use timehands::hw::{KernelCounter, available_clocksources, kernel_clocksource};
+use timehands::diagnostics::hw::{KernelCounter, available_clocksources, kernel_clocksource};
 
 /// How far a clock may stray from `Instant` over a short sleep: loose, because
 /// the two are read a few instructions (or a preemption) apart.
@@ -59,7 +59,7 @@ mod tsc {
     use std::sync::{Arc, OnceLock};
     use std::time::{Duration, Instant};
 
-    use timehands::hw::{
+    use timehands::diagnostics::hw::{
         CrystalRatio, FrequencySource, KernelCounter, OrderedRead, StatedFrequency, Tsc, TscFacts,
     };
     use timehands::{Counter, Timekeeper};

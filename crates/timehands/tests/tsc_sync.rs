@@ -7,8 +7,10 @@
 use std::time::Duration;
 
 use timehands::Counter;
-use timehands::hw::{KernelCounter, OrderedRead, Tsc, TscFacts};
-use timehands::tsc_sync::{SyncError, measure_against_first, measure_all, measure_pair};
+use timehands::diagnostics::hw::{KernelCounter, OrderedRead, Tsc, TscFacts};
+use timehands::diagnostics::tsc_sync::{
+    SyncError, measure_against_first, measure_all, measure_pair,
+};
 
 const HANDOFFS: u64 = 20_000;
 

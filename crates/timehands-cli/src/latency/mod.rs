@@ -488,7 +488,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 /// Opens the SMI counter of the first thread's CPU once before the run, so
 /// that a machine without one is told at once.
 fn check_smi(plan: &Plan) -> anyhow::Result<()> {
-    if !cfg!(target_arch = "x86_64") || timehands::hw::TscFacts::read().vendor != "GenuineIntel" {
+    if !cfg!(target_arch = "x86_64")
+        || timehands::diagnostics::hw::TscFacts::read().vendor != "GenuineIntel"
+    {
         bail!("--smi: SMI counter is not supported on this processor (it is an Intel MSR)");
     }
     measure::SmiCounter::open(plan.threads[0].cpu).map(drop)

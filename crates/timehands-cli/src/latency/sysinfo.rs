@@ -50,7 +50,7 @@ impl SysInfo {
             machine: uname.machine,
             realtime: u8::from(realtime),
             preemption,
-            clocksource: timehands::hw::kernel_clocksource(),
+            clocksource: timehands::diagnostics::hw::kernel_clocksource(),
             virtualized,
             hypervisor,
         }
@@ -152,7 +152,7 @@ fn preemption_model(
 fn hypervisor() -> (bool, Option<String>) {
     #[cfg(target_arch = "x86_64")]
     {
-        let facts = timehands::hw::TscFacts::read();
+        let facts = timehands::diagnostics::hw::TscFacts::read();
         if facts.hypervisor {
             return (true, facts.hypervisor_vendor.filter(|v| !v.is_empty()));
         }

@@ -193,7 +193,7 @@ pub(super) const CROSS_CPU_HANDOFFS: u64 = 2_000;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub(super) fn cross_cpu_verdict(hz: u64) -> (Verdict, Option<String>) {
     take_process_affinity();
-    verdict_of(crate::tsc_sync::measure_against_first(
+    verdict_of(crate::diagnostics::tsc_sync::measure_against_first(
         CROSS_CPU_HANDOFFS,
         hz,
     ))
@@ -221,7 +221,7 @@ pub(super) fn take_process_affinity() {
 /// two CPUs apart.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub(super) fn verdict_of(
-    measured: Result<crate::tsc_sync::Report, crate::tsc_sync::SyncError>,
+    measured: Result<crate::diagnostics::tsc_sync::Report, crate::diagnostics::tsc_sync::SyncError>,
 ) -> (Verdict, Option<String>) {
     let report = match measured {
         Ok(report) => report,

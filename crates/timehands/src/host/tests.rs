@@ -202,7 +202,7 @@ fn a_suspend_restarts_the_rate_baseline() {
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 #[test]
 fn cross_cpu_verdicts() {
-    use crate::tsc_sync::{PairBounds, Report, SyncError};
+    use crate::diagnostics::tsc_sync::{PairBounds, Report, SyncError};
     let pair = |lo: i64, hi: i64| PairBounds {
         cpus: (0, 3),
         lo,

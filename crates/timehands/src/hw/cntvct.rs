@@ -19,7 +19,7 @@ use crate::Counter;
 ///
 /// ```no_run
 /// use timehands::Timekeeper;
-/// use timehands::hw::Cntvct;
+/// use timehands::diagnostics::hw::Cntvct;
 ///
 /// let tk = Timekeeper::new(Cntvct::new())?;
 /// println!("{}", tk.uptime());

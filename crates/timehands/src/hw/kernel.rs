@@ -21,7 +21,7 @@ const CLOCKSOURCE_DIR: &str = "/sys/devices/system/clocksource/clocksource0";
 ///
 /// ```no_run
 /// use timehands::Timekeeper;
-/// use timehands::hw::KernelCounter;
+/// use timehands::diagnostics::hw::KernelCounter;
 ///
 /// let tk = Timekeeper::new(KernelCounter::monotonic_raw())?;
 /// println!("{}", tk.uptime());

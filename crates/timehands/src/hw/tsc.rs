@@ -289,7 +289,7 @@ fn measure_read_cost() -> ReadCost {
 ///
 /// ```no_run
 /// use timehands::Timekeeper;
-/// use timehands::hw::{Tsc, TscFacts};
+/// use timehands::diagnostics::hw::{Tsc, TscFacts};
 ///
 /// let hz = TscFacts::read().stated_frequency().expect("CPUID states the TSC frequency").hz;
 /// let tk = Timekeeper::new(Tsc::new(hz))?;

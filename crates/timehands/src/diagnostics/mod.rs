@@ -1,0 +1,25 @@
+//! Below the clock: what the `timehands` command and the tests look at to
+//! say why the clock runs on what it runs on. Reading the clock needs none
+//! of it.
+//!
+//! - [`hw`]: the hardware counters the host clock can run on (the TSC,
+//!   CNTVCT_EL0, the kernel's clock as a counter), CPUID's facts about the
+//!   TSC, and the kernel's clocksource. Each is a [`Counter`](crate::Counter)
+//!   a [`Timekeeper`](crate::Timekeeper) of your own can run on.
+//! - [`tsc_sync`]: bounds on every CPU pair's TSC offset, by ping-pong between
+//!   pinned threads, as Linux checks at boot.
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub mod tsc_sync;
+
+/// The hardware counters and their facts; see the [module](self) docs.
+pub mod hw {
+    #[cfg(target_arch = "aarch64")]
+    pub use crate::hw::Cntvct;
+    #[cfg(target_arch = "x86_64")]
+    pub use crate::hw::{
+        CrystalRatio, FrequencySource, OrderedRead, ReadCost, StatedFrequency, Tsc, TscFacts,
+    };
+    #[cfg(target_os = "linux")]
+    pub use crate::hw::{KernelCounter, available_clocksources, kernel_clocksource};
+}
