@@ -148,38 +148,12 @@ fn play(read: fn() -> u64, baton: &AtomicU64, halt: &AtomicBool, me: u64, turns:
 
 /// The CPUs this process may run on, in order.
 fn allowed_cpus() -> Result<Vec<usize>, String> {
-    // SAFETY: a zeroed cpu_set_t is an empty set; the size is the set's own.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is valid and writable for the size passed.
-    let status = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) };
-    if status != 0 {
-        return Err(format!(
-            "sched_getaffinity failed: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    let cpus = (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `cpu` is below CPU_SETSIZE, inside the set.
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect();
-    Ok(cpus)
+    timehands::sys::allowed_cpus().map_err(|e| format!("sched_getaffinity failed: {e}"))
 }
 
 /// Pins the calling thread to `cpu`.
 fn pin_to(cpu: usize) -> Result<(), String> {
-    // SAFETY: as in `allowed_cpus`.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` came from `allowed_cpus`, so it is below CPU_SETSIZE.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: pid 0 is the calling thread; `set` is valid for its size.
-    let status = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
-    if status != 0 {
-        return Err(format!(
-            "sched_setaffinity to CPU {cpu} failed: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
+    timehands::sys::pin_to_cpu(cpu).map_err(|e| e.to_string())
 }
 
 /// Prints the table.

@@ -39,28 +39,13 @@ fn to_timespec(d: Duration) -> Result<timespec, c_int> {
 /// The kernel's clock `id`: the answer for the ids timehands does not serve,
 /// and when ours has panicked.
 fn kernel_gettime(id: clockid_t) -> Result<timespec, c_int> {
-    let mut ts = timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a timespec the kernel may write.
-    if unsafe { libc::clock_gettime(id, &mut ts) } == 0 {
-        Ok(ts)
-    } else {
-        Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(EIO))
-    }
+    timehands_rs::sys::clock_timespec(id).map_err(|e| e.raw_os_error().unwrap_or(EIO))
 }
 
 /// The kernel's CLOCK_MONOTONIC in nanoseconds (saturating: this runs after a
 /// panic, outside `contain`, so it must not panic itself).
 fn kernel_monotonic_ns() -> u64 {
-    kernel_gettime(libc::CLOCK_MONOTONIC).map_or(0, |ts| {
-        (ts.tv_sec as u64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(ts.tv_nsec as u64)
-    })
+    timehands_rs::sys::clock_nanos(libc::CLOCK_MONOTONIC).unwrap_or(0)
 }
 
 /// Ends a call: stores the time in `*out` and returns 0, or fails with its

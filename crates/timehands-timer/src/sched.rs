@@ -8,7 +8,6 @@
 //! a [`Scheduling::Normal`] with the reason, for the program to report.
 
 use std::fmt;
-use std::io;
 
 /// How an expiry thread is scheduled.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,36 +33,14 @@ impl fmt::Display for Scheduling {
     }
 }
 
-/// Asks for SCHED_FIFO at `priority` for the calling thread, and says what
-/// it got.
+/// Asks for SCHED_FIFO at `priority` for the calling thread (raising a soft
+/// RLIMIT_RTPRIO below it where the hard one allows), and says what it got.
 pub fn request_fifo(priority: i32) -> Scheduling {
-    // SAFETY: plain queries without pointers.
-    let (min, max) = unsafe {
-        (
-            libc::sched_get_priority_min(libc::SCHED_FIFO),
-            libc::sched_get_priority_max(libc::SCHED_FIFO),
-        )
-    };
-    if !(min..=max).contains(&priority) {
-        return Scheduling::Normal {
-            reason: format!("priority {priority} is outside SCHED_FIFO's {min}..={max}"),
-        };
-    }
-    let param = libc::sched_param {
-        sched_priority: priority,
-    };
-    // SAFETY: `param` is valid for the call, and pthread_self names the
-    // calling thread, which is alive.
-    let rc = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
-    if rc == 0 {
-        Scheduling::Fifo { priority }
-    } else {
-        Scheduling::Normal {
-            reason: format!(
-                "SCHED_FIFO {priority} refused: {} (needs CAP_SYS_NICE or RLIMIT_RTPRIO >= {priority})",
-                io::Error::from_raw_os_error(rc)
-            ),
-        }
+    match timehands::sys::set_realtime(timehands::sys::Realtime::Fifo, priority) {
+        Ok(()) => Scheduling::Fifo { priority },
+        Err(refused) => Scheduling::Normal {
+            reason: refused.to_string(),
+        },
     }
 }
 
@@ -82,11 +59,7 @@ pub fn precise_thread(priority: Option<i32>) -> Scheduling {
 /// Sets the calling thread's timer slack to 1 ns, so that the kernel does
 /// not defer its wake-ups by the default 50 µs to batch them.
 pub fn minimal_timer_slack() {
-    // SAFETY: PR_SET_TIMERSLACK takes an integer, no pointers; it cannot fail
-    // for a positive value.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-    }
+    timehands::sys::set_minimal_timer_slack();
 }
 
 /// Sets the calling thread's nice value (on Linux nice values are per

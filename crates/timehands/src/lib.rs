@@ -47,6 +47,8 @@ mod error;
 mod host;
 #[cfg(feature = "std")]
 mod hw;
+#[cfg(feature = "std")]
+pub mod sys;
 #[cfg(feature = "tracing")]
 pub mod tracing_time;
 

@@ -204,13 +204,7 @@ mod tests {
 
     /// Nanoseconds of the kernel's clock `id`.
     fn kernel(id: libc::clockid_t) -> u128 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec.
-        assert_eq!(unsafe { libc::clock_gettime(id, &mut ts) }, 0);
-        ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
+        crate::sys::clock_nanos(id).expect("a clock every Linux has") as u128
     }
 
     /// The error bound of the clock against the kernel's, plus a microsecond.

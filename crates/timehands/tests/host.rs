@@ -20,13 +20,7 @@ use timehands::{
 const LOOSE: Duration = Duration::from_millis(50);
 
 fn kernel(id: libc::clockid_t) -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec, a clock id every Linux has.
-    assert_eq!(unsafe { libc::clock_gettime(id, &mut ts) }, 0);
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    Duration::from_nanos(timehands::sys::clock_nanos(id).expect("a clock every Linux has"))
 }
 
 fn near(ours: Duration, theirs: Duration, what: &str) {

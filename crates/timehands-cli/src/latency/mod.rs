@@ -506,7 +506,7 @@ fn pin_main_thread(args: &Args) -> anyhow::Result<()> {
         _ => return Ok(()),
     };
     let cpus = affinity::parse_cpu_list(flag, list, &allowed).map_err(anyhow::Error::msg)?;
-    realtime::pin_to_set(&cpus).with_context(|| format!("{flag} {list}: cannot run there"))
+    timehands::sys::pin_to_cpus(&cpus).with_context(|| format!("{flag} {list}: cannot run there"))
 }
 
 fn cpu_count(name: libc::c_int) -> i64 {

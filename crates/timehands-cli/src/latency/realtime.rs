@@ -45,106 +45,31 @@ impl Policy {
             Policy::Rr => "rr",
         }
     }
-
-    fn id(self) -> libc::c_int {
-        match self {
-            Policy::Other | Policy::Normal => libc::SCHED_OTHER,
-            Policy::Batch => libc::SCHED_BATCH,
-            Policy::Idle => libc::SCHED_IDLE,
-            Policy::Fifo => libc::SCHED_FIFO,
-            Policy::Rr => libc::SCHED_RR,
-        }
-    }
 }
 
-/// Makes the calling thread `policy` (SCHED_FIFO or SCHED_RR) at `priority`.
-///
-/// As cyclictest does, an EPERM with a soft RLIMIT_RTPRIO below `priority` and
-/// a hard one at or above it raises the soft limit and tries again.
+/// Makes the calling thread `policy` (SCHED_FIFO or SCHED_RR) at `priority`,
+/// raising a soft RLIMIT_RTPRIO below it as cyclictest does.
 pub fn set_realtime(policy: Policy, priority: u8) -> anyhow::Result<()> {
-    let param = libc::sched_param {
-        sched_priority: i32::from(priority),
+    let realtime = match policy {
+        Policy::Rr => timehands::sys::Realtime::RoundRobin,
+        _ => timehands::sys::Realtime::Fifo,
     };
-    let (name, id) = (policy.name().to_uppercase(), policy.id());
-    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread.
-    let set = || unsafe { libc::sched_setscheduler(0, id, &param) } == 0;
-    if set() {
-        return Ok(());
-    }
-    let err = io::Error::last_os_error();
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `limit` is a valid, writable rlimit.
-    unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut limit) };
-    let wanted = libc::rlim_t::from(priority);
-    if err.raw_os_error() == Some(libc::EPERM)
-        && limit.rlim_cur < wanted
-        && wanted <= limit.rlim_max
-    {
-        let raised = libc::rlimit {
-            rlim_cur: wanted,
-            rlim_max: limit.rlim_max,
-        };
-        // SAFETY: `raised` is a valid rlimit, within the hard limit.
-        if unsafe { libc::setrlimit(libc::RLIMIT_RTPRIO, &raised) } == 0 && set() {
-            return Ok(());
-        }
-    }
-    if err.raw_os_error() != Some(libc::EPERM) {
-        bail!("-p {priority}: SCHED_{name} priority {priority}: {err}");
-    }
-    bail!(
-        "-p {priority}: SCHED_{name} priority {priority} is not allowed here ({err}; \
-         RLIMIT_RTPRIO {}): run as root, raise `ulimit -r`, or leave out -p to measure under SCHED_OTHER",
-        limit_text(limit)
-    )
-}
-
-fn limit_text(limit: libc::rlimit) -> String {
-    let one = |v: libc::rlim_t| match v {
-        libc::RLIM_INFINITY => "unlimited".to_string(),
-        v => v.to_string(),
-    };
-    format!("soft {}, hard {}", one(limit.rlim_cur), one(limit.rlim_max))
+    timehands::sys::set_realtime(realtime, i32::from(priority)).map_err(|e| {
+        anyhow::anyhow!("-p {priority}: {e}; or leave out -p to measure under SCHED_OTHER")
+    })
 }
 
 /// Pins the calling thread to `cpu`.
 pub fn pin_to(cpu: usize) -> anyhow::Result<()> {
-    pin_to_set(&[cpu]).with_context(|| format!("-a: cannot run on CPU {cpu}"))
+    timehands::sys::pin_to_cpu(cpu).with_context(|| format!("-a: cannot run on CPU {cpu}"))
 }
 
-/// Keeps the calling thread (and the threads it starts) on `cpus`.
-pub fn pin_to_set(cpus: &[usize]) -> io::Result<()> {
-    // SAFETY: an all-zero cpu_set_t is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus {
-        // SAFETY: CPU_SET checks `cpu` against the set's size.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the
-    // calling thread.
-    let ret = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
-    if ret != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// The CPUs this process may run on, in ascending order.
+/// The CPUs this thread may run on (all of them, as far as we can tell, if
+/// the kernel will not say).
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: an all-zero cpu_set_t is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
-    let ret = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) };
-    if ret != 0 {
-        return (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
-    }
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `cpu` is below CPU_SETSIZE, the set's size.
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect()
+    timehands::sys::allowed_cpus().unwrap_or_else(|_| {
+        (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+    })
 }
 
 /// Sets the calling thread's timer slack to the minimum, 1 ns
@@ -155,8 +80,7 @@ pub fn allowed_cpus() -> Vec<usize> {
 /// `latency` unless asked for the least. (Linux gives real-time threads no
 /// slack.)
 pub fn set_min_timer_slack() {
-    // SAFETY: PR_SET_TIMERSLACK takes an unsigned long and touches no memory.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    timehands::sys::set_minimal_timer_slack();
 }
 
 /// The calling thread's timer slack, ns, as the kernel reports it.

@@ -56,10 +56,6 @@ pub const PAIR_TIME_LIMIT: Duration = Duration::from_secs(10);
 /// hand-offs, often enough (some hundred microseconds) to stop promptly.
 const POLLS_PER_CHECK: u64 = 4096;
 
-/// The largest affinity mask [`allowed_cpus`] asks the kernel for, in 64-bit
-/// words: 65536 CPUs, beyond any kernel's `NR_CPUS`.
-const MAX_MASK_WORDS: usize = 1024;
-
 /// What the hand-offs between two CPUs say about their TSCs.
 ///
 /// The offset is that of the second CPU's TSC minus the first's: `lo <= d <= hi`
@@ -351,68 +347,12 @@ fn measure_pairs(
     pairs: impl Fn(&[usize]) -> Vec<(usize, usize)>,
 ) -> Result<Report, SyncError> {
     check_arguments(handoffs, frequency_hz)?;
-    let cpus = allowed_cpus().map_err(|error| SyncError::Affinity { error })?;
+    let cpus = crate::sys::allowed_cpus().map_err(|error| SyncError::Affinity { error })?;
     let pairs = pairs(&cpus)
         .into_iter()
         .map(|(a, b)| measure_pair(a, b, handoffs, frequency_hz))
         .collect::<Result<_, _>>()?;
     Ok(Report { pairs })
-}
-
-/// The CPUs in the calling thread's affinity mask, in increasing order.
-fn allowed_cpus() -> io::Result<Vec<usize>> {
-    // glibc's cpu_set_t size to start with; the kernel refuses a mask smaller
-    // than its own, and then a larger one is tried.
-    let mut words = 16;
-    loop {
-        let mut mask = vec![0u64; words];
-        // SAFETY: pid 0 is the calling thread; the kernel writes at most
-        // `words * 8` bytes, the size of `mask`, which is ours to write. The
-        // pointer is only cast for the signature: nothing reads it as a
-        // `cpu_set_t`.
-        let status = unsafe {
-            libc::sched_getaffinity(0, words * 8, mask.as_mut_ptr().cast::<libc::cpu_set_t>())
-        };
-        if status == 0 {
-            return Ok(mask
-                .iter()
-                .enumerate()
-                .flat_map(|(i, &word)| {
-                    (0..64)
-                        .filter(move |bit| word & (1 << bit) != 0)
-                        .map(move |bit| i * 64 + bit)
-                })
-                .collect());
-        }
-        let error = io::Error::last_os_error();
-        if error.raw_os_error() != Some(libc::EINVAL) || words >= MAX_MASK_WORDS {
-            return Err(error);
-        }
-        words *= 2;
-    }
-}
-
-/// Pins the calling thread to `cpu`.
-fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    // No kernel has more CPUs than the largest mask we would read back.
-    if cpu >= MAX_MASK_WORDS * 64 {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    // A mask just large enough for `cpu`: the kernel ignores CPUs that do not
-    // exist, and refuses a mask left empty (EINVAL).
-    let mut mask = vec![0u64; cpu / 64 + 1];
-    mask[cpu / 64] = 1 << (cpu % 64);
-    // SAFETY: pid 0 is the calling thread; the kernel reads `mask.len() * 8`
-    // bytes, the size of `mask`. The pointer is only cast for the signature:
-    // nothing reads it as a `cpu_set_t`.
-    let status = unsafe {
-        libc::sched_setaffinity(0, mask.len() * 8, mask.as_ptr().cast::<libc::cpu_set_t>())
-    };
-    if status == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 /// What the two threads share. The turn and the sender's reading share a cache
@@ -497,7 +437,7 @@ fn play(
     handoffs: u64,
     deadline: Instant,
 ) -> Result<Seen, Halt> {
-    let played = pin_current_thread(cpu)
+    let played = crate::sys::pin_to_cpu(cpu)
         .map_err(|error| Halt::Pin { cpu, error })
         .and_then(|()| exchange(baton, tsc, role, handoffs, deadline))
         .and_then(|seen| {

@@ -47,19 +47,31 @@ pub(crate) fn pair_with(
     read: impl Fn() -> u64,
     clock: KernelClock,
 ) -> Pair {
-    (0..3)
-        .map(|_| {
-            let before = read();
-            let kernel = kernel.nanos(clock);
-            let width = read().wrapping_sub(before);
-            Pair {
-                count: before.wrapping_add(width / 2),
-                kernel,
-                width,
-            }
-        })
-        .min_by_key(|p| p.width)
-        .expect("three brackets")
+    let ((count, at), width) = tightest(3, || {
+        let before = read();
+        let at = kernel.nanos(clock);
+        let width = read().wrapping_sub(before);
+        ((before.wrapping_add(width / 2), at), width)
+    });
+    Pair {
+        count,
+        kernel: at,
+        width,
+    }
+}
+
+/// The value of the tightest of `brackets` (at least one) measurements,
+/// each a value and the width of the bracket it was read in, and that width:
+/// a measurement preempted wide is left out.
+fn tightest<T>(brackets: usize, mut measure: impl FnMut() -> (T, u64)) -> (T, u64) {
+    let mut best = measure();
+    for _ in 1..brackets {
+        let next = measure();
+        if next.1 < best.1 {
+            best = next;
+        }
+    }
+    best
 }
 
 /// What the watchdog compares the counter with: CLOCK_MONOTONIC_RAW, which no
@@ -87,18 +99,15 @@ pub(crate) fn offset_from_monotonic(
     id: KernelClock,
     brackets: usize,
 ) -> (i64, u64) {
-    (0..brackets.max(1))
-        .map(|_| {
-            let before = kernel.nanos(KernelClock::Monotonic) as i64;
-            let other = kernel.nanos(id) as i64;
-            let after = kernel.nanos(KernelClock::Monotonic) as i64;
-            (
-                other - before - (after - before) / 2,
-                (after - before) as u64,
-            )
-        })
-        .min_by_key(|&(_, width)| width)
-        .expect("at least one bracket")
+    tightest(brackets, || {
+        let before = kernel.nanos(KernelClock::Monotonic) as i64;
+        let other = kernel.nanos(id) as i64;
+        let after = kernel.nanos(KernelClock::Monotonic) as i64;
+        (
+            other - before - (after - before) / 2,
+            (after - before) as u64,
+        )
+    })
 }
 
 /// A frequency measured between two pairs, and how sure it is: each pair's
@@ -164,13 +173,10 @@ pub(crate) fn offset_to_kernel(
     id: KernelClock,
     brackets: usize,
 ) -> (i128, u64) {
-    (0..brackets.max(1))
-        .map(|_| {
-            let before = timekeeper.uptime().as_nanos();
-            let kernel = kernel.nanos(id) as i128;
-            let after = timekeeper.uptime().as_nanos();
-            (kernel - (before + after) / 2, (after - before) as u64)
-        })
-        .min_by_key(|&(_, width)| width)
-        .expect("at least one bracket")
+    tightest(brackets, || {
+        let before = timekeeper.uptime().as_nanos();
+        let at = kernel.nanos(id) as i128;
+        let after = timekeeper.uptime().as_nanos();
+        (at - (before + after) / 2, (after - before) as u64)
+    })
 }

@@ -204,16 +204,10 @@ pub(super) fn cross_cpu_verdict(hz: u64) -> (Verdict, Option<String>) {
 /// cpuset), not only those of the reader whose windup started the thread.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub(super) fn take_process_affinity() {
-    // SAFETY: `cpu_set_t` is plain bits, for which all zeros is a valid (empty)
-    // set; both calls are given its size and write within it. A failure (a
-    // machine with more CPUs than a `cpu_set_t` holds) leaves the affinity as
-    // it was.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        if libc::sched_getaffinity(libc::getpid(), size, &mut set) == 0 {
-            libc::sched_setaffinity(0, size, &set);
-        }
+    // A failure leaves the affinity as it was: the check then covers this
+    // thread's CPUs.
+    if let Ok(cpus) = crate::sys::process_cpus() {
+        let _ = crate::sys::pin_to_cpus(&cpus);
     }
 }
 

@@ -104,7 +104,8 @@ pub(crate) struct SystemClocks;
 
 impl KernelClocks for SystemClocks {
     fn nanos(&self, clock: KernelClock) -> u64 {
-        kernel_nanos(clock.id())
+        // The ids of `KernelClock` exist on every Linux this builds for.
+        crate::sys::clock_nanos(clock.id()).unwrap_or(0)
     }
 
     fn ntp(&self) -> io::Result<NtpState> {
@@ -125,18 +126,6 @@ impl KernelClocks for SystemClocks {
             tx.tai,
         ))
     }
-}
-
-/// The kernel clock `id` in nanoseconds since its origin.
-pub(crate) fn kernel_nanos(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write; the clock ids used here exist
-    // on every Linux this builds for, so the call cannot fail.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]

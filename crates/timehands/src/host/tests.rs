@@ -12,8 +12,13 @@ use super::counter::*;
 #[cfg(feature = "serde")]
 use super::info::info;
 use super::read::*;
-use crate::host::kernel_clocks::{SystemClocks, kernel_nanos};
+use crate::host::kernel_clocks::SystemClocks;
 use crate::{BinTime, Counter, Timekeeper};
+
+/// The kernel's CLOCK_MONOTONIC, in ns.
+fn monotonic() -> u64 {
+    crate::sys::clock_nanos(libc::CLOCK_MONOTONIC).expect("every Linux has CLOCK_MONOTONIC")
+}
 
 /// CLOCK_MONOTONIC's nanoseconds as a 1 GHz counter, which the test can
 /// make jump or stop.
@@ -26,7 +31,7 @@ pub(crate) struct Faulty {
 impl Counter for Faulty {
     fn read(&self) -> u64 {
         match self.stopped_at.load(Ordering::Relaxed) {
-            0 => kernel_nanos(libc::CLOCK_MONOTONIC) + self.jump.load(Ordering::Relaxed),
+            0 => monotonic() + self.jump.load(Ordering::Relaxed),
             stopped => stopped,
         }
     }
@@ -177,8 +182,7 @@ fn info_serializes_by_name() {
 #[cfg_attr(miri, ignore = "reads the kernel's clocks")]
 fn a_suspend_restarts_the_rate_baseline() {
     let counter = Faulty::default();
-    let start =
-        crate::host::brackets::Pair::new(counter.read(), kernel_nanos(libc::CLOCK_MONOTONIC), 0);
+    let start = crate::host::brackets::Pair::new(counter.read(), monotonic(), 0);
     let clock = HostClock::new(
         Choice {
             counter: HostCounter::Test(Arc::new(counter)),
@@ -269,10 +273,8 @@ fn a_counter_that_stops_is_replaced_by_the_kernel_clock_without_a_step_back() {
     let (clock, seen) = fail_over_after(Faulty::default(), |c| {
         // Stopped a little ahead of now, so that no read the reader is
         // making meanwhile is past it (which would be a step back).
-        c.stopped_at.store(
-            kernel_nanos(libc::CLOCK_MONOTONIC) + 1_000_000,
-            Ordering::Relaxed,
-        )
+        c.stopped_at
+            .store(monotonic() + 1_000_000, Ordering::Relaxed)
     });
     assert_eq!(seen.steps_back, []);
     let why = clock
@@ -299,10 +301,8 @@ fn a_counter_that_stops_is_replaced_by_the_kernel_clock_without_a_step_back() {
 fn a_counter_that_goes_backwards_is_replaced_by_the_kernel_clock() {
     let (clock, seen) = fail_over_after(Faulty::default(), |c| {
         // Stopped a second in the past: behind every earlier read.
-        c.stopped_at.store(
-            kernel_nanos(libc::CLOCK_MONOTONIC) - 1_000_000_000,
-            Ordering::Relaxed,
-        )
+        c.stopped_at
+            .store(monotonic() - 1_000_000_000, Ordering::Relaxed)
     });
     let why = clock
         .facts()

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use crate::host::brackets::offset_to_kernel;
 use crate::host::clock;
-use crate::host::kernel_clocks::{KernelClock, SystemClocks, kernel_nanos};
+use crate::host::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
 use crate::{ClockId, Counter, getres};
 
 /// A trace clock, as CTF 1.8 describes one.
@@ -74,7 +74,7 @@ fn uuid() -> String {
             .unwrap_or_else(|_| {
                 // No procfs: a version-4-shaped UUID from the time and the pid,
                 // unique enough to tell this process's traces apart.
-                let t = kernel_nanos(libc::CLOCK_REALTIME);
+                let t = SystemClocks.nanos(KernelClock::Realtime);
                 let pid = std::process::id() as u64;
                 format!(
                     "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
