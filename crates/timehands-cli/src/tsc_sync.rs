@@ -155,7 +155,7 @@ fn list(cpus: &[usize]) -> String {
 fn tsc_frequency() -> anyhow::Result<u64> {
     timehands::now();
     let info = timehands::info();
-    if info.counter == "TSC" {
+    if info.counter == timehands::CounterKind::Tsc {
         return Ok(info.frequency_hz);
     }
     timehands::diagnostics::hw::TscFacts::read()

@@ -38,7 +38,7 @@ fn the_text_has_the_facts_a_cost_row_per_clock_and_the_accuracy_rows() {
     let counter = timehands::info().counter;
     assert!(
         text.lines()
-            .any(|l| l.starts_with("counter") && l.ends_with(&counter)),
+            .any(|l| l.starts_with("counter") && l.ends_with(counter.name())),
         "{text}"
     );
     let cost = text.split("Accuracy:").next().expect("text");

@@ -124,7 +124,7 @@ fn c_verdicts(verdicts: &[timehands_rs::Verdict]) -> &'static [th_verdict] {
 fn to_c(info: timehands_rs::Info) -> th_info {
     let verdicts = c_verdicts(&info.verdicts);
     th_info {
-        counter: c_string(&info.counter),
+        counter: c_string(info.counter.name()),
         frequency_hz: info.frequency_hz,
         frequency_source: c_string(&info.frequency_source),
         frequency_uncertainty_ppb: info

@@ -44,7 +44,7 @@ fn a_later_call_shows_what_the_clock_learned_since_the_first() {
             break (info, theirs);
         }
     };
-    assert_eq!(text(info.counter), theirs.counter);
+    assert_eq!(text(info.counter), theirs.counter.name());
     assert_eq!(text(info.frequency_source), theirs.frequency_source);
     assert_eq!(info.fallback.map(text), theirs.fallback.as_deref());
     // SAFETY: th_info's array holds verdict_count verdicts, never freed.

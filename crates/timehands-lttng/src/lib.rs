@@ -96,7 +96,10 @@ fn cross_cpu_checked() -> timehands::Info {
             .verdicts
             .iter()
             .any(|verdict| verdict.check.starts_with("cross-CPU"));
-        if checked || info.counter != "TSC" || start.elapsed() > CROSS_CPU_WAIT {
+        if checked
+            || info.counter != timehands::CounterKind::Tsc
+            || start.elapsed() > CROSS_CPU_WAIT
+        {
             return info;
         }
         std::thread::sleep(Duration::from_millis(5));

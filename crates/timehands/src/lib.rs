@@ -61,7 +61,7 @@ pub use engine::{
 };
 #[cfg(feature = "std")]
 pub use host::{
-    ClockId, Info, Resolution, Verdict,
+    ClockId, CounterKind, Info, Resolution, Verdict,
     bounds::{LeapSecond, RealtimeBounds, realtime_bounds},
     getres, gettime, info,
     instant::{AtomicInstant, Instant},

@@ -79,3 +79,60 @@ impl Counter for HostCounter {
         }
     }
 }
+
+impl HostCounter {
+    /// Which kind of counter this is.
+    pub(crate) fn kind(&self) -> CounterKind {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            HostCounter::Tsc(_) => CounterKind::Tsc,
+            #[cfg(target_arch = "aarch64")]
+            HostCounter::Cntvct(_) => CounterKind::Cntvct,
+            HostCounter::Kernel(_) => CounterKind::Kernel,
+            #[cfg(test)]
+            HostCounter::Test(_) => CounterKind::Simulated,
+        }
+    }
+}
+
+/// What the host clock runs on, as [`info`](crate::info) reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CounterKind {
+    /// The x86_64 time-stamp counter.
+    Tsc,
+    /// The aarch64 generic timer's virtual count, CNTVCT_EL0.
+    Cntvct,
+    /// The kernel's CLOCK_MONOTONIC, read through the vDSO.
+    Kernel,
+    /// A test's counter (the crate's own tests).
+    #[cfg(test)]
+    Simulated,
+}
+
+impl CounterKind {
+    /// The name tools print: `TSC`, `CNTVCT_EL0`, `CLOCK_MONOTONIC`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CounterKind::Tsc => "TSC",
+            CounterKind::Cntvct => "CNTVCT_EL0",
+            CounterKind::Kernel => "CLOCK_MONOTONIC",
+            #[cfg(test)]
+            CounterKind::Simulated => "a test's counter",
+        }
+    }
+}
+
+impl core::fmt::Display for CounterKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// In JSON, the name (`"TSC"`).
+#[cfg(feature = "serde")]
+impl serde::Serialize for CounterKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::choice::Verdict;
 use super::clock::Facts;
 use super::clock::{WINDUP_INTERVAL, clock};
+use super::counter::CounterKind;
 use super::read::ClockId;
 use crate::Counter;
 
@@ -65,7 +66,7 @@ pub fn getres(id: ClockId) -> Resolution {
 #[non_exhaustive]
 pub struct Info {
     /// The counter's name (`TSC`, `CNTVCT_EL0`, `CLOCK_MONOTONIC`).
-    pub counter: String,
+    pub counter: CounterKind,
     /// The counter's frequency, as refined so far, in Hz.
     pub frequency_hz: u64,
     /// Where the first frequency came from.
@@ -136,7 +137,7 @@ pub fn info() -> Info {
     } = clock.facts().clone();
     let steering = clock.steering();
     Info {
-        counter: clock.timekeeper().counter().name().to_string(),
+        counter: clock.timekeeper().counter().kind(),
         frequency_hz: steering.frequency_hz(),
         frequency_source,
         frequency_uncertainty_ppb: steering.uncertainty_ppb(),

@@ -111,6 +111,7 @@ pub(crate) mod watchdog;
 
 pub use choice::Verdict;
 pub(crate) use clock::clock;
+pub use counter::CounterKind;
 pub use info::{Info, Resolution, getres, info};
 pub use read::{
     ClockId, gettime, now, now_coarse, now_coarse_coherent, now_coherent, now_unordered,
