@@ -248,6 +248,11 @@ fn json_has_the_schema_version_percentiles_and_overflow_counts() {
         assert_eq!(th["interval_us"], 200, "{th}");
         assert!(th["missed_periods"].is_u64(), "{th}");
         assert!(th["timer_slack_ns"].is_u64(), "{th}");
+        if cycles == 0 {
+            // A thread the machine's load kept from its first wakeup before
+            // the other ended the run: no samples, so no statistics.
+            continue;
+        }
         let p = |name: &str| {
             th[name]
                 .as_f64()
