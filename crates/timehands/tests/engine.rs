@@ -5,17 +5,11 @@ use std::time::Duration;
 
 use timehands::{BinTime, Counter, Error, SimCounter, Timekeeper, Windup};
 
-const GHZ3: u64 = 3_000_000_000;
-/// The ring sizes every scenario runs with: in place, the smallest ring, the default.
-const RINGS: [usize; 3] = [1, 2, 8];
+mod common;
 
-fn timekeeper(counter: &SimCounter, hands: usize) -> Timekeeper<SimCounter> {
-    Timekeeper::builder(counter.clone())
-        .hands(hands)
-        .windup_interval(Duration::from_millis(1))
-        .build()
-        .expect("valid test timekeeper")
-}
+use common::{RINGS, timekeeper};
+
+const GHZ3: u64 = 3_000_000_000;
 
 /// 2^64 / frequency rounded to nearest: the scale the engine starts with.
 fn nominal(frequency: u64) -> u64 {
@@ -353,139 +347,6 @@ fn a_rate_change_is_continuous_at_the_sample_and_at_the_switch_point() {
         let slow = nominal(GHZ3) - (nominal(GHZ3) as u128 * 500_000 / 1_000_000_000) as u64;
         assert_eq!(tk.uptime(), at_switch + BinTime::from_counts(1_000, slow));
         assert_eq!(tk.stats().rate_changes, 1);
-    }
-}
-
-/// A frequency adjustment runs the clock exactly that many ppb fast or slow.
-#[test]
-fn a_frequency_adjustment_sets_the_rate() {
-    for hands in RINGS {
-        let counter = SimCounter::new(1_000_000_000);
-        let tk = timekeeper(&counter, hands);
-        tk.set_frequency_adjustment(100_000).unwrap(); // +100 ppm
-        tk.windup(); // schedules the new rate one interval (1 ms) ahead
-        counter.advance(1_000_000);
-        tk.windup();
-        let start = tk.uptime();
-        for _ in 0..1000 {
-            counter.advance(1_000_000);
-            tk.windup();
-        }
-        // One second of counts reads as 1.0001 s, to the ns.
-        let elapsed = (tk.uptime() - start).as_nanos();
-        assert!(
-            (1_000_099_999..=1_000_100_001).contains(&elapsed),
-            "{elapsed}"
-        );
-    }
-}
-
-/// `adjtime` slews at 500 ppm until the amount is used up, and a new request
-/// replaces the remainder and returns it.
-#[test]
-fn adjtime_slews_at_500_ppm_until_done() {
-    for hands in RINGS {
-        let counter = SimCounter::new(1_000_000_000);
-        let tk = timekeeper(&counter, hands);
-        let ms = 1_000_000; // the interval, in counts
-        assert_eq!(tk.adjtime(3_000_000), 0); // 3 ms ahead: 6 s at 500 ppm
-        let mut elapsed = 0i128;
-        let mut step = |n: u64| {
-            for _ in 0..n {
-                counter.advance(ms);
-                tk.windup();
-            }
-            elapsed += (n * ms) as i128;
-            tk.uptime().as_nanos() - elapsed
-        };
-        // The slew starts at the first switch point, 1.25 ms in: 998.75 ms at
-        // 500 ppm by the end of the first second.
-        let gained = step(1000);
-        assert!((499_370..=499_380).contains(&gained), "{gained}");
-        let gained = step(1000);
-        assert!((999_370..=999_380).contains(&gained), "{gained}");
-        // Replace: what had not run comes back, rounded toward zero.
-        let left = tk.adjtime(-1_000_000);
-        assert!(
-            (left as i128 - (3_000_000 - gained)).abs() <= 1,
-            "{left} after {gained}"
-        );
-        // The new request is used up exactly: in the end the clock has gained
-        // what the first request used and the second request in full.
-        let gained = step(3000);
-        let expected = (3_000_000 - left as i128) - 1_000_000;
-        assert!(
-            (gained - expected).abs() <= 2,
-            "{gained} against {expected}"
-        );
-        assert_eq!(step(1000), gained, "the slew has stopped");
-        assert_eq!(tk.adjtime(0), 0);
-    }
-}
-
-/// A slew runs at 500 ppm from its switch point until the amount is used up
-/// (BSD `adjtime(2)`), however far apart windups come: a 100 Hz tick, a
-/// tenth of a second, readers a second apart. Before, a slew lasted one
-/// interval past each windup, and 1 ms asked with windups 10 ms apart had
-/// slewed 0.15 ms after 3 s. Checked halfway between windups and at each,
-/// to within 2 ns of `min(amount, 500 ppm * (t - switch))`.
-#[test]
-fn a_slew_runs_at_its_rate_whatever_the_windup_spacing() {
-    // Under miri, a thousand times slower, the longest spacing only.
-    let spacings: &[u64] = if cfg!(miri) {
-        &[1_000_000_000]
-    } else {
-        &[10_000_000, 100_000_000, 1_000_000_000]
-    };
-    for &spacing in spacings {
-        for hands in RINGS {
-            let counter = SimCounter::new(1_000_000_000);
-            let tk = timekeeper(&counter, hands);
-            assert_eq!(tk.adjtime(1_000_000), 0);
-            let mut elapsed = 0u64;
-            // The first windup plans the slew a lead (a quarter interval) on.
-            let switch = spacing + 250_000;
-            let bsd = |t: u64| (t.saturating_sub(switch) as i128 / 2_000).min(1_000_000);
-            while elapsed < 4_000_000_000 {
-                for _ in 0..2 {
-                    counter.advance(spacing / 2);
-                    elapsed += spacing / 2;
-                    let gained = tk.uptime().as_nanos() - elapsed as i128;
-                    let expected = bsd(elapsed);
-                    assert!(
-                        (gained - expected).abs() <= 2,
-                        "{spacing} ns apart, at {elapsed} ns: gained {gained}, BSD {expected}"
-                    );
-                }
-                tk.windup();
-            }
-            assert_eq!(tk.adjtime(0), 0, "{spacing} ns apart");
-        }
-    }
-}
-
-/// `adjtime`'s return is what has not run at the moment it is called,
-/// whatever the windups: in the middle of a plan, between windups.
-#[test]
-fn adjtime_returns_the_exact_remainder() {
-    for hands in RINGS {
-        let counter = SimCounter::new(1_000_000_000);
-        let tk = timekeeper(&counter, hands);
-        tk.adjtime(-1_000_000);
-        let mut elapsed = 0i128;
-        for advance in [10_000_000, 333_333_333, 1_000, 77_777_777] {
-            counter.advance(advance);
-            elapsed += advance as i128;
-            tk.windup();
-            counter.advance(advance / 3);
-            elapsed += (advance / 3) as i128;
-            let gained = tk.uptime().as_nanos() - elapsed;
-            let left = tk.adjtime(-1_000_000 - gained as i64);
-            assert!(
-                (left as i128 - (-1_000_000 - gained)).abs() <= 1,
-                "{left} after {gained}"
-            );
-        }
     }
 }
 
