@@ -140,3 +140,31 @@ fn adjtime_returns_the_exact_remainder() {
         }
     }
 }
+
+/// On a timekeeper that follows a reference, `adjtime` after a gap the
+/// reference did not see counts only the slew that ran up to the promise
+/// (reads stood there): the remainder it returns is what did not run.
+#[test]
+fn adjtime_after_a_gap_counts_only_the_slew_that_ran() {
+    use timehands::{BinTime, Timekeeper};
+    for hands in RINGS {
+        let counter = SimCounter::new(1_000_000_000);
+        let tk = Timekeeper::builder(counter.clone())
+            .hands(hands)
+            .follows_reference(true)
+            .build()
+            .expect("valid test timekeeper");
+        tk.adjtime(10_000_000);
+        let mut reference = 0i128;
+        for _ in 0..5 {
+            counter.advance(1_000_000);
+            reference += 1_000_000;
+            tk.windup_following(|| BinTime::from_nanos(reference));
+        }
+        counter.advance(3_600_000_000_000); // an hour the reference did not see
+        // At most 2.5 ms of slew ran (5 ms of windups, and reads stand at
+        // the promise): the rest did not.
+        let left = tk.adjtime(0);
+        assert!(left > 9_990_000, "{left} left after a gap");
+    }
+}

@@ -214,6 +214,13 @@ impl<C: Counter> Timekeeper<C> {
         let mut writer = self.writer.lock();
         let line = self.current(|slot| slot.line()).1;
         let delta = self.delta(line.base, self.counter.read());
+        // Where reads stand at the promise, no slew runs past it (a windup
+        // after a gap charges up to the promise only).
+        let delta = if self.follows_reference {
+            delta.min(line.switch.saturating_add(self.interval))
+        } else {
+            delta
+        };
         // What has run since the switch point, which the remainder still
         // counts; before it, what is scheduled there and has not run yet.
         let unaccounted = match delta.checked_sub(line.switch) {

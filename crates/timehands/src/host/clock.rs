@@ -313,6 +313,12 @@ impl HostClock {
             .windup_interval(WINDUP_INTERVAL)
             .build()?;
         let current = self.timekeeper();
+        // Wound up against CLOCK_MONOTONIC first: a counter that ran through a
+        // suspend since the last windup would otherwise carry the gap into
+        // the retire point (retire() winds up with no reference).
+        current.windup_following(|| {
+            BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
+        });
         let retired_at = current.retire();
         let ahead = retired_at.saturating_sub(current.uptime());
         let ahead_counts =
@@ -393,6 +399,9 @@ impl HostClock {
                 .set_boottime(BinTime::from_nanos(realtime.ns as i128));
             self.realtime_uncertainty
                 .store(realtime.width.div_ceil(2), Ordering::Relaxed);
+            // A leap second moves Realtime and TAI − UTC together: follow
+            // both in the same windup, so that TAI does not step.
+            self.follow_tai();
         }
         if let Some(boottime) = findings.boottime {
             self.boottime_offset.store(boottime, Ordering::Relaxed);
