@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{RINGS, timekeeper};
+use common::{RINGS, following, timekeeper};
 use timehands::SimCounter;
 
 /// A frequency adjustment runs the clock exactly that many ppb fast or slow.
@@ -146,14 +146,9 @@ fn adjtime_returns_the_exact_remainder() {
 /// (reads stood there): the remainder it returns is what did not run.
 #[test]
 fn adjtime_after_a_gap_counts_only_the_slew_that_ran() {
-    use timehands::{BinTime, Timekeeper};
+    use timehands::BinTime;
     for hands in RINGS {
-        let counter = SimCounter::new(1_000_000_000);
-        let tk = Timekeeper::builder(counter.clone())
-            .hands(hands)
-            .follows_reference(true)
-            .build()
-            .expect("valid test timekeeper");
+        let (counter, tk) = following(hands);
         tk.adjtime(10_000_000);
         let mut reference = 0i128;
         for _ in 0..5 {

@@ -7,7 +7,7 @@ use timehands::{BinTime, Counter, Error, SimCounter, Timekeeper, Windup};
 
 mod common;
 
-use common::{RINGS, timekeeper};
+use common::{RINGS, following, timekeeper};
 
 const GHZ3: u64 = 3_000_000_000;
 
@@ -593,14 +593,8 @@ fn a_suspend_the_reference_did_not_see_is_taken_out() {
 
     const HOUR: u64 = 3_600_000_000_000;
     for hands in RINGS {
-        let counter = SimCounter::new(1_000_000_000);
-        let tk = Arc::new(
-            Timekeeper::builder(counter.clone())
-                .hands(hands)
-                .follows_reference(true)
-                .build()
-                .unwrap(),
-        );
+        let (counter, tk) = following(hands);
+        let tk = Arc::new(tk);
         // The reference, in ns: the counter less the time suspended.
         let reference = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
@@ -671,12 +665,7 @@ fn a_suspend_the_reference_did_not_see_is_taken_out() {
 #[test]
 fn retiring_long_after_the_last_windup_retires_at_now() {
     for hands in RINGS {
-        let counter = SimCounter::new(1_000_000_000);
-        let tk = Timekeeper::builder(counter.clone())
-            .hands(hands)
-            .follows_reference(true)
-            .build()
-            .unwrap();
+        let (counter, tk) = following(hands);
         counter.advance(10_000_000_000);
         let retired_at = tk.retire().as_nanos();
         assert!(

@@ -15,3 +15,15 @@ pub fn timekeeper(counter: &SimCounter, hands: usize) -> Timekeeper<SimCounter> 
         .build()
         .expect("valid test timekeeper")
 }
+
+/// A 1 GHz timekeeper with a ring of `hands` (the default interval) that
+/// follows a reference, and its counter.
+pub fn following(hands: usize) -> (SimCounter, Timekeeper<SimCounter>) {
+    let counter = SimCounter::new(1_000_000_000);
+    let tk = Timekeeper::builder(counter.clone())
+        .hands(hands)
+        .follows_reference(true)
+        .build()
+        .expect("valid test timekeeper");
+    (counter, tk)
+}
