@@ -659,6 +659,43 @@ fn a_suspend_the_reference_did_not_see_is_taken_out() {
     }
 }
 
+/// A stop (SIGSTOP, a paused VM) on a counter whose rate is off by 100 ppm,
+/// fast and slow: the counter and the reference both run 3 s on, and the
+/// line, extrapolated at the wrong rate, would be 300 µs off. The windup
+/// after it resumes on the reference, ahead as well as behind, and no read
+/// steps back.
+#[test]
+fn a_stop_resumes_on_the_reference_whatever_the_rate_error() {
+    const STOP: u64 = 3_000_000_000;
+    for hands in RINGS {
+        for ppm_off in [-100i64, 100] {
+            let (counter, tk) = following(hands);
+            // The counter runs `ppm_off` off the frequency it states.
+            let counts = |ns: u64| (ns as i128 * (1_000_000 + ppm_off as i128) / 1_000_000) as u64;
+            let mut reference = 0u64;
+            let mut last = 0;
+            for _ in 0..5 {
+                counter.advance(counts(1_000_000));
+                reference += 1_000_000;
+                tk.windup_following(|| BinTime::from_nanos(reference as i128));
+                assert!(tk.uptime_nanos() >= last);
+                last = tk.uptime_nanos();
+            }
+            counter.advance(counts(STOP));
+            reference += STOP;
+            let stood = tk.uptime_nanos();
+            assert!(
+                stood >= last && stood < reference,
+                "{stood} stood at the promise"
+            );
+            tk.windup_following(|| BinTime::from_nanos(reference as i128));
+            let resumed = tk.uptime_nanos();
+            assert!(resumed >= stood, "{stood} then {resumed}");
+            assert_eq!(resumed, reference, "{ppm_off:+} ppm, {hands} hands");
+        }
+    }
+}
+
 /// Retiring a timekeeper that follows a reference long after its last
 /// windup (reads stand at the promise meanwhile) retires it at the time now,
 /// not at the promise: its successor does not start behind.

@@ -376,6 +376,22 @@ impl<C: Counter> Timekeeper<C> {
         uncoarse(coarse).saturating_add(boottime)
     }
 
+    /// Realtime minus uptime, as the current hands has it (see
+    /// [`set_boottime`](Timekeeper::set_boottime)).
+    ///
+    /// ```
+    /// use timehands::{BinTime, SimCounter, Timekeeper};
+    ///
+    /// let tk = Timekeeper::new(SimCounter::new(1_000_000))?;
+    /// tk.set_boottime(BinTime::from_nanos(1_700_000_000_000_000_000));
+    /// assert_eq!(tk.boottime(), BinTime::from_nanos(1_700_000_000_000_000_000));
+    /// # Ok::<(), timehands::Error>(())
+    /// ```
+    #[inline]
+    pub fn boottime(&self) -> BinTime {
+        self.current(|slot| slot.boottime()).1
+    }
+
     /// What the writer has done so far. Waits for a windup in progress.
     pub fn stats(&self) -> Stats {
         self.writer.lock().stats

@@ -74,14 +74,17 @@ impl<C: Counter> Timekeeper<C> {
     /// the delay for a gap).
     ///
     /// Where the counter has run past the hands' promise (reads stand
-    /// there) and the line would put the time more than a windup interval
-    /// ahead of the reference, the counter ran through a gap the reference
-    /// did not see (a suspend): the new hands starts at the reference plus
-    /// an interval, or at the promise's time if that is later (a read may
-    /// have returned it), and carries on from there. A gap the reference
-    /// saw too (a paused VM: both jumped) is time that passed, and stays.
-    /// On a timekeeper that does not follow a reference, the same as
-    /// `windup`.
+    /// there), the line is trusted only as far as the reference agrees: the
+    /// counter may have run through a gap the reference did not see (a
+    /// suspend), or a stop long enough for the rate's error to add up. The
+    /// reference is read between two counter reads (the tightest of three
+    /// such brackets, so that a windup preempted in between carries no
+    /// delay); a line further from it than half that bracket starts the new
+    /// hands at the reference's time, or at the promise's time if that is
+    /// later (a read may have returned it), and carries on from there. A gap the reference saw too
+    /// (a paused VM: both jumped) is time that passed, and stays; an error
+    /// the rate built up over it, ahead or behind, does not. On a timekeeper
+    /// that does not follow a reference, the same as `windup`.
     ///
     /// ```
     /// use timehands::{BinTime, SimCounter, Timekeeper};
@@ -92,7 +95,8 @@ impl<C: Counter> Timekeeper<C> {
     /// // at the promise, an interval (1 ms) from the start.
     /// counter.advance(3_600_000_000_000);
     /// assert_eq!(tk.uptime_nanos(), 1_000_000);
-    /// // The windup resumes the time at most an interval ahead of the reference.
+    /// // The windup resumes the time from the reference, but never before
+    /// // where reads stood.
     /// tk.windup_following(|| BinTime::ZERO);
     /// counter.advance(5);
     /// assert_eq!(tk.uptime_nanos(), 1_000_005);
@@ -307,11 +311,21 @@ impl<C: Counter> Timekeeper<C> {
             Change::Windup {
                 reference: Some(reference),
             } if self.follows_reference && delta > promise => {
+                // Past the promise the line is trusted only as far as the
+                // reference agrees: a counter that ran through a suspend, or
+                // a stop long enough for a rate error to show, resumes on the
+                // reference, but never before where reads stood (the
+                // promise's time).
                 let line_now = line.uptime_at(delta);
-                let latest = reference()
-                    .saturating_add(BinTime::from_counts(self.interval, discipline.nominal));
-                let now = line_now.min(latest.max(line.uptime_at(promise)));
-                (now, now != line_now)
+                let (at_sample, half_width) =
+                    self.reference_at_sample(reference, line.base, delta, discipline.nominal);
+                let off = line_now.saturating_sub(at_sample).as_nanos().abs();
+                if off <= half_width.as_nanos() + 1 {
+                    (line_now, false)
+                } else {
+                    let now = at_sample.max(line.uptime_at(promise));
+                    (now, now != line_now)
+                }
             }
             _ => (line.uptime_at(delta), false),
         };
@@ -403,6 +417,39 @@ impl<C: Counter> Timekeeper<C> {
             discipline,
             rate_switch: changes_rate.then_some(switch),
         }
+    }
+
+    /// The `reference`'s time at the counter sample `delta` counts from
+    /// `base`, and within how much of the truth it is. The reference is read
+    /// between two counter reads (the tightest of three such brackets): its
+    /// time is taken at the bracket's middle, within half its width, and
+    /// brought back to the sample at `scale`. A windup preempted between the
+    /// sample and the reference, or inside a bracket, carries no delay.
+    fn reference_at_sample(
+        &self,
+        reference: &dyn Fn() -> BinTime,
+        base: u64,
+        delta: u64,
+        scale: u64,
+    ) -> (BinTime, BinTime) {
+        let mut tightest: Option<(u64, BinTime, u64)> = None;
+        for _ in 0..3 {
+            let before = self.delta(base, self.counter.read()).max(delta);
+            let at = reference();
+            let width = self.delta(base, self.counter.read()).max(before) - before;
+            if tightest.is_none_or(|(_, _, tightest)| width < tightest) {
+                tightest = Some((before, at, width));
+            }
+            if width == 0 {
+                break;
+            }
+        }
+        let (before, at, width) = tightest.expect("three brackets");
+        let middle = before + width / 2;
+        (
+            at.saturating_sub(BinTime::from_counts(middle - delta, scale)),
+            BinTime::from_counts(width.div_ceil(2), scale),
+        )
     }
 
     /// Makes `next` the current hands. A hands that changes the rate at

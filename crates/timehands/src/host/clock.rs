@@ -1,31 +1,31 @@
 //! The host clock's life: its timekeepers (the kernel's clock it starts on,
-//! the counter it moves to, the kernel's again on a failover), its threads,
-//! and its windups.
+//! the counter it moves to, the kernel's again on a failover), the moves
+//! between them, its windups and what its steering found.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use super::choice::CROSS_CPU_CHECK;
 use super::choice::Verdict;
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-use super::choice::cross_cpu_verdict;
 use super::choice::{Choice, KERNEL_FREQUENCY_SOURCE, choose};
 use super::counter::HostCounter;
+use super::fork;
 use super::published::{
-    COARSE_NANOS, NOT_STARTED, READER, SECOND_HINTS, reader_timekeeper, reader_word,
+    BOOTTIME_NANOS, COARSE_NANOS, NOT_STARTED, READER, SECOND_HINTS, reader_timekeeper, reader_word,
 };
-use crate::engine::nanos::floor_nanos;
+use super::upkeep;
+use crate::engine::nanos::{floor_nanos, floor_nanos_signed};
 use crate::host::brackets::{offset_to_kernel, pair};
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
-use crate::host::steer::{Findings, Phase, Steering};
+use crate::host::steer::{Bound, Findings, Phase, Steering};
 use crate::hw::KernelCounter;
 use crate::{BinTime, Counter, Timekeeper};
 
 /// How often the clock winds up (and steers, at most).
 pub(crate) const WINDUP_INTERVAL: Duration = Duration::from_millis(1);
 
-/// Whether `engine` runs on the kernel's clock (which needs no watchdog).
+/// Whether `timekeeper` runs on the kernel's clock (which needs no watchdog).
+#[cfg(test)]
 pub(super) fn on_kernel_clock(timekeeper: &Timekeeper<HostCounter>) -> bool {
     matches!(timekeeper.counter(), HostCounter::Kernel(_))
 }
@@ -36,6 +36,9 @@ pub(super) struct Facts {
     pub(super) frequency_source: String,
     pub(super) verdicts: Vec<Verdict>,
     pub(super) fallback: Option<String>,
+    /// What the operating system refused the clock (a thread, `adjtimex`),
+    /// asked once and remembered.
+    pub(super) refused: Vec<String>,
 }
 
 /// The timekeepers a clock can go through: the kernel's clock it starts on,
@@ -84,26 +87,36 @@ pub(crate) struct HostClock {
     /// [`CHOOSING`] or [`CHOSEN`] (from the start, for a clock given its
     /// counter).
     pub(super) choice: AtomicU8,
-    /// Whether the watchdog's thread was started.
-    pub(super) watchdog_started: AtomicBool,
-    /// The verdict of the cross-CPU check of the TSC, once done.
+    /// The upkeep thread: not started, running, or refused (see `upkeep.rs`).
+    pub(super) upkeep: AtomicU8,
+    /// The verdict of the cross-CPU check of the TSC, once done (set under
+    /// the steering lock, so that a fork never copies it half set).
     pub(super) cross_cpu: OnceLock<Verdict>,
     pub(super) facts: Mutex<Facts>,
     /// The steering state; one steering at a time, by whoever winds up.
+    /// Every step of the clock's life that must be seen whole is taken
+    /// under it (see `fork.rs`).
     pub(super) steering: Mutex<Steering>,
+    /// The bound on |ours − CLOCK_MONOTONIC| as it grows from the last
+    /// measurement (written under the steering lock).
+    pub(super) bound: Mutex<Bound>,
     /// CLOCK_BOOTTIME − CLOCK_MONOTONIC, in ns.
     pub(crate) boottime_offset: AtomicI64,
-    /// The current bound on |ours − CLOCK_MONOTONIC|, in ns.
-    pub(crate) accuracy: AtomicU64,
     /// The last measured offset, kernel − ours, in ns, for `info`.
     pub(crate) last_offset: AtomicI64,
     /// The bound on the error of the Realtime offset as recorded (half its
     /// bracket), in ns: what Realtime's accuracy adds to Monotonic's.
     pub(crate) realtime_uncertainty: AtomicU64,
     /// TAI − UTC, in seconds, as the kernel has it; [`TAI_UNREAD`] until
-    /// the first read of TAI or the first steering.
+    /// the first read of TAI or the first steering; 0 for good once the
+    /// kernel refused to say (`adjtimex` filtered by a sandbox).
     pub(super) tai_offset: AtomicI64,
-    pub(super) upkeep_started: AtomicBool,
+    /// Whether the kernel refused its NTP state: not asked again.
+    pub(super) ntp_refused: AtomicBool,
+    /// Windups readers made: the upkeep thread was late, or is not running.
+    pub(super) reader_windups: AtomicU64,
+    /// Reads that stood at their hands' promise and had to wait for a windup.
+    pub(super) standing_reads: AtomicU64,
     /// The kernel's clocks this clock follows.
     pub(crate) kernel: &'static dyn KernelClocks,
 }
@@ -112,12 +125,10 @@ impl HostClock {
     /// The process's clock: on the kernel's CLOCK_MONOTONIC at first, which
     /// costs nothing to choose (CPUID traps to the hypervisor in a VM, some
     /// microseconds a leaf, and the clocksource is a file), until the
-    /// watchdog's thread moves it to the hardware counter.
+    /// upkeep thread moves it to the hardware counter.
     pub(super) fn start() -> HostClock {
-        // SAFETY: registers a handler that runs in the child after fork(); it
-        // only stores to atomics, which is safe there. A failure (no memory)
-        // leaves a child without restarted threads, as before.
-        unsafe { libc::pthread_atfork(None, None, Some(forget_threads_in_child)) };
+        // Registered before `main` where the platform allows (see fork.rs).
+        fork::register();
         let startup = Choice {
             counter: HostCounter::Kernel(KernelCounter::monotonic()),
             frequency_source: KERNEL_FREQUENCY_SOURCE.to_string(),
@@ -130,11 +141,13 @@ impl HostClock {
     }
 
     /// A clock on a test's `counter`, following `kernel`'s clocks (leaked,
-    /// as the process's clock is static).
+    /// as the process's clock is static), with a frequency known to
+    /// `uncertainty_ppb`.
     #[cfg(test)]
     pub(crate) fn on_test_counter(
         counter: std::sync::Arc<dyn Counter + Send + Sync>,
         kernel: &'static dyn KernelClocks,
+        uncertainty_ppb: u64,
     ) -> &'static HostClock {
         let choice = Choice {
             counter: HostCounter::Test(counter),
@@ -142,7 +155,7 @@ impl HostClock {
             verdicts: Vec::new(),
             fallback: None,
             anchor: None,
-            uncertainty_ppb: Some(0),
+            uncertainty_ppb: Some(uncertainty_ppb),
         };
         Box::leak(Box::new(HostClock::new(choice, kernel)))
     }
@@ -177,28 +190,37 @@ impl HostClock {
                 choice.anchor = None;
                 kernel_timekeeper(before, None)
             });
+        let steering = Steering::new(
+            timekeeper.counter().frequency(),
+            choice.uncertainty_ppb,
+            choice.anchor,
+        );
+        let ppb = steering.rate_bound_ppb();
         let clock = HostClock {
-            steering: Mutex::new(Steering::new(
-                timekeeper.counter().frequency(),
-                choice.uncertainty_ppb,
-                choice.anchor,
-            )),
+            steering: Mutex::new(steering),
             stages: [OnceLock::from(timekeeper), OnceLock::new(), OnceLock::new()],
             stage: AtomicUsize::new(0),
             choice: AtomicU8::new(TO_CHOOSE),
-            watchdog_started: AtomicBool::new(false),
+            upkeep: AtomicU8::new(upkeep::IDLE),
             cross_cpu: OnceLock::new(),
             facts: Mutex::new(Facts {
                 frequency_source: choice.frequency_source,
                 verdicts: choice.verdicts,
                 fallback: choice.fallback,
+                refused: Vec::new(),
+            }),
+            bound: Mutex::new(Bound {
+                ns: 0,
+                ppb,
+                since: 0,
             }),
             boottime_offset: AtomicI64::new(0),
-            accuracy: AtomicU64::new(0),
             last_offset: AtomicI64::new(0),
             realtime_uncertainty: AtomicU64::new(0),
             tai_offset: AtomicI64::new(TAI_UNREAD),
-            upkeep_started: AtomicBool::new(false),
+            ntp_refused: AtomicBool::new(false),
+            reader_windups: AtomicU64::new(0),
+            standing_reads: AtomicU64::new(0),
             kernel,
         };
         let offsets = clock.steering().follow_offsets(kernel);
@@ -210,6 +232,7 @@ impl HostClock {
         clock.keep_phase(Phase {
             offset: offset as i64,
             width,
+            ppb,
         });
         clock
     }
@@ -223,7 +246,7 @@ impl HostClock {
 
     /// Moves the clock, once, from the kernel's clock it starts on to the
     /// counter `choose` picks (the TSC, CNTVCT_EL0; or stays, with the reason
-    /// in `info`). Off the first read, which must stay cheap: the watchdog's
+    /// in `info`). Off the first read, which must stay cheap: the upkeep
     /// thread does it when it starts (at the first windup), or `info` and the
     /// trace description when asked first. A call while another thread
     /// chooses waits for it (not with a lock: a `fork()`ed child, which has
@@ -250,24 +273,27 @@ impl HostClock {
         // A panic below (a bug) leaves the choice to be made again.
         let undo = ChoiceUndo(&self.choice);
         let choice = choose();
+        fork::point("choice: made, not handed over");
         let hz = choice.counter.frequency();
         let kept = Facts {
             frequency_source: choice.frequency_source,
             verdicts: choice.verdicts,
             fallback: choice.fallback,
+            refused: Vec::new(),
         };
         let mut steering = self.steering();
+        let chosen = Steering::new(hz, choice.uncertainty_ppb, choice.anchor);
         // The kernel's clock too is handed over, to a timekeeper that winds
         // up every WINDUP_INTERVAL rather than the startup one's interval.
-        let facts = match self.hand_over(choice.counter, true) {
+        let facts = match self.hand_over(choice.counter, true, chosen.rate_bound_ppb()) {
             Ok(_) => {
-                *steering = Steering::new(hz, choice.uncertainty_ppb, choice.anchor);
+                *steering = chosen;
                 kept
             }
             // A hardware counter the engine refuses (firmware that left
             // CNTFRQ_EL0 at 0, say): the kernel's clock.
             Err(refused) => {
-                self.hand_over(HostCounter::Kernel(KernelCounter::monotonic()), true)
+                self.hand_over(HostCounter::Kernel(KernelCounter::monotonic()), true, 0)
                     .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
                 *steering = Steering::new(1_000_000_000, Some(0), None);
                 Facts {
@@ -279,7 +305,13 @@ impl HostClock {
         };
         let offsets = steering.follow_offsets(self.kernel);
         self.keep(offsets);
-        *self.facts() = facts;
+        let mut kept = self.facts();
+        // What the sandbox refused stays known.
+        *kept = Facts {
+            refused: std::mem::take(&mut kept.refused),
+            ..facts
+        };
+        drop(kept);
         std::mem::forget(undo);
         self.choice.store(CHOSEN, Ordering::Release);
     }
@@ -289,20 +321,38 @@ impl HostClock {
         self.facts.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The error bound's lock, whoever panicked holding it.
+    pub(super) fn bound_lock(&self) -> std::sync::MutexGuard<'_, Bound> {
+        self.bound.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The bound on |ours − CLOCK_MONOTONIC| now, in ns.
+    pub(crate) fn accuracy_nanos(&self) -> u64 {
+        let bound = *self.bound_lock();
+        bound.at(self.timekeeper().uptime_nanos())
+    }
+
     /// Retires the timekeeper in use for one on `counter` that starts where
     /// it stopped, and moves the readers to it; returns that uptime. The
     /// retire point lies up to two windup intervals ahead of now (see
-    /// [`Timekeeper::retire`]): the successor starts at the count where it
-    /// falls due, and stands at it until then, rather than running ahead of
-    /// CLOCK_MONOTONIC by as much. With `wait`, the readers move only then
-    /// (a spin of at most two intervals, for a thread that can afford it): until then they read the retired timekeeper, which is
-    /// right up to that point, so that no read is ahead of CLOCK_MONOTONIC.
-    /// Called with the steering lock held. Nothing changes if the engine
-    /// refuses `counter`, or past the last stage.
+    /// [`Timekeeper::retire`]): the successor starts at the count where
+    /// CLOCK_MONOTONIC reaches it, and stands at it until then, rather than
+    /// running ahead of CLOCK_MONOTONIC by as much (or at CLOCK_MONOTONIC, if
+    /// this thread was preempted past that point). With `wait`, the readers move only then
+    /// (a spin of at most two intervals, for a thread that can afford it):
+    /// until then they read the retired timekeeper, which is right up to
+    /// that point, so that no read is ahead of CLOCK_MONOTONIC. The error
+    /// bound starts again from the successor's start, growing at `ppb`, the
+    /// new counter's rate uncertainty.
+    ///
+    /// Called with the steering lock held: a fork waits for the whole of it,
+    /// so that no child has a retired timekeeper and no successor. Nothing
+    /// changes if the engine refuses `counter`, or past the last stage.
     pub(super) fn hand_over(
         &self,
         counter: HostCounter,
         wait: bool,
+        ppb: u64,
     ) -> Result<BinTime, crate::Error> {
         let stage = self.stage.load(Ordering::Acquire);
         if stage + 1 == STAGES {
@@ -320,26 +370,41 @@ impl HostClock {
             BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
         });
         let retired_at = current.retire();
-        let ahead = retired_at.saturating_sub(current.uptime());
-        let ahead_counts =
-            (ahead.as_nanos().max(0) as u128 * counter.frequency() as u128).div_ceil(1_000_000_000);
-        let due = counter.read().wrapping_add(ahead_counts as u64) & counter.mask();
-        let successor = build_timekeeper(counter, retired_at, Some(due), WINDUP_INTERVAL)
+        fork::point("hand-over: retired, no successor");
+        // The successor starts at the retire point, at the count where
+        // CLOCK_MONOTONIC will be there; or, where it is past it already (this
+        // thread was preempted since the retirement), at CLOCK_MONOTONIC now:
+        // reads stood meanwhile, and time moves on from where they stood.
+        let start = pair(self.kernel, || counter.read());
+        let reference = BinTime::from_nanos(start.kernel as i128);
+        let begins = retired_at.max(reference);
+        let ahead = floor_nanos(begins.saturating_sub(reference));
+        let hz = counter.frequency() as u128;
+        let ahead_counts = (ahead as u128 * hz).div_ceil(1_000_000_000);
+        let due = start.count.wrapping_add(ahead_counts as u64) & counter.mask();
+        // The successor's error there: half the pair's bracket, a count's
+        // rounding, and the new rate's error over the counts ahead.
+        let bound = Bound {
+            ns: ((start.width as u128 * 1_000_000_000).div_ceil(2 * hz)
+                + 1_000_000_000u128.div_ceil(hz)
+                + (ahead as u128 * ppb as u128).div_ceil(1_000_000_000)) as u64,
+            ppb,
+            since: floor_nanos(begins),
+        };
+        let successor = build_timekeeper(counter, begins, Some(due), WINDUP_INTERVAL)
             .expect("the counter passed the timekeeper's checks above");
         // Realtime carries on: the retired timekeeper's offset, until the
         // steering re-reads the kernel's.
-        successor.set_boottime(
-            current
-                .realtime_coarse()
-                .saturating_sub(current.uptime_coarse()),
-        );
+        successor.set_boottime(current.boottime());
         if wait {
             let counter = successor.counter();
             while counter.read().wrapping_sub(due) & counter.mask() > counter.mask() / 2 {
                 std::hint::spin_loop();
             }
         }
+        *self.bound_lock() = bound;
         let _ = self.stages[stage + 1].set(successor);
+        fork::point("hand-over: successor set, readers not moved");
         // Readers of the process's clock move to the successor before
         // anything (a coarse value) of it is published.
         if let Some(successor) = self
@@ -356,12 +421,12 @@ impl HostClock {
     /// because of `why` (the steering's watchdog, or the cross-CPU check),
     /// and steers that from now on with `steering`, the steering lock's;
     /// does nothing on the kernel's clock.
-    fn fail_over(&self, steering: &mut Steering, why: String) {
+    pub(super) fn fail_over(&self, steering: &mut Steering, why: String) {
         if matches!(self.timekeeper().counter(), HostCounter::Kernel(_)) {
             return;
         }
         let retired_at = self
-            .hand_over(HostCounter::Kernel(KernelCounter::monotonic()), false)
+            .hand_over(HostCounter::Kernel(KernelCounter::monotonic()), false, 0)
             .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
         let mut facts = self.facts();
         facts.frequency_source = KERNEL_FREQUENCY_SOURCE.to_string();
@@ -408,59 +473,12 @@ impl HostClock {
         }
     }
 
-    /// Keeps a measured phase, and the error bound it gives (the offset plus
-    /// half its bracket), for `info` and `getres`.
+    /// Keeps a measured phase, and the error bound it gives from now on (the
+    /// offset plus half its bracket, growing at the rate's uncertainty), for
+    /// `info` and `getres`.
     fn keep_phase(&self, phase: Phase) {
         self.last_offset.store(phase.offset, Ordering::Relaxed);
-        self.accuracy.store(
-            phase.offset.unsigned_abs() + phase.width / 2,
-            Ordering::Relaxed,
-        );
-    }
-
-    /// Starts, once, the watchdog's thread: not at startup, which must stay
-    /// cheap, but at the first windup a reader makes. It first moves the
-    /// clock to the hardware counter ([`choose_counter`]); on the TSC it then
-    /// runs the cross-CPU check (see [`CROSS_CPU_HANDOFFS`](super::choice::CROSS_CPU_HANDOFFS)): TSCs that two
-    /// CPUs read apart are retired for the kernel's counter. Then it winds up
-    /// every [`WATCHDOG_INTERVAL`], so that the watchdog runs in a program
-    /// whose readers cannot notice that the counter stopped (their reads
-    /// never find a windup due). It ends on the kernel's clock.
-    ///
-    /// [`choose_counter`]: HostClock::choose_counter
-    pub(super) fn start_watchdog(&'static self) {
-        if self.watchdog_started.load(Ordering::Relaxed)
-            || self.watchdog_started.swap(true, Ordering::Relaxed)
-            || (self.choice.load(Ordering::Acquire) == CHOSEN && on_kernel_clock(self.timekeeper()))
-        {
-            return;
-        }
-        let spawned = std::thread::Builder::new()
-            .name("timehands-watchdog".to_string())
-            .spawn(move || {
-                self.choose_counter();
-                #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-                if matches!(self.timekeeper().counter(), HostCounter::Tsc(_)) {
-                    let (verdict, why) = cross_cpu_verdict(self.timekeeper().counter().frequency());
-                    if let Some(why) = why {
-                        self.fail_over(&mut self.steering(), why);
-                    }
-                    let _ = self.cross_cpu.set(verdict);
-                }
-                while !on_kernel_clock(self.timekeeper()) {
-                    std::thread::sleep(WATCHDOG_INTERVAL);
-                    self.windup();
-                }
-            });
-        if let Err(e) = spawned {
-            // No thread: the clock stays on the kernel's clock (info() may
-            // still move it), and the watchdog runs with the readers' windups.
-            let _ = self.cross_cpu.set(Verdict {
-                check: CROSS_CPU_CHECK,
-                passed: false,
-                detail: format!("not run: no thread for it ({e})"),
-            });
-        }
+        *self.bound_lock() = phase.bound(self.timekeeper().uptime_nanos());
     }
 
     /// The steering, whoever panicked holding it (the steering keeps no
@@ -469,14 +487,15 @@ impl HostClock {
         self.steering.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What a reader (or the upkeep thread) does when the clock is due: winds
-    /// it up, and starts the watchdog's thread the first time. Out of line, so
-    /// that readers do not carry its frame.
+    /// What a reader does when the clock is due: winds it up, and starts the
+    /// upkeep thread the first time (which then winds up before readers find
+    /// it due). Out of line, so that readers do not carry its frame.
     #[cold]
     #[inline(never)]
     pub(super) fn windup_from_reader(&'static self) {
+        self.reader_windups.fetch_add(1, Ordering::Relaxed);
         self.windup();
-        self.start_watchdog();
+        self.start_upkeep();
     }
 
     /// Winds up, then steers when a steering is due (its changes take
@@ -489,6 +508,7 @@ impl HostClock {
         self.timekeeper().windup_following(|| {
             BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
         });
+        fork::point("windup: wound up, not steered");
         let steering = match self.steering.try_lock() {
             Ok(steering) => Some(steering),
             // A panic under the lock must not end steering (and the watchdog).
@@ -508,7 +528,11 @@ impl HostClock {
             NOT_STARTED => self.timekeeper(),
             word => reader_timekeeper(word),
         };
-        if self.upkeep_started.load(Ordering::Relaxed) {
+        if self.upkeep_runs() {
+            BOOTTIME_NANOS.store(
+                floor_nanos_signed(timekeeper.boottime()).unwrap_or(0),
+                Ordering::Relaxed,
+            );
             COARSE_NANOS.fetch_max(floor_nanos(timekeeper.uptime_coarse()), Ordering::Release);
         }
         // The engine's reads, which never wind up (this is a windup).
@@ -521,16 +545,35 @@ impl HostClock {
     }
 
     /// Follows TAI − UTC, which the kernel keeps in whole seconds (an NTP
-    /// daemon sets it; 0 otherwise).
+    /// daemon sets it; 0 otherwise). A kernel that refuses (`adjtimex`
+    /// filtered by a sandbox) is asked once: TAI − UTC is 0 from then on, as
+    /// the kernel's CLOCK_TAI is where nothing set it, and `info` says so.
     pub(crate) fn follow_tai(&self) {
-        if let Ok(ntp) = self.kernel.ntp() {
-            self.tai_offset
-                .store(ntp.tai_offset_s as i64, Ordering::Relaxed);
+        if self.ntp_refused.load(Ordering::Relaxed) {
+            return;
+        }
+        match self.kernel.ntp() {
+            Ok(ntp) => self
+                .tai_offset
+                .store(ntp.tai_offset_s as i64, Ordering::Relaxed),
+            Err(e) => {
+                if !self.ntp_refused.swap(true, Ordering::Relaxed) {
+                    self.tai_offset.store(0, Ordering::Relaxed);
+                    self.refused(format!(
+                        "adjtimex: {e}; TAI − UTC is taken as 0, as the kernel's CLOCK_TAI is unless an NTP daemon sets it"
+                    ));
+                }
+            }
         }
     }
 
+    /// Remembers what the operating system refused the clock, for `info`.
+    pub(super) fn refused(&self, what: String) {
+        self.facts().refused.push(what);
+    }
+
     /// TAI − UTC in seconds, read from the kernel the first time (0 if
-    /// `adjtimex` fails, as CLOCK_TAI is Realtime then).
+    /// `adjtimex` is refused, as CLOCK_TAI is Realtime then).
     pub(crate) fn tai_offset(&self) -> i64 {
         if self.tai_offset.load(Ordering::Relaxed) == TAI_UNREAD {
             self.follow_tai();
@@ -545,32 +588,7 @@ impl HostClock {
     pub(super) fn as_process_clock(&self) -> Option<&'static HostClock> {
         CLOCK.get().filter(|clock| std::ptr::eq(*clock, self))
     }
-
-    pub(super) fn start_upkeep(&'static self) {
-        if self.upkeep_started.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        let spawned = std::thread::Builder::new()
-            .name("timehands-upkeep".to_string())
-            .spawn(move || {
-                loop {
-                    std::thread::sleep(WINDUP_INTERVAL);
-                    self.windup_from_reader();
-                }
-            });
-        if spawned.is_err() {
-            // No thread, no upkeep: the coarse clocks then advance with the
-            // windups that precise readers do. Let a later coarse read try
-            // again (and not read a value no windup keeps any more).
-            self.upkeep_started.store(false, Ordering::Relaxed);
-            COARSE_NANOS.store(0, Ordering::Release);
-        }
-    }
 }
-
-/// How often the watchdog's thread winds up (and so steers, and so checks
-/// the counter), whatever the readers do.
-pub(super) const WATCHDOG_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A timekeeper for the host clock on `counter`, winding up every
 /// `interval`, starting at `uptime` at the counter reading `count` (now, if
@@ -607,45 +625,11 @@ pub(super) fn kernel_timekeeper(uptime: BinTime, count: Option<u64>) -> Timekeep
 /// The clock, started at its first use.
 #[inline]
 pub(crate) fn clock() -> &'static HostClock {
-    CLOCK.get_or_init(HostClock::start)
+    CLOCK.get_or_init(|| {
+        fork::STARTING.store(true, Ordering::Release);
+        HostClock::start()
+    })
 }
 
 /// The process's clock, once started.
 pub(super) static CLOCK: OnceLock<HostClock> = OnceLock::new();
-
-/// In a `fork()`ed child, which has none of the parent's threads: the next
-/// coarse read and the next windup start the upkeep and watchdog threads anew.
-pub(super) extern "C" fn forget_threads_in_child() {
-    if let Some(clock) = CLOCK.get() {
-        clock.upkeep_started.store(false, Ordering::Relaxed);
-        clock.watchdog_started.store(false, Ordering::Relaxed);
-        // A choice the parent was making is made again, by the child; a
-        // hand-over it was in the middle of is taken as far as the readers'
-        // word had gone.
-        let _ = clock.choice.compare_exchange(
-            CHOOSING,
-            TO_CHOOSE,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
-        let word = READER.load(Ordering::Relaxed);
-        if word != NOT_STARTED {
-            let readers = reader_timekeeper(word);
-            if let Some(stage) = clock
-                .stages
-                .iter()
-                .position(|stage| stage.get().is_some_and(|s| std::ptr::eq(s, readers)))
-            {
-                clock.stage.store(stage, Ordering::Relaxed);
-            }
-        }
-        for timekeeper in clock.stages.iter().filter_map(OnceLock::get) {
-            // SAFETY: this runs in the child before it returns from fork(),
-            // the only thread it has: none is in a writer.
-            unsafe { timekeeper.release_writer_after_fork() };
-        }
-        // Stale until the upkeep thread runs again: the next coarse read
-        // goes the long way, and starts it.
-        COARSE_NANOS.store(0, Ordering::Relaxed);
-    }
-}

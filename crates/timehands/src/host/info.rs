@@ -27,7 +27,9 @@ pub fn getres(id: ClockId) -> Resolution {
     let clock = clock();
     let hz = clock.timekeeper().counter().frequency().max(1);
     let tick = Duration::from_nanos(1_000_000_000u64.div_ceil(hz));
-    let accuracy = Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed));
+    // The bound grows from the last measurement at the rate's uncertainty;
+    // a read is rounded down to whole nanoseconds, one more.
+    let accuracy = Duration::from_nanos(clock.accuracy_nanos() + 1);
     // Realtime's offset from Monotonic was measured too.
     let realtime_accuracy =
         accuracy + Duration::from_nanos(clock.realtime_uncertainty.load(Ordering::Relaxed));
@@ -92,6 +94,18 @@ pub struct Info {
         serde(rename = "accuracy_ns", serialize_with = "nanos_of")
     )]
     pub accuracy: Duration,
+    /// How many times the steering measured the phase against
+    /// CLOCK_MONOTONIC (and corrected it).
+    pub steerings: u64,
+    /// Windups that readers made, because the upkeep thread was late (or
+    /// does not run): the rare reads that cost a windup.
+    pub reader_windups: u64,
+    /// Reads that found their hands' promise passed (no windup for two
+    /// intervals: a stop, a suspend) and waited for a windup.
+    pub standing_reads: u64,
+    /// What the operating system refused the clock (a thread, `adjtimex`:
+    /// a sandbox), asked once, and what the clock does instead.
+    pub refused: Vec<String>,
     /// The bounds on real time against UTC ([`realtime_bounds`](crate::realtime_bounds)),
     /// or why there are none (the kernel is not synchronized). In JSON, the
     /// bounds, or `{"error": "..."}`.
@@ -134,8 +148,10 @@ pub fn info() -> Info {
         frequency_source,
         verdicts,
         fallback,
+        refused,
     } = clock.facts().clone();
     let steering = clock.steering();
+    let accuracy = getres(ClockId::Monotonic).accuracy;
     Info {
         counter: clock.timekeeper().counter().kind(),
         frequency_hz: steering.frequency_hz(),
@@ -154,7 +170,11 @@ pub fn info() -> Info {
             .map(|timekeeper| timekeeper.stats().windups)
             .sum(),
         offset_ns: clock.last_offset.load(Ordering::Relaxed),
-        accuracy: Duration::from_nanos(clock.accuracy.load(Ordering::Relaxed)),
+        accuracy,
+        steerings: steering.steerings(),
+        reader_windups: clock.reader_windups.load(Ordering::Relaxed),
+        standing_reads: clock.standing_reads.load(Ordering::Relaxed),
+        refused,
         realtime_bounds: crate::realtime_bounds(),
     }
 }

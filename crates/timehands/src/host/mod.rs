@@ -92,7 +92,10 @@
 mod choice;
 mod clock;
 mod counter;
+mod fork;
 mod info;
+#[cfg(test)]
+mod process_tests;
 mod published;
 mod read;
 #[cfg(test)]
@@ -107,6 +110,7 @@ pub(crate) mod mock;
 mod simulated_kernel;
 pub(crate) mod steer;
 pub(crate) mod trace;
+mod upkeep;
 pub(crate) mod watchdog;
 
 pub use choice::Verdict;

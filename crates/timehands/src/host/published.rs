@@ -4,7 +4,7 @@
 //! split nanoseconds without a division. The clock's life writes them; the
 //! read API reads them.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize};
 
 use super::counter::HostCounter;
 use crate::Timekeeper;
@@ -60,6 +60,12 @@ pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter>
 /// and in a `fork()`ed child until it runs again: the long way, which starts
 /// it.
 pub(super) static COARSE_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// Realtime minus uptime in whole nanoseconds (rounded down, as a read
+/// rounds it), as the last windup left it: [`COARSE_NANOS`] plus this is the
+/// coarse Realtime, two loads. Any mix of an older and a newer value is a
+/// coarse time of one side of a step or the other.
+pub(super) static BOOTTIME_NANOS: AtomicI64 = AtomicI64::new(0);
 
 /// Whole seconds of a recent read of CLOCK_MONOTONIC and of CLOCK_REALTIME,
 /// refreshed at windups: hints that let [`gettime`](crate::gettime) split nanoseconds into

@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::clock::clock;
 use super::counter::HostCounter;
 use super::published::{
-    COARSE_NANOS, COUNTER_READ, HOW, NOT_STARTED, READER, SECOND_HINTS, reader_timekeeper,
-    reader_word,
+    BOOTTIME_NANOS, COARSE_NANOS, COUNTER_READ, HOW, NOT_STARTED, READER, SECOND_HINTS,
+    reader_timekeeper, reader_word,
 };
 #[cfg(target_arch = "x86_64")]
 use super::published::{LFENCE_RDTSC, RDTSCP};
@@ -116,6 +116,7 @@ pub(super) const STANDING_READS: u32 = 1_000;
 #[inline(never)]
 pub(super) fn read_after_windup<const REALTIME: bool, const ORDERED: bool>(stood: u64) -> u64 {
     let clock = clock();
+    clock.standing_reads.fetch_add(1, Ordering::Relaxed);
     for _ in 0..STANDING_READS {
         clock.windup_from_reader();
         let timekeeper = reader_timekeeper(READER.load(Ordering::Acquire));
@@ -170,23 +171,44 @@ pub fn now_unordered() -> Instant {
 
 /// The time of the last windup: no counter read at all, at most a windup
 /// interval ([`getres`](crate::getres) says how much) behind [`now`], never ahead of it.
-/// The first call starts the thread that keeps it fresh.
+/// The first call starts the thread that keeps it fresh. Where the
+/// operating system refuses that thread (a sandbox), nothing would keep it
+/// fresh: it is then [`now`] itself.
 #[inline]
 pub fn now_coarse() -> Instant {
+    Instant::from_nanos(coarse_nanos::<false>())
+}
+
+/// The coarse time in ns, on CLOCK_MONOTONIC (with `REALTIME`, on
+/// CLOCK_REALTIME): one load (two for Realtime) while the upkeep thread
+/// keeps it.
+#[inline(always)]
+pub(super) fn coarse_nanos<const REALTIME: bool>() -> u64 {
     match COARSE_NANOS.load(Ordering::Acquire) {
-        0 => now_coarse_starting(),
-        ns => Instant::from_nanos(ns),
+        0 => coarse_nanos_long_way::<REALTIME>(),
+        ns if REALTIME => ns.saturating_add_signed(BOOTTIME_NANOS.load(Ordering::Relaxed)),
+        ns => ns,
     }
 }
 
-/// A coarse read before the upkeep thread runs: starts it, and reads the
-/// timekeeper's own coarse clock (which [`COARSE_NANOS`] copies).
+/// A coarse read that the upkeep thread does not keep: it starts the
+/// thread and reads the timekeeper's own coarse clock (which
+/// [`COARSE_NANOS`] copies), or, where threads are refused, the precise
+/// time.
 #[cold]
 #[inline(never)]
-pub(super) fn now_coarse_starting() -> Instant {
+pub(super) fn coarse_nanos_long_way<const REALTIME: bool>() -> u64 {
     let clock = clock();
     clock.start_upkeep();
-    Instant::from_nanos(floor_nanos(clock.timekeeper().uptime_coarse()))
+    if clock.upkeep_refused() {
+        return read_nanos::<REALTIME, true>();
+    }
+    let timekeeper = clock.timekeeper();
+    if REALTIME {
+        floor_nanos(timekeeper.realtime_coarse())
+    } else {
+        floor_nanos(timekeeper.uptime_coarse())
+    }
 }
 
 /// The latest time [`now_coherent`] handed out, in ns: the floor of
@@ -267,6 +289,8 @@ pub fn gettime(id: ClockId) -> Duration {
     match id {
         ClockId::Monotonic => split_near(read_nanos::<false, true>(), &SECOND_HINTS[0]),
         ClockId::Realtime => split_near(read_nanos::<true, true>(), &SECOND_HINTS[1]),
+        ClockId::MonotonicCoarse => split_near(coarse_nanos::<false>(), &SECOND_HINTS[0]),
+        ClockId::RealtimeCoarse => split_near(coarse_nanos::<true>(), &SECOND_HINTS[1]),
         other => Duration::from_nanos(gettime_nanos_other(other)),
     }
 }
@@ -332,10 +356,7 @@ pub(super) fn gettime_nanos_other(id: ClockId) -> u64 {
         ClockId::Tai => {
             read_nanos::<true, true>().saturating_add_signed(clock.tai_offset() * 1_000_000_000)
         }
-        ClockId::MonotonicCoarse => now_coarse().as_nanos(),
-        ClockId::RealtimeCoarse => {
-            clock.start_upkeep();
-            floor_nanos(clock.timekeeper().realtime_coarse())
-        }
+        ClockId::MonotonicCoarse => coarse_nanos::<false>(),
+        ClockId::RealtimeCoarse => coarse_nanos::<true>(),
     }
 }

@@ -96,7 +96,7 @@ impl Counter for SimTsc {
 
 /// A host clock on a `SimTsc` of `kernel`.
 fn clock(kernel: &'static SimKernel, ppm_fast: u64) -> &'static HostClock {
-    HostClock::on_test_counter(Arc::new(SimTsc { kernel, ppm_fast }), kernel)
+    HostClock::on_test_counter(Arc::new(SimTsc { kernel, ppm_fast }), kernel, 0)
 }
 
 /// CLOCK_MONOTONIC minus our time, in ns.

@@ -61,6 +61,8 @@ pub(crate) struct Steering {
     /// The watchdog's first sample and its last (see `watch_pair`).
     watch_anchor: Option<Pair>,
     watched: Option<Pair>,
+    /// Phase measurements so far.
+    steerings: u64,
 }
 
 /// An offset of a kernel clock from CLOCK_MONOTONIC, in ns, as measured:
@@ -128,6 +130,7 @@ impl Steering {
             boottime_offset: None,
             watch_anchor: None,
             watched: None,
+            steerings: 0,
         }
     }
 
@@ -154,6 +157,17 @@ impl Steering {
     /// How sure the frequency in use is, in ppb, once measured.
     pub(crate) fn uncertainty_ppb(&self) -> Option<u64> {
         self.uncertainty_ppb
+    }
+
+    /// How fast the error can grow on the frequency in use, in ppb: its
+    /// measured uncertainty, or [`STATED_PPB`] for a frequency only stated.
+    pub(crate) fn rate_bound_ppb(&self) -> u64 {
+        self.uncertainty_ppb.unwrap_or(STATED_PPB)
+    }
+
+    /// How many times the phase was measured (and corrected).
+    pub(crate) fn steerings(&self) -> u64 {
+        self.steerings
     }
 
     /// How far the frequency in use is from the one the clock started with,
@@ -183,13 +197,20 @@ impl Steering {
             return findings;
         }
         let current = pair(kernel, || timekeeper.counter().read());
+        // Until the next measurement the clock runs on the old frequency up
+        // to the switch point and on the new one after: the bound grows at
+        // the worse of the two.
+        let before = self.rate_bound_ppb();
         self.steer_rate(timekeeper, current);
+        super::fork::point("steering: rate set");
         // Phase: slew our time onto CLOCK_MONOTONIC.
         let (offset, width) = offset_to_kernel(timekeeper, kernel, KernelClock::Monotonic, 3);
         timekeeper.adjtime(offset as i64);
+        self.steerings += 1;
         findings.phase = Some(Phase {
             offset: offset as i64,
             width,
+            ppb: before.max(self.rate_bound_ppb()),
         });
         findings
     }
@@ -256,12 +277,52 @@ impl Steering {
     }
 }
 
+/// A bound on |ours − CLOCK_MONOTONIC| that stays true as time passes: the
+/// error known at our uptime `since` (ns), and how fast it can grow since,
+/// the frequency's uncertainty. Between two measurements the clock runs on
+/// the frequency it was given, off by at most that much; the phase known
+/// then is being slewed away, which only shrinks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Bound {
+    /// The error bound at `since`, in ns.
+    pub(crate) ns: u64,
+    /// The frequency's uncertainty, in parts per billion.
+    pub(crate) ppb: u64,
+    /// Our uptime, in ns, when the error was `ns`.
+    pub(crate) since: u64,
+}
+
+impl Bound {
+    /// The bound at our uptime `now` ns.
+    pub(crate) fn at(&self, now: u64) -> u64 {
+        let grown = now.saturating_sub(self.since) as u128 * self.ppb as u128 / 1_000_000_000;
+        self.ns.saturating_add(grown.min(u64::MAX as u128) as u64)
+    }
+}
+
+/// The rate uncertainty of a frequency that was stated, not measured (by
+/// CPUID), in ppb: the watchdog retires a counter further off than this.
+pub(crate) const STATED_PPB: u64 = watchdog::RATE_BOUND_PPM as u64 * 1_000;
+
 /// CLOCK_MONOTONIC minus our time, in ns, as measured: within half the
 /// bracket's `width` of the truth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Phase {
     pub(crate) offset: i64,
     pub(crate) width: u64,
+    /// How fast the error can grow from here on, in ppb.
+    pub(crate) ppb: u64,
+}
+
+impl Phase {
+    /// The error bound this measurement gives, from our uptime `since` ns.
+    pub(crate) fn bound(&self, since: u64) -> Bound {
+        Bound {
+            ns: self.offset.unsigned_abs() + self.width.div_ceil(2),
+            ppb: self.ppb,
+            since,
+        }
+    }
 }
 
 /// What a steering found, for the host clock to keep (and act on).

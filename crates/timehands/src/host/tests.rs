@@ -134,7 +134,7 @@ fn the_clock_starts_on_the_kernel_clock_and_moves_to_the_chosen_counter() {
 /// thread's. Returns the clock (leaked, as the process's clock is static)
 /// and what the reader saw.
 fn fail_over_after(counter: Faulty, fault: impl FnOnce(&Faulty)) -> (&'static HostClock, Seen) {
-    let clock = HostClock::on_test_counter(Arc::new(counter.clone()), &SystemClocks);
+    let clock = HostClock::on_test_counter(Arc::new(counter.clone()), &SystemClocks, 0);
     let stop = Arc::new(AtomicBool::new(false));
     let reader = read_until(clock, stop.clone());
     // Some steerings of a counter that keeps time, enough for the

@@ -1,0 +1,157 @@
+//! Surviving `fork()`: a child has one thread, the one that forked, and a
+//! copy of everything else, the locks other threads held included.
+//!
+//! The clock's life changes its state in steps that must be seen whole: a
+//! hand-over retires a timekeeper, builds its successor and moves the
+//! readers; a steering measures and corrects; the counter's facts are
+//! written for `info`. Each of those runs under the steering lock. So the
+//! design is the classic one of `malloc`: a `pthread_atfork` handler takes
+//! the clock's locks before the fork (*prepare*), which waits for a step in
+//! progress to end, and lets go of them on both sides after it. A child
+//! never sees a step half done, and never inherits a lock held: it reads
+//! correct time at once, is steered again, and `info` does not block.
+//!
+//! What the child does not inherit is the parent's threads: the child
+//! handler forgets them, so that the next windup starts the upkeep thread
+//! again, a counter choice the parent was making is made again, and the
+//! coarse time (which only that thread keeps fresh) is read the long way
+//! until then. Writer locks of the engine that a parent's windup held are
+//! let go (a windup publishes before it updates its own state, so a child
+//! sees it whole or not at all).
+//!
+//! The handlers are registered before `main` (an `.init_array` entry on
+//! Linux), so that a fork while another thread starts the clock cannot leave
+//! the child waiting on a start that no thread of it makes; the clock's
+//! start registers them too, for a platform or a link without that entry. A
+//! fork from a signal handler that interrupted this thread's own steering
+//! would wait for itself: the one case this design does not cover.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::clock::{CHOOSING, CLOCK, Facts, HostClock, TO_CHOOSE};
+use super::published::{COARSE_NANOS, NOT_STARTED, READER, reader_timekeeper};
+use super::steer::{Bound, Steering};
+
+/// Whether the handlers are registered.
+static REGISTERED: AtomicBool = AtomicBool::new(false);
+
+/// Whether a thread is starting the process's clock: a fork waits for the
+/// start to finish.
+pub(super) static STARTING: AtomicBool = AtomicBool::new(false);
+
+/// How long a fork waits for another thread's start of the clock: a start
+/// takes tens of microseconds; one that panicked never finishes.
+const START_WAIT: Duration = Duration::from_secs(1);
+
+/// Registers the fork handlers, once.
+pub(super) fn register() {
+    if REGISTERED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: registers three functions with the C library, which calls them
+    // around fork() on the forking thread; they touch only this crate's
+    // statics. A failure (no memory) leaves fork as unsafe as without them.
+    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+}
+
+/// Registers the handlers before `main`, while the process has one thread.
+#[cfg(target_os = "linux")]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static REGISTER_BEFORE_MAIN: extern "C" fn() = {
+    extern "C" fn register_before_main() {
+        register();
+    }
+    register_before_main
+};
+
+/// The clock's locks (steering, facts, bound), held by the forking thread
+/// across the fork.
+type Held = (
+    MutexGuard<'static, Steering>,
+    MutexGuard<'static, Facts>,
+    MutexGuard<'static, Bound>,
+);
+
+thread_local! {
+    static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
+}
+
+/// Before the fork: waits for a start in progress, then takes the clock's
+/// locks (in the order the clock takes them: steering first), so that no
+/// step of the clock's life is under way when the address space is copied.
+extern "C" fn prepare() {
+    let deadline = Instant::now() + START_WAIT;
+    while STARTING.load(Ordering::Acquire) && CLOCK.get().is_none() && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    let Some(clock) = CLOCK.get() else {
+        return;
+    };
+    let held = (clock.steering(), clock.facts(), clock.bound_lock());
+    HELD.with(|cell| *cell.borrow_mut() = Some(held));
+}
+
+/// After the fork, in the parent: lets go of the locks.
+extern "C" fn parent() {
+    HELD.with(|cell| drop(cell.borrow_mut().take()));
+}
+
+/// After the fork, in the child: lets go of the locks (the child's only
+/// thread holds them), and forgets the parent's threads.
+extern "C" fn child() {
+    HELD.with(|cell| drop(cell.borrow_mut().take()));
+    if let Some(clock) = CLOCK.get() {
+        forget_threads(clock);
+    }
+}
+
+/// What a child does not inherit of `clock`: the upkeep thread (the next
+/// windup starts it again), a choice being made (made again), a writer in
+/// the engine (let go), and with the thread, fresh coarse time.
+fn forget_threads(clock: &HostClock) {
+    clock.forget_upkeep();
+    let _ =
+        clock
+            .choice
+            .compare_exchange(CHOOSING, TO_CHOOSE, Ordering::Relaxed, Ordering::Relaxed);
+    // The readers' word and the stage agree (a hand-over moves both under
+    // the steering lock, which the fork waited for); the stage is taken
+    // from the word all the same, as readers use it.
+    let word = READER.load(Ordering::Relaxed);
+    if word != NOT_STARTED {
+        let readers = reader_timekeeper(word);
+        if let Some(stage) = clock
+            .stages
+            .iter()
+            .position(|stage| stage.get().is_some_and(|s| std::ptr::eq(s, readers)))
+        {
+            clock.stage.store(stage, Ordering::Relaxed);
+        }
+    }
+    for timekeeper in clock.stages.iter().filter_map(OnceLock::get) {
+        // SAFETY: this runs in the child before it returns from fork(), the
+        // only thread it has: none is in a writer.
+        unsafe { timekeeper.release_writer_after_fork() };
+    }
+    // Stale until the upkeep thread runs again: the next coarse read goes
+    // the long way.
+    COARSE_NANOS.store(0, Ordering::Relaxed);
+}
+
+/// A point in the clock's life where the crate's own tests fork (see
+/// `process_tests.rs`): nothing outside them.
+#[inline(always)]
+pub(super) fn point(_name: &'static str) {
+    #[cfg(test)]
+    super::process_tests::pause_at(_name);
+}
+
+/// Whether the handlers were registered before `main` (test access).
+#[cfg(test)]
+pub(super) fn registered() -> bool {
+    REGISTERED.load(Ordering::Acquire)
+}

@@ -1,0 +1,500 @@
+//! The process's clock as programs meet it: forked at each step of its
+//! life, forked at random in its first milliseconds and while it steers,
+//! stopped and continued. Each scenario runs in a fresh process (this test
+//! binary again, filtered to [`process_child`]), which forks or is stopped;
+//! a forked child checks its clock and reports by its exit status to that
+//! process, which reports to the test; the test asserts. No child half
+//! counts as a test of its own: it is ignored unless a test runs it.
+//!
+//! A forked child's checks ([`check_forked_child`]): every read within the
+//! bound `getres` states of CLOCK_MONOTONIC read around it and never back;
+//! time that moves (it neither stands nor lags); a steering within a
+//! second; `info` that returns (an alarm ends a child that hangs); the
+//! counter chosen, or the reason it is not.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::{ClockId, CounterKind, getres, info, now};
+
+/// The environment variable that tells the child half what to do.
+const PLAN: &str = "TIMEHANDS_TEST_PLAN";
+/// The fork point the child half pauses the clock's own threads at.
+const PAUSE_AT: &str = "TIMEHANDS_TEST_PAUSE_AT";
+
+/// The fork points of the clock's life (see `fork::point`).
+const POINTS: [&str; 5] = [
+    "choice: made, not handed over",
+    "hand-over: retired, no successor",
+    "hand-over: successor set, readers not moved",
+    "steering: rate set",
+    "windup: wound up, not steered",
+];
+
+static PAUSED: AtomicBool = AtomicBool::new(false);
+static FORKING: AtomicBool = AtomicBool::new(false);
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Whether this thread is the one that forks (it is never paused).
+    static FORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// At the point `name`, on a thread of the clock's (not the forking one),
+/// the first time: waits until the test forks, and then until the fork has
+/// returned or 20 ms have passed. A fork that lands here copies this step
+/// half done; one that waits for it (the design) proceeds after the 20 ms.
+pub(super) fn pause_at(name: &'static str) {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    let at = AT.get_or_init(|| std::env::var(PAUSE_AT).ok());
+    if at.as_deref() != Some(name)
+        || FORKER.with(|f| f.get())
+        || PAUSED.swap(true, Ordering::AcqRel)
+    {
+        return;
+    }
+    let limit = Instant::now() + Duration::from_secs(3);
+    while !FORKING.load(Ordering::Acquire) && Instant::now() < limit {
+        std::thread::yield_now();
+    }
+    let limit = Instant::now() + Duration::from_millis(20);
+    while !FORKED.load(Ordering::Acquire) && Instant::now() < limit {
+        std::thread::yield_now();
+    }
+}
+
+/// CLOCK_MONOTONIC in ns, from the kernel.
+fn kernel_now() -> u64 {
+    crate::sys::clock_nanos(libc::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC reads")
+}
+
+/// A read of ours checked against CLOCK_MONOTONIC read before and after it,
+/// with the bound `getres` stated just before; and against the last read.
+struct Checker {
+    last: u64,
+    worst: i64,
+}
+
+impl Checker {
+    fn new() -> Checker {
+        Checker { last: 0, worst: 0 }
+    }
+
+    /// One bracketed read: its time, or what is wrong with it.
+    fn read(&mut self) -> Result<u64, String> {
+        let bound = getres(ClockId::Monotonic).accuracy.as_nanos() as u64;
+        let before = kernel_now();
+        let ours = now().as_nanos();
+        let after = kernel_now();
+        if ours < self.last {
+            return Err(format!("stepped back: {} then {ours}", self.last));
+        }
+        if ours + bound < before || ours > after + bound {
+            return Err(format!(
+                "{ours} read between CLOCK_MONOTONIC {before} and {after}, bound {bound} ns"
+            ));
+        }
+        let off = if ours < before {
+            ours as i64 - before as i64
+        } else {
+            ours.saturating_sub(after) as i64
+        };
+        if off.abs() > self.worst.abs() {
+            self.worst = off;
+        }
+        self.last = ours;
+        Ok(ours)
+    }
+}
+
+/// What a forked child checks of its clock (see the module docs).
+fn check_forked_child() -> Result<(), String> {
+    // SAFETY: alarm(2) only arms a timer; its SIGALRM ends a child that hangs.
+    unsafe { libc::alarm(10) };
+    let mut checker = Checker::new();
+    // Ours at the start and the end, CLOCK_MONOTONIC read inside: ours
+    // moved at least as far.
+    let start = (checker.read()?, kernel_now());
+    while kernel_now() - start.1 < 20_000_000 {
+        checker.read()?;
+    }
+    let end = (kernel_now(), checker.read()?);
+    let (moved, elapsed) = (end.1 - start.0, end.0 - start.1);
+    if moved + 1_000_000 < elapsed {
+        return Err(format!(
+            "time stood: {moved} ns in {elapsed} ns; {:?}",
+            info()
+        ));
+    }
+    let steerings = info().steerings;
+    let limit = kernel_now() + 1_000_000_000;
+    while info().steerings == steerings {
+        checker.read()?;
+        if kernel_now() > limit {
+            return Err("never steered again".to_string());
+        }
+    }
+    let info = info();
+    if info.counter == CounterKind::Kernel && info.fallback.is_none() {
+        return Err("on the kernel's clock with no reason given".to_string());
+    }
+    Ok(())
+}
+
+/// Forks; the child runs `check_forked_child` and leaves with its verdict,
+/// the parent returns the child's pid.
+fn fork_and_check() -> libc::pid_t {
+    // SAFETY: the child calls only timehands, the kernel's clock and
+    // allocation (glibc's malloc is fork-safe), then leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = match check_forked_child() {
+            Ok(()) => 0,
+            Err(why) => {
+                eprintln!("FORKED CHILD: {why}");
+                1
+            }
+        };
+        // SAFETY: leaves the child without running the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    pid
+}
+
+/// Waits for the forked child `pid`, at most 15 s (then kills it): its
+/// verdict.
+fn verdict(pid: libc::pid_t) -> Result<(), String> {
+    let limit = Instant::now() + Duration::from_secs(15);
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for our own child, without blocking.
+        match unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } {
+            0 if Instant::now() < limit => std::thread::sleep(Duration::from_millis(1)),
+            0 => {
+                // SAFETY: ends our own child, which hangs.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                return Err("the forked child hung".to_string());
+            }
+            _ if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 => return Ok(()),
+            _ if libc::WIFSIGNALED(status) => {
+                return Err(format!(
+                    "the forked child died of signal {} (SIGALRM: it hung)",
+                    libc::WTERMSIG(status)
+                ));
+            }
+            _ => return Err(format!("the forked child failed: status {status}")),
+        }
+    }
+}
+
+/// A small generator, seeded from the clock, its seed printed.
+struct Lcg(u64);
+
+impl Lcg {
+    fn seeded() -> Lcg {
+        let seed = kernel_now() ^ std::process::id() as u64;
+        println!("seed {seed}");
+        Lcg(seed)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 11) % n
+    }
+}
+
+/// The child half: runs the plan its environment names, prints what
+/// happened, and fails if any forked child's checks failed.
+#[test]
+#[ignore = "the child half of the process tests, which run it"]
+fn process_child() {
+    FORKER.with(|f| f.set(true));
+    let plan = std::env::var(PLAN).expect("run by a process test");
+    let mut words = plan.split(':');
+    let result = match words.next() {
+        Some("point") => fork_at_point(),
+        Some("startup") => fork_at_startup(words.next().expect("a read pattern")),
+        Some("warm") => fork_while_steering(count(words.next())),
+        Some("stop") => stopped(),
+        _ => Err(format!("unknown plan {plan}")),
+    };
+    match result {
+        Ok(()) => println!("CHILD OK"),
+        Err(why) => panic!("CHILD FAILED: {why}"),
+    }
+}
+
+fn count(word: Option<&str>) -> u64 {
+    word.and_then(|w| w.parse().ok()).expect("a count")
+}
+
+/// Reads until the clock's thread pauses at the point, forks there, checks.
+fn fork_at_point() -> Result<(), String> {
+    let limit = Instant::now() + Duration::from_secs(5);
+    while !PAUSED.load(Ordering::Acquire) {
+        now();
+        if Instant::now() > limit {
+            return Err("the point was not reached".to_string());
+        }
+    }
+    FORKING.store(true, Ordering::Release);
+    let pid = fork_and_check();
+    FORKED.store(true, Ordering::Release);
+    verdict(pid)
+}
+
+/// A fork from another thread at a random moment in the first 3 ms after
+/// the first read, with reads as `pattern` says: `one` read, `two` reads
+/// 60 µs apart, or `continuous` reads.
+fn fork_at_startup(pattern: &str) -> Result<(), String> {
+    let delay = Lcg::seeded().below(3_000_000);
+    static FIRST_READ: AtomicBool = AtomicBool::new(false);
+    static DONE: AtomicBool = AtomicBool::new(false);
+    let forker = std::thread::spawn(move || {
+        FORKER.with(|f| f.set(true));
+        while !FIRST_READ.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+        let start = kernel_now();
+        while kernel_now() - start < delay {
+            std::hint::spin_loop();
+        }
+        let pid = fork_and_check();
+        DONE.store(true, Ordering::Release);
+        verdict(pid)
+    });
+    let first = kernel_now();
+    now();
+    FIRST_READ.store(true, Ordering::Release);
+    match pattern {
+        "one" => {}
+        "two" => {
+            while kernel_now() - first < 60_000 {
+                std::hint::spin_loop();
+            }
+            now();
+        }
+        "continuous" => {
+            while !DONE.load(Ordering::Acquire) {
+                now();
+            }
+        }
+        _ => return Err(format!("unknown read pattern {pattern}")),
+    }
+    println!("forked {delay} ns after the first read");
+    forker.join().expect("the forker")
+}
+
+/// `forks` forks at random moments of a warm clock (a reader keeps it
+/// winding up and steering), each checked.
+fn fork_while_steering(forks: u64) -> Result<(), String> {
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let reader = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                now();
+            }
+        })
+    };
+    let mut random = Lcg::seeded();
+    std::thread::sleep(Duration::from_millis(50));
+    let mut result = Ok(());
+    for _ in 0..forks {
+        std::thread::sleep(Duration::from_micros(random.below(15_000)));
+        result = verdict(fork_and_check());
+        if result.is_err() {
+            break;
+        }
+    }
+    stop.store(true, Ordering::Release);
+    reader.join().expect("the reader");
+    result
+}
+
+/// Reads, checked, through a stop the test makes: prints when the first
+/// read is made, for the test to time the stop from; reads until the
+/// test's `TIMEHANDS_TEST_RUN_MS` end. Prints the first read after the stop
+/// (its offset from CLOCK_MONOTONIC) and how long until reads were within
+/// 1 µs again.
+fn stopped() -> Result<(), String> {
+    let run_ms: u64 = std::env::var("TIMEHANDS_TEST_RUN_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .expect("a run length");
+    let mut checker = Checker::new();
+    let start = kernel_now();
+    checker.read()?;
+    println!("FIRST READ");
+    let mut last = kernel_now();
+    let mut resumed: Option<u64> = None;
+    let mut within_1us: Option<u64> = None;
+    while kernel_now() - start < run_ms * 1_000_000 {
+        checker.worst = 0;
+        checker.read()?;
+        let k = kernel_now();
+        if k - last > 100_000_000 && resumed.is_none() {
+            resumed = Some(k);
+            println!(
+                "resumed after {} ms: first read {} ns from CLOCK_MONOTONIC",
+                (k - last) / 1_000_000,
+                checker.worst
+            );
+        }
+        if let Some(at) = resumed
+            && within_1us.is_none()
+            && checker.worst.abs() < 1_000
+        {
+            within_1us = Some(k - at);
+            println!("within 1 µs {} µs after the resume", (k - at) / 1_000);
+        }
+        last = k;
+    }
+    if resumed.is_none() {
+        return Err("no stop was seen".to_string());
+    }
+    Ok(())
+}
+
+/// Runs the child half with `plan` (and `env`), with its output piped.
+fn child_half(plan: &str, env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(std::env::current_exe().expect("this test binary"));
+    command
+        .args([
+            "--exact",
+            "host::process_tests::process_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(PLAN, plan)
+        .env_remove(PAUSE_AT)
+        .env_remove("TIMEHANDS_COUNTER");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command
+}
+
+/// Runs the child half and asserts it (and so its forked child) passed.
+fn assert_child_passes(plan: &str, env: &[(&str, &str)]) {
+    let output = child_half(plan, env).output().expect("the child half runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("CHILD OK"),
+        "{plan} {env:?}: {}\n{stdout}\n{stderr}",
+        output.status
+    );
+}
+
+/// How many trials a randomized test makes: `default`, or the number in
+/// `TIMEHANDS_TEST_TRIALS` (for a long run by hand).
+fn trials(default: u64) -> u64 {
+    std::env::var("TIMEHANDS_TEST_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A fork while the clock's own thread stands at each step of its life:
+/// the choice made, a timekeeper retired with no successor yet, the
+/// successor built with the readers not yet moved, a steering halfway, a
+/// windup not yet steered. Each child reads correct time, is steered
+/// again, and its `info` returns.
+#[test]
+#[cfg_attr(miri, ignore = "forks")]
+fn a_fork_at_each_step_of_the_clocks_life_leaves_a_working_clock() {
+    for point in POINTS {
+        assert_child_passes("point", &[(PAUSE_AT, point)]);
+    }
+}
+
+/// Forks at random moments of the first 3 ms, after one read, two reads
+/// 60 µs apart, and during continuous reads: the startup choice and the
+/// hand-over happen there.
+#[test]
+#[cfg_attr(miri, ignore = "forks")]
+fn forks_in_the_first_milliseconds_leave_working_clocks() {
+    for pattern in ["one", "two", "continuous"] {
+        for _ in 0..trials(4) {
+            assert_child_passes(&format!("startup:{pattern}"), &[]);
+        }
+    }
+}
+
+/// Forks at random moments of a warm clock's windups and steerings.
+#[test]
+#[cfg_attr(miri, ignore = "forks")]
+fn forks_while_the_clock_steers_leave_working_clocks() {
+    assert_child_passes(&format!("warm:{}", trials(20)), &[]);
+}
+
+/// The fork handlers are registered before `main`: a fork while another
+/// thread starts the clock finds them.
+#[test]
+#[cfg_attr(miri, ignore = "runs no program before main")]
+fn the_fork_handlers_are_registered_before_main() {
+    assert!(super::fork::registered());
+}
+
+/// `kill -STOP`, then `kill -CONT` after `stop_ms`, `at_ms` after the first
+/// read of a fresh process: every read, the first after the resume
+/// included, is within the stated bound of CLOCK_MONOTONIC and never back.
+fn stop_and_continue(at_ms: u64, stop_ms: u64) {
+    let run_ms = (at_ms + stop_ms + 200).to_string();
+    let mut child = child_half("stop", &[("TIMEHANDS_TEST_RUN_MS", &run_ms)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the child half runs");
+    let mut lines = BufReader::new(child.stdout.take().expect("its stdout")).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.expect("a line");
+        seen.push(line.clone());
+        // After libtest's own "test ... " on the same line.
+        if line.ends_with("FIRST READ") {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(at_ms));
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: stops and continues our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(stop_ms));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    seen.extend(lines.map_while(Result::ok));
+    let output = child.wait_with_output().expect("the child half ends");
+    let stdout = seen.join("\n");
+    println!("stopped {stop_ms} ms at {at_ms} ms:\n{stdout}");
+    assert!(
+        output.status.success() && stdout.contains("CHILD OK"),
+        "{}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A process stopped 5 ms and 50 ms after its first read (when its
+/// frequency is the least known) resumes on CLOCK_MONOTONIC, within the
+/// bound it states. `TIMEHANDS_TEST_STOP_MS` sets the stop (300 ms here;
+/// 3 s and 15 s by hand).
+#[test]
+#[cfg_attr(miri, ignore = "stops a process")]
+fn a_stopped_process_resumes_within_its_bound() {
+    let stop_ms = std::env::var("TIMEHANDS_TEST_STOP_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    for at_ms in [5, 50] {
+        stop_and_continue(at_ms, stop_ms);
+    }
+}
