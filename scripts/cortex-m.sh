@@ -15,7 +15,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 readonly TARGET=thumbv7em-none-eabihf
-readonly FIRMWARE=examples/cortex-m/target/$TARGET/release/timehands-cortex-m
+# Where cargo builds the firmware: CARGO_TARGET_DIR if set (relative to the
+# firmware's folder, where cargo runs), else the firmware's own target/.
+case ${CARGO_TARGET_DIR:-} in
+    "") TARGET_DIR=examples/cortex-m/target ;;
+    /*) TARGET_DIR=$CARGO_TARGET_DIR ;;
+    *) TARGET_DIR=examples/cortex-m/$CARGO_TARGET_DIR ;;
+esac
+readonly FIRMWARE=$TARGET_DIR/$TARGET/release/timehands-cortex-m
 # Emulated time: the run covers 330 s of it (two windups 150 s apart); it
 # takes about a second of host time.
 readonly RUN_LIMIT_SECONDS=120

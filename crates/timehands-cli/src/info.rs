@@ -55,7 +55,15 @@ impl fmt::Display for Facts {
         if let Some(why) = &info.fallback {
             writeln!(f, "fallback     {why}")?;
         }
-        writeln!(f, "windups      {}", info.windups)?;
+        writeln!(
+            f,
+            "windups      {} ({} by readers; {} reads stood at the promise)",
+            info.windups, info.reader_windups, info.standing_reads
+        )?;
+        writeln!(f, "steerings    {}", info.steerings)?;
+        for what in &info.refused {
+            writeln!(f, "refused      {what}")?;
+        }
         writeln!(
             f,
             "offset       {} ns (CLOCK_MONOTONIC minus ours)",

@@ -10,7 +10,8 @@
 //!   overflow of `scale * delta` cannot happen);
 //! - **no backward step on a rate change**, even when the writer is preempted in
 //!   the middle of a windup: rate changes take effect at a switch point in the
-//!   future, which readers can veto (see [`Timekeeper`] and the `hands` module);
+//!   future, which readers can veto (see [`Timekeeper`] and the engine's design in
+//!   [`design`]);
 //! - **readers never lock and never wait**, and in the common case write nothing,
 //!   so reads scale with cores;
 //! - **reads behind the base are clamped**, never wrapped into a huge delta.

@@ -195,7 +195,7 @@ impl<C: Counter> Timekeeper<C> {
     /// read again.
     #[cold]
     pub(super) fn past_promise(&self, seen: usize, delta: u64) -> Option<u64> {
-        // Pairs with the fence in `publish`: either the writer's check of the
+        // Pairs with the fence in `commit`: either the writer's check of the
         // counter comes after our counter read (and so sees a count at least as
         // late), or our load below sees its candidate pending.
         self.counter.order_after_read();

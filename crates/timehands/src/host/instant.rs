@@ -126,12 +126,13 @@ impl SubAssign<Duration> for Instant {
 fn anchor() -> (std::time::Instant, u64) {
     static ANCHOR: OnceLock<(std::time::Instant, u64)> = OnceLock::new();
     *ANCHOR.get_or_init(|| {
+        // std's instant between two reads of CLOCK_MONOTONIC: its time is the
+        // middle, within half the bracket, where its `Debug` does not say.
+        let before = crate::sys::clock_nanos(libc::CLOCK_MONOTONIC).unwrap_or(0);
         let std_instant = std::time::Instant::now();
-        let nanos = timespec_nanos(&format!("{std_instant:?}")).unwrap_or_else(|| {
-            let before = crate::sys::clock_nanos(libc::CLOCK_MONOTONIC).unwrap_or(0);
-            let after = crate::sys::clock_nanos(libc::CLOCK_MONOTONIC).unwrap_or(0);
-            before + (after - before) / 2
-        });
+        let after = crate::sys::clock_nanos(libc::CLOCK_MONOTONIC).unwrap_or(before);
+        let nanos = timespec_nanos(&format!("{std_instant:?}"))
+            .unwrap_or(before + after.saturating_sub(before) / 2);
         (std_instant, nanos)
     })
 }

@@ -9,7 +9,7 @@
 //! bound from the start. The choice costs more than that in a VM, where every
 //! CPUID traps to the hypervisor (some microseconds a leaf) and the kernel's
 //! clocksource is a file to read; so it is made at the first windup, on the
-//! watchdog's thread (below), or by [`info`](crate::info()) if it asks first: on x86_64 the
+//! upkeep thread (below), or by [`info`](crate::info()) if it asks first: on x86_64 the
 //! TSC, when CPUID says it is invariant and the kernel itself keeps time with
 //! it (its clocksource is `tsc`, which Linux grants only to a TSC it found
 //! synchronized across CPUs); on aarch64 the generic timer's CNTVCT_EL0;
@@ -39,6 +39,17 @@
 //! The word is 0 until the clock starts, and changes when a timekeeper takes
 //! over from another.
 //!
+//! # fork(), stops, sandboxes
+//!
+//! Every step of the clock's life that must be seen whole (a hand-over, a
+//! steering) runs under the steering lock, which a `pthread_atfork` handler
+//! takes before a fork (`fork.rs`): a child never sees one half done, and
+//! starts its own upkeep thread. A stop (SIGSTOP, a paused VM) leaves reads
+//! standing at the promise; the windup after it resumes on CLOCK_MONOTONIC
+//! wherever the counter's rate would have put it. The error bound
+//! [`getres`](crate::getres()) reports is true at every moment: the offset
+//! measured last plus the frequency's uncertainty times the time since.
+//!
 //! # Staying with the kernel
 //!
 //! The clock has CLOCK_MONOTONIC's origin from its first read, and the steering
@@ -58,10 +69,9 @@
 //! base, which the engine clamps to it: a counter that went back shows as time
 //! standing at the last windup, a step back of at most the reads made since);
 //! [`info`](crate::info()) reports the fallback and its reason. Readers find windups due
-//! after a counter went back too, and a thread started at the first windup
-//! (the cross-CPU check's, on the TSC) winds up every
-//! [`WATCHDOG_INTERVAL`](clock::WATCHDOG_INTERVAL), so that a counter that stopped, which no reader can
-//! notice, is caught as well.
+//! after a counter went back too, and the upkeep thread winds up (and so
+//! steers and watches) whatever the readers do, so that a counter that
+//! stopped, which no reader can notice, is caught as well.
 //!
 //! A suspend is not a failure: an invariant TSC counts on through s2idle,
 //! where CLOCK_MONOTONIC stops, and the watchdog's reference counts the
@@ -78,13 +88,15 @@
 //!
 //! # Who winds up
 //!
-//! Nobody needs to: a reader that finds the timehands a windup interval old
-//! winds up (the others carry on; one wins the writer lock). A reader that
-//! finds them past their promise stood there: it winds up (or waits for the
-//! thread that does) and reads again. A thread is started
-//! only for the coarse clocks, which read no counter and so would never notice:
-//! the first coarse read starts it, and it winds up every interval. Each windup
-//! leaves the coarse time ready for [`now_coarse`](crate::now_coarse()) in one word
+//! The upkeep thread (`upkeep.rs`), started at the first windup a reader
+//! makes, winds up every half interval, so that a windup falls due only when
+//! it is late: readers then rarely wind up ([`Info::reader_windups`](crate::Info::reader_windups)), and a
+//! read that stood at its hands' promise (no windup for two intervals: a
+//! stop, a suspend) winds up (or waits for the thread that does) and reads
+//! again ([`Info::standing_reads`](crate::Info::standing_reads)). A sandbox
+//! that refuses the thread is asked once: readers wind up, and the coarse
+//! clocks read the counter. Each windup leaves the coarse time ready for
+//! [`now_coarse`](crate::now_coarse()) in one word
 //! ([`COARSE_NANOS`](published::COARSE_NANOS)), and the whole seconds of each clock as hints for
 //! [`gettime`](crate::gettime()), which then splits nanoseconds into seconds without a
 //! division.

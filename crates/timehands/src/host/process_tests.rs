@@ -222,6 +222,8 @@ fn process_child() {
         Some("startup") => fork_at_startup(words.next().expect("a read pattern")),
         Some("warm") => fork_while_steering(count(words.next())),
         Some("stop") => stopped(),
+        #[cfg(target_arch = "x86_64")]
+        Some("sandbox") => sandboxed(),
         _ => Err(format!("unknown plan {plan}")),
     };
     match result {
@@ -392,6 +394,7 @@ fn assert_child_passes(plan: &str, env: &[(&str, &str)]) {
         "{plan} {env:?}: {}\n{stdout}\n{stderr}",
         output.status
     );
+    println!("{plan} {env:?}:\n{stdout}");
 }
 
 /// How many trials a randomized test makes: `default`, or the number in
@@ -497,4 +500,97 @@ fn a_stopped_process_resumes_within_its_bound() {
     for at_ms in [5, 50] {
         stop_and_continue(at_ms, stop_ms);
     }
+}
+
+/// Refuses this process new threads (`clone3` says it does not exist,
+/// `clone` is not permitted) and `adjtimex`, as a container's seccomp
+/// profile may: a filter of the system calls, for good.
+#[cfg(target_arch = "x86_64")]
+fn refuse_threads_and_adjtimex() {
+    use libc::{sock_filter, sock_fprog};
+    const ARCH: u32 = 0xc000_003e; // AUDIT_ARCH_X86_64
+    const LOAD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const IF: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
+    let op = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    let filter = [
+        op(LOAD, 0, 0, 4), // seccomp_data.arch
+        op(IF, 0, 8, ARCH),
+        op(LOAD, 0, 0, 0), // seccomp_data.nr
+        op(IF, 4, 0, libc::SYS_clone3 as u32),
+        op(IF, 4, 0, libc::SYS_clone as u32),
+        op(IF, 3, 0, libc::SYS_adjtimex as u32),
+        op(IF, 2, 0, libc::SYS_clock_adjtime as u32),
+        op(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW),
+        op(RETURN, 0, 0, errno(libc::ENOSYS)),
+        op(RETURN, 0, 0, errno(libc::EPERM)),
+        op(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let program = sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut sock_filter,
+    };
+    // SAFETY: no_new_privs and a filter that only makes four calls fail;
+    // `program` outlives the call, which copies it.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &program as *const sock_fprog,
+            ),
+            0,
+            "seccomp: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// In a sandbox that refuses threads and `adjtimex`: the clock keeps time
+/// (every read checked), asks for each once, and says so in `info`; the
+/// coarse clocks still move, never ahead of `now`; TAI is Realtime.
+#[cfg(target_arch = "x86_64")]
+fn sandboxed() -> Result<(), String> {
+    use crate::{gettime, now_coarse};
+    refuse_threads_and_adjtimex();
+    if std::thread::Builder::new().spawn(|| ()).is_ok() {
+        return Err("the filter let a thread start".to_string());
+    }
+    let mut checker = Checker::new();
+    let start = checker.read()?;
+    let mut coarse = now_coarse();
+    while checker.read()? - start < 30_000_000 {
+        let next = now_coarse();
+        if next < coarse || next > now() {
+            return Err(format!("coarse {next:?} after {coarse:?}"));
+        }
+        coarse = next;
+        let tai = gettime(ClockId::Tai);
+        let realtime = gettime(ClockId::Realtime);
+        if tai > realtime {
+            return Err(format!(
+                "TAI {tai:?} ahead of Realtime {realtime:?} read after it"
+            ));
+        }
+    }
+    if coarse.as_nanos() <= start {
+        return Err("the coarse clock stood".to_string());
+    }
+    let refused = info().refused;
+    println!("refused: {refused:?}");
+    let asked = |what: &str| refused.iter().filter(|r| r.starts_with(what)).count();
+    if asked("a thread") != 1 || asked("adjtimex") != 1 {
+        return Err(format!("each refusal kept once: {refused:?}"));
+    }
+    Ok(())
+}
+
+/// Under a seccomp filter that refuses threads and `adjtimex`.
+#[test]
+#[cfg(target_arch = "x86_64")]
+#[cfg_attr(miri, ignore = "installs a seccomp filter")]
+fn a_sandbox_that_refuses_threads_and_adjtimex() {
+    assert_child_passes("sandbox", &[]);
 }

@@ -68,7 +68,7 @@ fn seconds_split_right_whatever_the_hint() {
 }
 
 /// A thread that reads `clock` as `now()` does, winding it up when due
-/// (and so starting the watchdog's thread), until `stop`.
+/// (and so starting the upkeep thread), until `stop`.
 fn read_until(clock: &'static HostClock, stop: Arc<AtomicBool>) -> JoinHandle<Seen> {
     std::thread::spawn(move || {
         let mut seen = Seen {
@@ -91,7 +91,7 @@ fn read_until(clock: &'static HostClock, stop: Arc<AtomicBool>) -> JoinHandle<Se
 
 /// A clock started as the process's is starts on the kernel's clock
 /// (nothing to choose at the first read) and moves to the counter
-/// `choose` picks at its first windup, on the watchdog's thread, with no
+/// `choose` picks at its first windup, on the upkeep thread, with no
 /// step back for a reader reading through it.
 #[test]
 #[cfg_attr(miri, ignore = "reads the CPU's counter and the kernel's clocks")]
@@ -129,7 +129,7 @@ fn the_clock_starts_on_the_kernel_clock_and_moves_to_the_chosen_counter() {
 }
 
 /// A host clock on `counter`, read by a thread that winds it up as
-/// `now()` does (and so starts the watchdog's thread), until the watchdog
+/// `now()` does (and so starts the upkeep thread), until the watchdog
 /// fails it over after `fault`: no windup but the readers' and that
 /// thread's. Returns the clock (leaked, as the process's clock is static)
 /// and what the reader saw.
