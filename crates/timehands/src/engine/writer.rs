@@ -79,9 +79,10 @@ impl<C: Counter> Timekeeper<C> {
     /// suspend), or a stop long enough for the rate's error to add up. The
     /// reference is read between two counter reads (the tightest of three
     /// such brackets, so that a windup preempted in between carries no
-    /// delay); a line further from it than half that bracket starts the new
-    /// hands at the reference's time, or at the promise's time if that is
-    /// later (a read may have returned it), and carries on from there. A gap the reference saw too
+    /// delay); a line outside that bracket starts the new hands at the
+    /// bracket's nearest end (never further from the truth than the line
+    /// was), or at the promise's time if that is later (a read may have
+    /// returned it), and carries on from there. A gap the reference saw too
     /// (a paused VM: both jumped) is time that passed, and stays; an error
     /// the rate built up over it, ahead or behind, does not. On a timekeeper
     /// that does not follow a reference, the same as `windup`.
@@ -316,16 +317,18 @@ impl<C: Counter> Timekeeper<C> {
                 // a stop long enough for a rate error to show, resumes on the
                 // reference, but never before where reads stood (the
                 // promise's time).
+                // The line is moved to the nearest time the reference
+                // allows (its bracket), which never takes it further from
+                // the truth than it was: an error bound that held for the
+                // line holds after.
                 let line_now = line.uptime_at(delta);
                 let (at_sample, half_width) =
                     self.reference_at_sample(reference, line.base, delta, discipline.nominal);
-                let off = line_now.saturating_sub(at_sample).as_nanos().abs();
-                if off <= half_width.as_nanos() + 1 {
-                    (line_now, false)
-                } else {
-                    let now = at_sample.max(line.uptime_at(promise));
-                    (now, now != line_now)
-                }
+                let now = line_now
+                    .max(at_sample.saturating_sub(half_width))
+                    .min(at_sample.saturating_add(half_width))
+                    .max(line.uptime_at(promise));
+                (now, now != line_now)
             }
             _ => (line.uptime_at(delta), false),
         };

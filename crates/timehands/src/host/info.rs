@@ -28,8 +28,9 @@ pub fn getres(id: ClockId) -> Resolution {
     let hz = clock.timekeeper().counter().frequency().max(1);
     let tick = Duration::from_nanos(1_000_000_000u64.div_ceil(hz));
     // The bound grows from the last measurement at the rate's uncertainty;
-    // a read is rounded down to whole nanoseconds, one more.
-    let accuracy = Duration::from_nanos(clock.accuracy_nanos() + 1);
+    // a read of ours and one of the kernel's are each rounded down to whole
+    // nanoseconds: two more.
+    let accuracy = Duration::from_nanos(clock.accuracy_nanos() + 2);
     // Realtime's offset from Monotonic was measured too.
     let realtime_accuracy =
         accuracy + Duration::from_nanos(clock.realtime_uncertainty.load(Ordering::Relaxed));

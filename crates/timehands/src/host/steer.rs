@@ -315,10 +315,13 @@ pub(crate) struct Phase {
 }
 
 impl Phase {
-    /// The error bound this measurement gives, from our uptime `since` ns.
+    /// The error bound this measurement gives, from our uptime `since` ns:
+    /// the offset, half the bracket, and two nanoseconds for the roundings
+    /// (the kernel's reading and ours are whole nanoseconds rounded down, and
+    /// so is the bracket's middle).
     pub(crate) fn bound(&self, since: u64) -> Bound {
         Bound {
-            ns: self.offset.unsigned_abs() + self.width.div_ceil(2),
+            ns: self.offset.unsigned_abs() + self.width.div_ceil(2) + 2,
             ppb: self.ppb,
             since,
         }
