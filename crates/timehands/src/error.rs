@@ -41,6 +41,11 @@ pub enum Error {
         /// The adjustment asked for, in parts per billion.
         ppb: i64,
     },
+    /// A captured counter value older than every hands the ring still holds.
+    Capture {
+        /// The count, masked.
+        count: u64,
+    },
     /// A value outside the range of its target type; the text says which.
     OutOfRange(&'static str),
     /// The kernel's real time is not synchronized to UTC (no NTP daemon, or
@@ -80,6 +85,10 @@ impl fmt::Display for Error {
             Error::FrequencyAdjustment { ppb } => write!(
                 f,
                 "frequency adjustment {ppb} ppb is beyond the ±500000 ppb (500 ppm) a timekeeper allows"
+            ),
+            Error::Capture { count } => write!(
+                f,
+                "captured count {count} is older than every hands the ring holds: stamp a capture within hands - 1 windups of it, or build with more hands"
             ),
             Error::OutOfRange(what) => f.write_str(what),
             Error::Unsynchronized => f.write_str(

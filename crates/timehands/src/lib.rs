@@ -57,7 +57,8 @@ pub use engine::counter::Counter;
 #[cfg(all(feature = "alloc", target_has_atomic = "64"))]
 pub use engine::counter::SimCounter;
 pub use engine::{
-    Builder, DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL, MAX_HANDS, Stats, Timekeeper, Windup,
+    Builder, DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL, MAX_HANDS, Pps, PpsState, PpsStatus, Stamp,
+    Stats, Timekeeper, Windup,
 };
 #[cfg(feature = "std")]
 pub use host::{
