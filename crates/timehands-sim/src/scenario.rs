@@ -1,0 +1,229 @@
+//! The scenarios of the targets table: each runs the simulation and turns
+//! its traces into rows (ours, the `hardpps` model, the limit or target),
+//! each with whether ours meets its target.
+
+use serde::Serialize;
+
+use crate::limit::limit;
+use crate::run::{Config, Trace, run};
+
+/// One line of the targets table.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    /// The scenario it comes from.
+    pub scenario: &'static str,
+    /// What is measured, with its unit.
+    pub metric: String,
+    /// Our discipline's figure (`None`: never within the run).
+    pub ours: Option<f64>,
+    /// The `hardpps` model's figure, where it applies.
+    pub model: Option<f64>,
+    /// The physical limit, where there is one.
+    pub limit: Option<f64>,
+    /// The target ours is held to.
+    pub target: String,
+    /// Whether ours meets it.
+    pub met: bool,
+}
+
+/// The scenarios by name, for the command line.
+pub const NAMES: [&str; 3] = ["acquire", "steady", "robust"];
+
+/// The rows of scenario `name` with `seed`; `hours` sets the steady
+/// state's length (24 for the targets).
+///
+/// # Errors
+/// A scenario name that is not one of [`NAMES`], named in the message.
+pub fn rows(name: &str, seed: u64, hours: u64) -> Result<Vec<Row>, String> {
+    match name {
+        "acquire" => Ok(acquire(seed)),
+        "steady" => Ok(steady(seed, hours)),
+        "robust" => Ok(robust(seed)),
+        _ => Err(format!(
+            "no scenario {name:?}: choose one of {}",
+            NAMES.join(", ")
+        )),
+    }
+}
+
+/// The first second from which every later sample is within `bound`, if
+/// any (and a sample after it).
+fn settles(samples: &[f64], bound: f64) -> Option<f64> {
+    let last_out = samples.iter().rposition(|e| e.abs() >= bound);
+    match last_out {
+        None => Some(0.0),
+        Some(i) if i + 1 < samples.len() => Some((i + 1) as f64),
+        Some(_) => None,
+    }
+}
+
+/// The root mean square.
+fn rms(samples: &[f64]) -> f64 {
+    (samples.iter().map(|e| e * e).sum::<f64>() / samples.len() as f64).sqrt()
+}
+
+/// The largest magnitude.
+fn max_abs(samples: &[f64]) -> f64 {
+    samples.iter().fold(0.0, |m, e| m.max(e.abs()))
+}
+
+/// Acquisition: 100 ppm fast, 300 µs ahead, σ = 100 ns, w = 1 ppb/√s, for
+/// ten minutes.
+pub fn acquire(seed: u64) -> Vec<Row> {
+    let trace = run(&Config {
+        frequency_ppm: 100.0,
+        phase_us: 300.0,
+        jitter_ns: 100.0,
+        wander_ppb: 1.0,
+        ..Config::new(seed, 600)
+    });
+    let lock = |e: &[f64]| settles(e, 1_000.0);
+    // The frequency error from 120 s on: RMS, as a single second's error
+    // is a draw (the optimal estimate's own deviation is a few ppb).
+    let frequency = |f: &[f64]| rms(&f[120..]);
+    let ours_lock = lock(&trace.ours_ns);
+    let ours_frequency = frequency(&trace.ours_frequency_ppb);
+    vec![
+        Row {
+            scenario: "acquire",
+            metric: "time to |phase| < 1 µs for good, s".into(),
+            ours: ours_lock,
+            model: lock(&trace.model_ns),
+            limit: None,
+            target: "≤ 20".into(),
+            met: ours_lock.is_some_and(|s| s <= 20.0),
+        },
+        Row {
+            scenario: "acquire",
+            metric: "RMS frequency error from 120 s on, ppb".into(),
+            ours: Some(ours_frequency),
+            model: Some(frequency(&trace.model_frequency_ppb)),
+            limit: None,
+            target: "< 10".into(),
+            met: ours_frequency < 10.0,
+        },
+        backward("acquire", &trace),
+    ]
+}
+
+/// The run's backward steps as a row (the target is none).
+fn backward(scenario: &'static str, trace: &Trace) -> Row {
+    Row {
+        scenario,
+        metric: "reads that stepped back".into(),
+        ours: Some(trace.backward_steps as f64),
+        model: None,
+        limit: None,
+        target: "0".into(),
+        met: trace.backward_steps == 0,
+    }
+}
+
+/// The steady-state cases: σ (ns) and w (ppb/√s).
+pub const STEADY: [(f64, f64); 4] = [(1_000.0, 1.0), (1_000.0, 10.0), (100.0, 1.0), (100.0, 10.0)];
+
+/// The first hour, left out of the steady state: `hardpps` needs about
+/// 1000 s to reach its longest interval.
+const SETTLING: usize = 3_600;
+
+/// Steady state: `hours` (past a first hour of settling) at each of the
+/// [`STEADY`] cases, from a 10 ppm offset.
+pub fn steady(seed: u64, hours: u64) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (case, (sigma, wander)) in STEADY.into_iter().enumerate() {
+        let trace = run(&Config {
+            frequency_ppm: 10.0,
+            jitter_ns: sigma,
+            wander_ppb: wander,
+            ..Config::new(seed + case as u64, SETTLING as u64 + hours * 3_600)
+        });
+        let (ours, model) = (&trace.ours_ns[SETTLING..], &trace.model_ns[SETTLING..]);
+        let bound = limit(sigma, wander);
+        let (ours_rms, ours_max) = (rms(ours), max_abs(ours));
+        let name = format!("σ = {sigma} ns, w = {wander} ppb/√s");
+        rows.push(Row {
+            scenario: "steady",
+            metric: format!("RMS phase error, ns ({name})"),
+            ours: Some(ours_rms),
+            model: Some(rms(model)),
+            limit: Some(bound),
+            target: format!("≤ {:.0} (1.25 × limit)", 1.25 * bound),
+            met: ours_rms <= 1.25 * bound,
+        });
+        rows.push(Row {
+            scenario: "steady",
+            metric: format!("maximum phase error, ns ({name})"),
+            ours: Some(ours_max),
+            model: Some(max_abs(model)),
+            limit: None,
+            target: format!("≤ {:.0} (5 × RMS)", 5.0 * ours_rms),
+            met: ours_max <= 5.0 * ours_rms,
+        });
+        rows.push(backward("steady", &trace));
+    }
+    rows
+}
+
+/// Robustness, over an hour and a half at σ = 100 ns, w = 1 ppb/√s:
+/// outliers and drops against a clean run on the same seed, then a 60 s
+/// outage, then a +1 ppm frequency step.
+pub fn robust(seed: u64) -> Vec<Row> {
+    const OUTAGE: u64 = 2_400;
+    const STEP: u64 = 3_600;
+    let clean = Config {
+        jitter_ns: 100.0,
+        wander_ppb: 1.0,
+        frequency_ppm: 10.0,
+        ..Config::new(seed, 5_400)
+    };
+    let dirty = Config {
+        outliers: 0.01,
+        outlier_us: 50.0,
+        drops: 0.02,
+        outage: Some((OUTAGE, 60)),
+        step: Some((STEP, 1.0)),
+        ..clean.clone()
+    };
+    let (clean, dirty) = (run(&clean), run(&dirty));
+    // Outliers and drops alone: from the end of the first settling to the
+    // outage.
+    let window = |e: &[f64]| rms(&e[1_200..OUTAGE as usize]);
+    let extra = |c: &[f64], d: &[f64]| window(d) - window(c);
+    let ours_extra = extra(&clean.ours_ns, &dirty.ours_ns);
+    // The error at the end of the outage (its last sample, and the first
+    // after the first pulse back).
+    let holdover = |e: &[f64]| max_abs(&e[OUTAGE as usize..OUTAGE as usize + 61]);
+    let ours_holdover = holdover(&dirty.ours_ns);
+    let recovery = |e: &[f64]| settles(&e[STEP as usize..], 1_000.0);
+    let ours_recovery = recovery(&dirty.ours_ns);
+    vec![
+        Row {
+            scenario: "robust",
+            metric: "extra RMS from 1 % outliers (50 µs) and 2 % drops, ns".into(),
+            ours: Some(ours_extra),
+            model: Some(extra(&clean.model_ns, &dirty.model_ns)),
+            limit: None,
+            target: "< 50".into(),
+            met: ours_extra < 50.0,
+        },
+        Row {
+            scenario: "robust",
+            metric: "largest error through a 60 s outage, ns".into(),
+            ours: Some(ours_holdover),
+            model: Some(holdover(&dirty.model_ns)),
+            limit: None,
+            target: "≤ 500".into(),
+            met: ours_holdover <= 500.0,
+        },
+        Row {
+            scenario: "robust",
+            metric: "time back under 1 µs after a +1 ppm step, s".into(),
+            ours: ours_recovery,
+            model: recovery(&dirty.model_ns),
+            limit: None,
+            target: "≤ 30".into(),
+            met: ours_recovery.is_some_and(|s| s <= 30.0),
+        },
+        backward("robust", &dirty),
+    ]
+}

@@ -1,0 +1,33 @@
+//! The scenarios, seeded: their targets are properties of the algorithm,
+//! asserted here.
+
+use timehands_sim::scenario::{acquire, robust, steady};
+
+fn assert_met(rows: Vec<timehands_sim::scenario::Row>) {
+    for row in rows {
+        eprintln!("{row:?}");
+        assert!(row.met, "{row:?}");
+    }
+}
+
+/// 100 ppm and 300 µs off: under 1 µs within 20 s, under 10 ppb by 120 s.
+#[test]
+fn acquisition_takes_seconds() {
+    for seed in [1, 2, 3] {
+        assert_met(acquire(seed));
+    }
+}
+
+/// Outliers and drops cost little, a minute's holdover stays within 0.5
+/// µs, and a frequency step is followed within 30 s.
+#[test]
+fn outliers_drops_outages_and_steps_are_handled() {
+    assert_met(robust(7));
+}
+
+/// An hour of steady state past the first is near the limit already (the
+/// day's run is `tests/day.rs`).
+#[test]
+fn an_hour_of_steady_state_is_near_the_limit() {
+    assert_met(steady(11, 1));
+}
