@@ -46,6 +46,13 @@ pub enum Error {
         /// The count, masked.
         count: u64,
     },
+    /// An `ntp_adjtime` setting out of its range.
+    Timex {
+        /// The field of [`Timex`](crate::Timex).
+        field: &'static str,
+        /// The value given.
+        value: i64,
+    },
     /// A value outside the range of its target type; the text says which.
     OutOfRange(&'static str),
     /// The kernel's real time is not synchronized to UTC (no NTP daemon, or
@@ -89,6 +96,10 @@ impl fmt::Display for Error {
             Error::Capture { count } => write!(
                 f,
                 "captured count {count} is older than every hands the ring holds: stamp a capture within hands - 1 windups of it, or build with more hands"
+            ),
+            Error::Timex { field, value } => write!(
+                f,
+                "ntp_adjtime {field} {value} is out of range: the time constant is 0 to 10, the errors are not negative"
             ),
             Error::OutOfRange(what) => f.write_str(what),
             Error::Unsynchronized => f.write_str(
