@@ -21,4 +21,4 @@ pub mod scenario;
 pub use hardpps::HardPps;
 pub use limit::limit;
 pub use oscillator::{Oscillator, gaussian};
-pub use run::{Config, Trace, run};
+pub use run::{Config, NtpSource, Trace, run};

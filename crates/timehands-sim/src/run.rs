@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use timehands::{BinTime, Pps, SimCounter, Timekeeper};
+use timehands::{BinTime, Ntp, NtpStatus, Pps, SimCounter, Timekeeper, Timex};
 
 use crate::hardpps::HardPps;
 use crate::oscillator::{Oscillator, gaussian};
@@ -42,6 +42,20 @@ pub struct Config {
     pub outage: Option<(u64, u64)>,
     /// A step of the oscillator's frequency at this second, by that many ppm.
     pub step: Option<(u64, f64)>,
+    /// Our clock disciplined by NTP offsets instead of the pulses.
+    pub ntp: Option<NtpSource>,
+}
+
+/// An NTP client's offsets: one a poll interval, with network delays.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NtpSource {
+    /// Seconds between offsets.
+    pub poll: u64,
+    /// The mean of each direction's exponential delay, µs: the offset's
+    /// error is half their difference.
+    pub delay_us: f64,
+    /// The PLL's time constant the client sets.
+    pub constant: u32,
 }
 
 impl Config {
@@ -59,6 +73,7 @@ impl Config {
             drops: 0.0,
             outage: None,
             step: None,
+            ntp: None,
         }
     }
 }
@@ -129,6 +144,14 @@ pub fn run(config: &Config) -> Trace {
     let mut model = Clock::new(config.phase_us);
     let mut pps = Pps::new();
     let mut hardpps = HardPps::new();
+    let mut ntp = Ntp::new();
+    if let Some(source) = config.ntp {
+        let mut timex = Timex::default();
+        timex.status = Some(NtpStatus::PLL);
+        timex.constant = Some(source.constant);
+        ntp.adjtime(&ours.tk, &timex)
+            .expect("a valid time constant");
+    }
     let mut trace = Trace::default();
     for second in 0..config.seconds {
         let t0 = second as f64;
@@ -140,13 +163,24 @@ pub fn run(config: &Config) -> Trace {
         let dropped = rng.random::<f64>() < config.drops;
         let late = rng.random::<f64>() < config.outliers;
         let noise = config.jitter_ns * 1e-9 * gaussian(&mut rng);
+        let processed = osc.count_at(t0 + PROCESSING);
         if second > 0 && !out && !dropped {
             let edge = t0 + noise + if late { config.outlier_us * 1e-6 } else { 0.0 };
             let capture = osc.count_at(edge);
-            let processed = osc.count_at(t0 + PROCESSING);
-            pps.event(ours.at(processed), capture)
-                .expect("a capture 2 ms old is in the ring");
+            if config.ntp.is_none() {
+                pps.event(ours.at(processed), capture)
+                    .expect("a capture 2 ms old is in the ring");
+            }
             hardpps.pulse(model.at(processed), capture, NOMINAL_HZ as f64);
+        }
+        if let Some(source) = config.ntp.filter(|source| second % source.poll == 0) {
+            let delay = |rng: &mut ChaCha8Rng| -source.delay_us * (1.0 - rng.random::<f64>()).ln();
+            let asymmetry = (delay(&mut rng) - delay(&mut rng)) / 2.0;
+            let error = ours.error(processed, t0 + PROCESSING, &mut trace.backward_steps);
+            let mut timex = Timex::default();
+            timex.offset_ns = Some((-error + asymmetry * 1e3).round() as i64);
+            ntp.adjtime(&ours.tk, &timex)
+                .expect("an offset is always taken");
         }
         for windup in 1..WINDUPS {
             let count = osc.count_at(t0 + windup as f64 / WINDUPS as f64);
@@ -159,14 +193,17 @@ pub fn run(config: &Config) -> Trace {
                     .model_ns
                     .push(model.error(count, t, &mut trace.backward_steps));
                 let y = osc.y() * 1e9;
-                let status = pps.status(&ours.tk);
-                trace
-                    .ours_frequency_ppb
-                    .push(status.frequency_ppb as f64 - y);
+                let estimate = match config.ntp {
+                    // The NTP frequency is the correction: minus the oscillator's.
+                    Some(_) => -ntp.state().frequency_ppb as f64,
+                    None => pps.status(&ours.tk).frequency_ppb as f64,
+                };
+                trace.ours_frequency_ppb.push(estimate - y);
                 trace.model_frequency_ppb.push(hardpps.frequency_ppb() - y);
             }
             ours.at(count).windup();
             model.at(count).windup();
+            ntp.second(&ours.tk);
         }
         let step = config
             .step
@@ -176,6 +213,7 @@ pub fn run(config: &Config) -> Trace {
         let count = osc.count_at(t0 + 1.0);
         ours.at(count).windup();
         model.at(count).windup();
+        ntp.second(&ours.tk);
     }
     trace
 }

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::limit::limit;
-use crate::run::{Config, Trace, run};
+use crate::run::{Config, NtpSource, Trace, run};
 
 /// One line of the targets table.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -27,7 +27,7 @@ pub struct Row {
 }
 
 /// The scenarios by name, for the command line.
-pub const NAMES: [&str; 3] = ["acquire", "steady", "robust"];
+pub const NAMES: [&str; 4] = ["acquire", "steady", "robust", "ntp"];
 
 /// The rows of scenario `name` with `seed`; `hours` sets the steady
 /// state's length (24 for the targets).
@@ -39,6 +39,7 @@ pub fn rows(name: &str, seed: u64, hours: u64) -> Result<Vec<Row>, String> {
         "acquire" => Ok(acquire(seed)),
         "steady" => Ok(steady(seed, hours)),
         "robust" => Ok(robust(seed)),
+        "ntp" => Ok(ntp(seed)),
         _ => Err(format!(
             "no scenario {name:?}: choose one of {}",
             NAMES.join(", ")
@@ -225,5 +226,52 @@ pub fn robust(seed: u64) -> Vec<Row> {
             met: ours_recovery.is_some_and(|s| s <= 30.0),
         },
         backward("robust", &dirty),
+    ]
+}
+
+/// chrony's published RMS phase error for NTP offsets every 64 s with
+/// 100 µs exponential network jitter, µs.
+const CHRONY_NTP_RMS_US: f64 = 109.0;
+
+/// NTP: offsets every 64 s with 100 µs exponential delays each way, from a
+/// 100 ppm offset, through `ntp_adjtime`'s PLL at time constant 2 (what
+/// ntpd sets at that poll), for six hours.
+pub fn ntp(seed: u64) -> Vec<Row> {
+    let trace = run(&Config {
+        frequency_ppm: 100.0,
+        jitter_ns: 100.0,
+        wander_ppb: 1.0,
+        ntp: Some(NtpSource {
+            poll: 64,
+            delay_us: 100.0,
+            constant: 2,
+        }),
+        ..Config::new(seed, 6 * 3_600)
+    });
+    let us = |e: &[f64]| rms(e) / 1e3;
+    let steady = us(&trace.ours_ns[SETTLING..]);
+    vec![
+        Row {
+            scenario: "ntp",
+            metric: "RMS phase error after the first hour, µs".into(),
+            ours: Some(steady),
+            model: None,
+            limit: None,
+            target: format!(
+                "≤ {} (2 × chrony's {CHRONY_NTP_RMS_US})",
+                2.0 * CHRONY_NTP_RMS_US
+            ),
+            met: steady <= 2.0 * CHRONY_NTP_RMS_US,
+        },
+        Row {
+            scenario: "ntp",
+            metric: "RMS phase error over all six hours, from 100 ppm, µs".into(),
+            ours: Some(us(&trace.ours_ns)),
+            model: None,
+            limit: None,
+            target: "none: the PLL's acquisition".into(),
+            met: true,
+        },
+        backward("ntp", &trace),
     ]
 }

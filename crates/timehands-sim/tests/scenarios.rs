@@ -1,7 +1,7 @@
 //! The scenarios, seeded: their targets are properties of the algorithm,
 //! asserted here.
 
-use timehands_sim::scenario::{acquire, robust, steady};
+use timehands_sim::scenario::{acquire, ntp, robust, steady};
 
 fn assert_met(rows: Vec<timehands_sim::scenario::Row>) {
     for row in rows {
@@ -30,4 +30,11 @@ fn outliers_drops_outages_and_steps_are_handled() {
 #[test]
 fn an_hour_of_steady_state_is_near_the_limit() {
     assert_met(steady(11, 1));
+}
+
+/// NTP offsets every 64 s through the PLL: within twice chrony's RMS once
+/// acquired, and no read steps back.
+#[test]
+fn ntp_offsets_keep_the_clock_within_twice_chronys_rms() {
+    assert_met(ntp(5));
 }
