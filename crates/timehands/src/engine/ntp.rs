@@ -55,6 +55,9 @@ const MAX_ERROR_RATE: i64 = 500;
 const PHASE_LIMIT: i64 = 16_000_000;
 /// A day, s.
 const DAY: i64 = 86_400;
+/// More seconds than this at once are a step of realtime, not seconds that
+/// ran: two of them are handled, as the kernel's windup does.
+const LARGE_STEP: i64 = 200;
 
 /// Status bits, as `struct timex`'s `status`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -321,6 +324,12 @@ impl Ntp {
             self.second = Some(now);
             return;
         };
+        if second > now {
+            // Realtime was stepped back: its seconds are counted from here.
+            second = now;
+        } else if now - second > LARGE_STEP {
+            second = now - 2;
+        }
         let mut adjust = 0;
         while second < now {
             second += 1;
