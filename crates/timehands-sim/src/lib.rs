@@ -19,6 +19,6 @@ mod run;
 pub mod scenario;
 
 pub use hardpps::HardPps;
-pub use limit::limit;
+pub use limit::{holdover, limit};
 pub use oscillator::{Oscillator, gaussian};
 pub use run::{Config, NtpSource, Trace, run};

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::limit::limit;
+use crate::limit::{holdover, limit};
 use crate::run::{Config, NtpSource, Trace, run};
 
 /// One line of the targets table.
@@ -40,11 +40,30 @@ pub fn rows(name: &str, seed: u64, hours: u64) -> Result<Vec<Row>, String> {
         "steady" => Ok(steady(seed, hours)),
         "robust" => Ok(robust(seed)),
         "ntp" => Ok(ntp(seed)),
-        _ => Err(format!(
-            "no scenario {name:?}: choose one of {}",
-            NAMES.join(", ")
-        )),
+        _ => Err(unknown(name)),
     }
+}
+
+/// The trace of scenario `name`'s main run, for a plot: acquisition, the
+/// steady state at σ = 100 ns and w = 1 ppb/√s, robustness with
+/// everything, NTP.
+///
+/// # Errors
+/// A scenario name that is not one of [`NAMES`], named in the message.
+pub fn trace(name: &str, seed: u64, hours: u64) -> Result<Trace, String> {
+    let config = match name {
+        "acquire" => acquire_config(seed),
+        "steady" => steady_config(seed + 2, 100.0, 1.0, hours),
+        "robust" => robust_configs(seed, 1.0).1,
+        "ntp" => ntp_config(seed),
+        _ => return Err(unknown(name)),
+    };
+    Ok(run(&config))
+}
+
+/// The error for a scenario that does not exist.
+fn unknown(name: &str) -> String {
+    format!("no scenario {name:?}: choose one of {}", NAMES.join(", "))
 }
 
 /// The first second from which every later sample is within `bound`, if
@@ -68,16 +87,21 @@ fn max_abs(samples: &[f64]) -> f64 {
     samples.iter().fold(0.0, |m, e| m.max(e.abs()))
 }
 
-/// Acquisition: 100 ppm fast, 300 µs ahead, σ = 100 ns, w = 1 ppb/√s, for
-/// ten minutes.
-pub fn acquire(seed: u64) -> Vec<Row> {
-    let trace = run(&Config {
+/// The acquisition's run.
+fn acquire_config(seed: u64) -> Config {
+    Config {
         frequency_ppm: 100.0,
         phase_us: 300.0,
         jitter_ns: 100.0,
         wander_ppb: 1.0,
         ..Config::new(seed, 600)
-    });
+    }
+}
+
+/// Acquisition: 100 ppm fast, 300 µs ahead, σ = 100 ns, w = 1 ppb/√s, for
+/// ten minutes.
+pub fn acquire(seed: u64) -> Vec<Row> {
+    let trace = run(&acquire_config(seed));
     let lock = |e: &[f64]| settles(e, 1_000.0);
     // The frequency error from 120 s on: RMS, as a single second's error
     // is a draw (the optimal estimate's own deviation is a few ppb).
@@ -127,17 +151,22 @@ pub const STEADY: [(f64, f64); 4] = [(1_000.0, 1.0), (1_000.0, 10.0), (100.0, 1.
 /// 1000 s to reach its longest interval.
 const SETTLING: usize = 3_600;
 
+/// A steady state's run: `hours` past the settling, from 10 ppm.
+fn steady_config(seed: u64, sigma: f64, wander: f64, hours: u64) -> Config {
+    Config {
+        frequency_ppm: 10.0,
+        jitter_ns: sigma,
+        wander_ppb: wander,
+        ..Config::new(seed, SETTLING as u64 + hours * 3_600)
+    }
+}
+
 /// Steady state: `hours` (past a first hour of settling) at each of the
 /// [`STEADY`] cases, from a 10 ppm offset.
 pub fn steady(seed: u64, hours: u64) -> Vec<Row> {
     let mut rows = Vec::new();
     for (case, (sigma, wander)) in STEADY.into_iter().enumerate() {
-        let trace = run(&Config {
-            frequency_ppm: 10.0,
-            jitter_ns: sigma,
-            wander_ppb: wander,
-            ..Config::new(seed + case as u64, SETTLING as u64 + hours * 3_600)
-        });
+        let trace = run(&steady_config(seed + case as u64, sigma, wander, hours));
         let (ours, model) = (&trace.ours_ns[SETTLING..], &trace.model_ns[SETTLING..]);
         let bound = limit(sigma, wander);
         let (ours_rms, ours_max) = (rms(ours), max_abs(ours));
@@ -165,15 +194,16 @@ pub fn steady(seed: u64, hours: u64) -> Vec<Row> {
     rows
 }
 
-/// Robustness, over an hour and a half at σ = 100 ns, w = 1 ppb/√s:
-/// outliers and drops against a clean run on the same seed, then a 60 s
-/// outage, then a +1 ppm frequency step.
-pub fn robust(seed: u64) -> Vec<Row> {
-    const OUTAGE: u64 = 2_400;
-    const STEP: u64 = 3_600;
+/// The robustness scenario's outage and step, s from the start.
+const OUTAGE: u64 = 2_400;
+const STEP: u64 = 3_600;
+
+/// The robustness scenario's runs at wander `wander` (ppb/√s): clean,
+/// and with everything.
+fn robust_configs(seed: u64, wander: f64) -> (Config, Config) {
     let clean = Config {
         jitter_ns: 100.0,
-        wander_ppb: 1.0,
+        wander_ppb: wander,
         frequency_ppm: 10.0,
         ..Config::new(seed, 5_400)
     };
@@ -181,63 +211,77 @@ pub fn robust(seed: u64) -> Vec<Row> {
         outliers: 0.01,
         outlier_us: 50.0,
         drops: 0.02,
-        outage: Some((OUTAGE, 60)),
+        outage: Some((OUTAGE, OUTAGE_LEN)),
         step: Some((STEP, 1.0)),
         ..clean.clone()
     };
+    (clean, dirty)
+}
+
+/// How long the outage lasts, s.
+const OUTAGE_LEN: u64 = 60;
+
+/// Robustness, over an hour and a half at σ = 100 ns, w = 1 ppb/√s (as
+/// acquisition): outliers and drops against a clean run on the same seed,
+/// then a 60 s outage, then a +1 ppm frequency step; and the outage again
+/// at w = 0.1 ppb/√s. At 1 ppb/√s no clock can promise 0.5 µs after a
+/// minute without pulses: the best prediction's RMS error is 366 ns there
+/// (the limit column), so a run misses it about one time in six, whatever
+/// the discipline; at 0.1 ppb/√s the limit is 63 ns.
+pub fn robust(seed: u64) -> Vec<Row> {
+    let (clean, dirty) = robust_configs(seed, 1.0);
     let (clean, dirty) = (run(&clean), run(&dirty));
     // Outliers and drops alone: from the end of the first settling to the
     // outage.
     let window = |e: &[f64]| rms(&e[1_200..OUTAGE as usize]);
     let extra = |c: &[f64], d: &[f64]| window(d) - window(c);
     let ours_extra = extra(&clean.ours_ns, &dirty.ours_ns);
-    // The error at the end of the outage (its last sample, and the first
-    // after the first pulse back).
-    let holdover = |e: &[f64]| max_abs(&e[OUTAGE as usize..OUTAGE as usize + 61]);
-    let ours_holdover = holdover(&dirty.ours_ns);
     let recovery = |e: &[f64]| settles(&e[STEP as usize..], 1_000.0);
     let ours_recovery = recovery(&dirty.ours_ns);
-    vec![
-        Row {
+    let mut rows = vec![Row {
+        scenario: "robust",
+        metric: "extra RMS from 1 % outliers (50 µs) and 2 % drops, ns".into(),
+        ours: Some(ours_extra),
+        model: Some(extra(&clean.model_ns, &dirty.model_ns)),
+        limit: None,
+        target: "< 50".into(),
+        met: ours_extra < 50.0,
+    }];
+    let quiet = run(&robust_configs(seed, 0.1).1);
+    for (wander, trace) in [(1.0, &dirty), (0.1, &quiet)] {
+        // The last second without a pulse, at its middle.
+        let end = |e: &[f64]| e[(OUTAGE + OUTAGE_LEN - 1) as usize].abs();
+        let ours = end(&trace.ours_ns);
+        rows.push(Row {
             scenario: "robust",
-            metric: "extra RMS from 1 % outliers (50 µs) and 2 % drops, ns".into(),
-            ours: Some(ours_extra),
-            model: Some(extra(&clean.model_ns, &dirty.model_ns)),
-            limit: None,
-            target: "< 50".into(),
-            met: ours_extra < 50.0,
-        },
-        Row {
-            scenario: "robust",
-            metric: "largest error through a 60 s outage, ns".into(),
-            ours: Some(ours_holdover),
-            model: Some(holdover(&dirty.model_ns)),
-            limit: None,
+            metric: format!("error at the end of a 60 s outage, ns (w = {wander} ppb/√s)"),
+            ours: Some(ours),
+            model: Some(end(&trace.model_ns)),
+            limit: Some(holdover(100.0, wander, OUTAGE_LEN)),
             target: "≤ 500".into(),
-            met: ours_holdover <= 500.0,
-        },
-        Row {
-            scenario: "robust",
-            metric: "time back under 1 µs after a +1 ppm step, s".into(),
-            ours: ours_recovery,
-            model: recovery(&dirty.model_ns),
-            limit: None,
-            target: "≤ 30".into(),
-            met: ours_recovery.is_some_and(|s| s <= 30.0),
-        },
-        backward("robust", &dirty),
-    ]
+            met: ours <= 500.0,
+        });
+    }
+    rows.push(Row {
+        scenario: "robust",
+        metric: "time back under 1 µs after a +1 ppm step, s".into(),
+        ours: ours_recovery,
+        model: recovery(&dirty.model_ns),
+        limit: None,
+        target: "≤ 30".into(),
+        met: ours_recovery.is_some_and(|s| s <= 30.0),
+    });
+    rows.push(backward("robust", &dirty));
+    rows
 }
 
 /// chrony's published RMS phase error for NTP offsets every 64 s with
 /// 100 µs exponential network jitter, µs.
 const CHRONY_NTP_RMS_US: f64 = 109.0;
 
-/// NTP: offsets every 64 s with 100 µs exponential delays each way, from a
-/// 100 ppm offset, through `ntp_adjtime`'s PLL at time constant 2 (what
-/// ntpd sets at that poll), for six hours.
-pub fn ntp(seed: u64) -> Vec<Row> {
-    let trace = run(&Config {
+/// The NTP scenario's run.
+fn ntp_config(seed: u64) -> Config {
+    Config {
         frequency_ppm: 100.0,
         jitter_ns: 100.0,
         wander_ppb: 1.0,
@@ -247,7 +291,14 @@ pub fn ntp(seed: u64) -> Vec<Row> {
             constant: 2,
         }),
         ..Config::new(seed, 6 * 3_600)
-    });
+    }
+}
+
+/// NTP: offsets every 64 s with 100 µs exponential delays each way, from a
+/// 100 ppm offset, through `ntp_adjtime`'s PLL at time constant 2 (what
+/// ntpd sets at that poll), for six hours.
+pub fn ntp(seed: u64) -> Vec<Row> {
+    let trace = run(&ntp_config(seed));
     let us = |e: &[f64]| rms(e) / 1e3;
     let steady = us(&trace.ours_ns[SETTLING..]);
     vec![

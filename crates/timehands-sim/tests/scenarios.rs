@@ -19,10 +19,23 @@ fn acquisition_takes_seconds() {
 }
 
 /// Outliers and drops cost little, a minute's holdover stays within 0.5
-/// µs, and a frequency step is followed within 30 s.
+/// µs where the oscillator allows it, and a frequency step is followed
+/// within 30 s, over several seeds.
 #[test]
 fn outliers_drops_outages_and_steps_are_handled() {
-    assert_met(robust(7));
+    for seed in [2, 4, 7] {
+        let (rows, beyond_the_limit): (Vec<_>, Vec<_>) = robust(seed)
+            .into_iter()
+            .partition(|row| !(row.metric.contains("outage") && row.metric.contains("w = 1 ppb")));
+        assert_met(rows);
+        // At 1 ppb/√s the best prediction after a minute is 366 ns RMS: 0.5
+        // µs is missed one run in six by any discipline (see `robust`).
+        // Within three times that, always.
+        for row in beyond_the_limit {
+            let (ours, limit) = (row.ours.unwrap(), row.limit.unwrap());
+            assert!(ours <= 3.0 * limit, "{row:?}");
+        }
+    }
 }
 
 /// An hour of steady state past the first is near the limit already (the
