@@ -399,10 +399,10 @@ impl Ntp {
             Some(reftime) if !self.status.contains(Status::FREQHOLD) => now - reftime,
             _ => 0,
         };
-        self.frequency += offset * elapsed as i128 >> (2 * (SHIFT_PLL + 2 + self.constant));
+        self.frequency += (offset * elapsed as i128) >> (2 * (SHIFT_PLL + 2 + self.constant));
         let fll = elapsed >= MINSEC && (self.status.contains(Status::FLL) || elapsed > MAXSEC);
         if fll {
-            self.frequency += offset / elapsed as i128 >> SHIFT_FLL;
+            self.frequency += (offset / elapsed as i128) >> SHIFT_FLL;
         }
         self.status = self.status.with(Status::MODE, fll);
         self.reftime = Some(now);
