@@ -186,7 +186,9 @@ pub struct Pps {
     /// Mean squared second difference at each of the [`SPANS`].
     spans: [Mean; SPANS.len()],
     since_fit: u32,
-    phase: i128,
+    /// The counter's quantization noise, `(1 count)² / 12` in ns²: the
+    /// least jitter there is (an exact edge still has it).
+    resolution: i128,
     status: PpsStatus,
 }
 
@@ -210,7 +212,7 @@ impl Pps {
             blocks: [None; BLOCKS],
             spans: [Mean::default(); SPANS.len()],
             since_fit: 0,
-            phase: 0,
+            resolution: 0,
             status: PpsStatus {
                 state: PpsState::Waiting,
                 phase_ns: 0,
@@ -245,6 +247,8 @@ impl Pps {
     pub fn event<C: Counter>(&mut self, tk: &Timekeeper<C>, count: u64) -> Result<(), Error> {
         let stamp = tk.time_of(count)?;
         let frequency = tk.counter().frequency() as i128;
+        let count_ns = SECOND / frequency;
+        self.resolution = count_ns * count_ns / 12 / ONE;
         self.status.pulses += 1;
         let Some(last) = self.last else {
             self.last = Some(Pulse {
@@ -382,12 +386,13 @@ impl Pps {
         }
     }
 
-    /// The jitter's variance `r`, ns².
+    /// The jitter's variance `r`, ns²: never below the counter's
+    /// quantization, so that the filter never takes a pulse as exact.
     fn jitter_variance(&self) -> i128 {
         if self.jitter.samples < 4 {
             return PRIOR_JITTER;
         }
-        self.jitter.value / 6
+        (self.jitter.value / 6).max(self.resolution)
     }
 
     /// The wander's variance `q`, ppb² a second: from the shortest span at
@@ -419,7 +424,6 @@ impl Pps {
         let measured = (frac * 1_000_000_000) >> 32;
         let estimate = self.filter.map_or(phase, |filter| filter.x);
         let error = measured - (phase - estimate);
-        self.phase = error;
         let ns = error.div_euclid(ONE) as i64;
         if error.abs() > self.step_threshold {
             let boottime = tk.current(|slot| slot.boottime()).1;
