@@ -282,6 +282,8 @@ impl Pps {
                 filter.predict(seconds, self.wander());
                 let r = self.jitter_variance();
                 let innovation = pulse.phase - filter.x;
+                // Until the jitter is measured (four second differences)
+                // every pulse is taken: there is no gate to hold it to.
                 let gated = self.jitter.samples >= 4
                     && innovation * innovation / ONE > GATE * GATE * filter.innovation_variance(r);
                 if !gated {
