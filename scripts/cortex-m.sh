@@ -23,7 +23,7 @@ case ${CARGO_TARGET_DIR:-} in
     *) TARGET_DIR=examples/cortex-m/$CARGO_TARGET_DIR ;;
 esac
 readonly FIRMWARE=$TARGET_DIR/$TARGET/release/timehands-cortex-m
-# Emulated time: the run covers 330 s of it (two windups 150 s apart); it
+# Emulated time: the run covers 370 s of it (two windups 150 s apart, 40 s of PPS); it
 # takes about a second of host time.
 readonly RUN_LIMIT_SECONDS=120
 
@@ -65,7 +65,7 @@ fi
 # -icount: the CPU's instructions drive the virtual clock (2^10 ns each), so
 # the timers count emulated time, the run takes a second of host time however
 # slow the host is, and every run prints the same numbers. Without it the
-# timers follow the host's clock: 330 s of waiting, and reads that depend on
+# timers follow the host's clock: 370 s of waiting, and reads that depend on
 # the host's load.
 output=$(mktemp)
 trap 'rm -f "$output"' EXIT

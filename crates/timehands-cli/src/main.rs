@@ -8,6 +8,7 @@
 mod bench;
 mod bracket;
 mod clocks;
+mod discipline;
 mod info;
 mod latency;
 mod load;
@@ -54,7 +55,8 @@ Examples:
   timehands load -t 6 -D 60   six threads of random short sleeps, to run beside latency
   timehands timers            hard-timer lateness under a soft-timer storm
   timehands info              the counter, its frequency and the trust verdicts
-  timehands info --json       the same as one JSON document";
+  timehands info --json       the same as one JSON document
+  timehands discipline        PPS and NTP discipline in simulation, beside a hardpps model";
 
 #[derive(Subcommand)]
 enum Command {
@@ -87,6 +89,9 @@ enum Command {
     /// A timer stress: N threads doing random sub-millisecond sleeps, until
     /// the duration or Ctrl-C.
     Load(load::Args),
+    /// The engine's PPS discipline and NTP control in simulation: each
+    /// scenario's figures beside a model of hardpps and the physical limit.
+    Discipline(discipline::Args),
 }
 
 fn main() -> ExitCode {
@@ -105,6 +110,7 @@ fn main() -> ExitCode {
         Some(Command::Timers(args)) => timers::run(&args),
         Some(Command::Latency(args)) => latency::run(&args),
         Some(Command::Load(args)) => load::run(&args),
+        Some(Command::Discipline(args)) => discipline::run(&args),
         None => report::run(&cli.report),
     };
     match result {

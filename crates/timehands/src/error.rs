@@ -41,6 +41,18 @@ pub enum Error {
         /// The adjustment asked for, in parts per billion.
         ppb: i64,
     },
+    /// A captured counter value older than every hands the ring still holds.
+    Capture {
+        /// The count, masked.
+        count: u64,
+    },
+    /// An `ntp_adjtime` setting out of its range.
+    Timex {
+        /// The field of [`Timex`](crate::Timex).
+        field: &'static str,
+        /// The value given.
+        value: i64,
+    },
     /// A value outside the range of its target type; the text says which.
     OutOfRange(&'static str),
     /// The kernel's real time is not synchronized to UTC (no NTP daemon, or
@@ -80,6 +92,14 @@ impl fmt::Display for Error {
             Error::FrequencyAdjustment { ppb } => write!(
                 f,
                 "frequency adjustment {ppb} ppb is beyond the ±500000 ppb (500 ppm) a timekeeper allows"
+            ),
+            Error::Capture { count } => write!(
+                f,
+                "captured count {count} is older than every hands the ring holds: stamp a capture within hands - 1 windups of it, or build with more hands"
+            ),
+            Error::Timex { field, value } => write!(
+                f,
+                "ntp_adjtime {field} {value} is out of range: the time constant is 0 to 10, the errors are not negative"
             ),
             Error::OutOfRange(what) => f.write_str(what),
             Error::Unsynchronized => f.write_str(

@@ -58,7 +58,8 @@ pub use engine::counter::Counter;
 #[cfg(all(feature = "alloc", target_has_atomic = "64"))]
 pub use engine::counter::SimCounter;
 pub use engine::{
-    Builder, DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL, MAX_HANDS, Stats, Timekeeper, Windup,
+    Builder, DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL, MAX_HANDS, Ntp, NtpState, NtpStatus, NtpTime,
+    Pps, PpsState, PpsStatus, Stamp, Stats, TimeState, Timekeeper, Timex, Windup,
 };
 #[cfg(feature = "std")]
 pub use host::{

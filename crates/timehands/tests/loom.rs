@@ -238,3 +238,30 @@ fn retire_against_readers() {
         assert_eq!(tk.uptime(), retired_at);
     });
 }
+
+/// A pulse captured at the counter's value is stamped while a windup
+/// publishes a rate change on a hands based after it: the stamp is the time
+/// a read at the capture gave, on whichever hands it finds. In place (a
+/// ring of one) the capture's hands may be gone: an error, never a wrong time.
+#[test]
+fn capture_against_a_windup() {
+    for hands in [1, 2] {
+        loom::model(move || {
+            let (counter, tk) = setup(hands, false);
+            let edge = counter.value();
+            let expected = tk.uptime();
+            let writer = {
+                let (counter, tk) = (counter.clone(), tk.clone());
+                thread::spawn(move || {
+                    counter.advance(4);
+                    tk.windup();
+                })
+            };
+            match tk.time_of(edge) {
+                Ok(stamp) => assert_eq!(stamp.uptime, expected),
+                Err(error) => assert_eq!(hands, 1, "{error}"),
+            }
+            writer.join().unwrap();
+        });
+    }
+}

@@ -98,15 +98,22 @@
 //! - `timekeeper.rs`: the readers; `writer.rs`: windups, rate changes,
 //!   steps and retirement; `builder.rs`: the settings;
 //! - `discipline.rs`: frequency adjustment and slews; `lock.rs`: the writer
-//!   lock; `sync.rs`: the atomics (std's, loom's, or split words).
+//!   lock; `sync.rs`: the atomics (std's, loom's, or split words);
+//! - `capture.rs`: the time at a captured count (a pulse's edge);
+//!   `pps.rs`: the PPS discipline, on the estimator in `kalman.rs`;
+//!   `ntp.rs`: `ntp_adjtime`'s PLL/FLL and the leap second.
 
 pub(crate) mod bintime;
 mod builder;
+mod capture;
 pub(crate) mod counter;
 mod discipline;
+mod kalman;
 mod line;
 mod lock;
 pub(crate) mod nanos;
+mod ntp;
+mod pps;
 mod slot;
 pub(crate) mod state;
 mod stats;
@@ -116,6 +123,9 @@ mod writer;
 
 pub use builder::Builder;
 pub use builder::{DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL};
+pub use capture::Stamp;
+pub use ntp::{Ntp, NtpState, NtpTime, Status as NtpStatus, TimeState, Timex};
+pub use pps::{Pps, PpsState, PpsStatus};
 pub use state::MAX_HANDS;
 pub use stats::Stats;
 #[cfg(feature = "std")]

@@ -32,6 +32,12 @@ pub(super) fn next_ticket(ticket: usize) -> usize {
     if ticket == MAX_TICKET { 1 } else { ticket + 1 }
 }
 
+/// The ticket before `ticket`: that of the hands the ring holds in the
+/// slot before the current one.
+pub(super) fn prev_ticket(ticket: usize) -> usize {
+    if ticket == 1 { MAX_TICKET } else { ticket - 1 }
+}
+
 /// The longest windup interval, in counts, for a counter of `mask`: an eighth
 /// of its range (so that a late windup is told from a read behind the base),
 /// and a quarter of `usize::MAX` (so that a switch or retire point, a promise

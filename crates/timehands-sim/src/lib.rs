@@ -1,0 +1,24 @@
+//! The discipline simulator: how well the engine's PPS discipline (and its
+//! NTP control) keeps time, against a model of `hardpps` and the physical
+//! limit, in deterministic seeded runs.
+//!
+//! An [`Oscillator`] (a frequency offset, a random-walk wander, steps)
+//! drives two simulated counters at once: one under a real
+//! [`Timekeeper`](timehands::Timekeeper) disciplined by
+//! [`Pps`](timehands::Pps), one under a `Timekeeper` driven by the
+//! [`HardPps`] model. The PPS source stamps each true second's edge with
+//! Gaussian jitter, some pulses late (outliers) or dropped, and outages;
+//! both disciplines get the same pulses. Each second (at its middle) the
+//! run records each clock's error against true time; the [`scenario`]s
+//! turn those traces into the figures of the targets table.
+
+mod hardpps;
+mod limit;
+mod oscillator;
+mod run;
+pub mod scenario;
+
+pub use hardpps::HardPps;
+pub use limit::{holdover, limit};
+pub use oscillator::{Oscillator, gaussian};
+pub use run::{Config, NtpSource, Trace, run};
