@@ -163,3 +163,32 @@ fn adjtime_after_a_gap_counts_only_the_slew_that_ran() {
         assert!(left > 9_990_000, "{left} left after a gap");
     }
 }
+
+/// On a timekeeper that follows a reference, windups that come a little
+/// past the promise (a reader's windup when due, after a windup that left the
+/// switch point at its base) while the line and the reference differ by
+/// some nanoseconds (a rate error): the slew still runs to the end. When
+/// every such windup was taken for a gap, none planned a slew, and the
+/// steering's corrections never ran.
+#[test]
+fn slews_run_when_windups_come_just_past_the_promise() {
+    use timehands::BinTime;
+    for hands in RINGS {
+        let (counter, tk) = following(hands);
+        let mut reference = 0i128;
+        let mut wind = |counter: &timehands::SimCounter| {
+            counter.advance(1_000_100);
+            // The reference runs 10 ppm slower than the counter says.
+            reference += 1_000_090;
+            tk.windup_following(|| BinTime::from_nanos(reference));
+        };
+        for _ in 0..5 {
+            wind(&counter);
+        }
+        tk.adjtime(-25);
+        for _ in 0..20 {
+            wind(&counter);
+        }
+        assert_eq!(tk.adjtime(0), 0, "{hands} hands: the slew did not run");
+    }
+}

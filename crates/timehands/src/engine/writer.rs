@@ -73,8 +73,9 @@ impl<C: Counter> Timekeeper<C> {
     /// after the counter, so that a windup preempted in between never takes
     /// the delay for a gap).
     ///
-    /// Where the counter has run past the hands' promise (reads stand
-    /// there), the line is trusted only as far as the reference agrees: the
+    /// Where the counter has run more than an interval past the hands'
+    /// promise (reads stand there), the line is trusted only as far as the
+    /// reference agrees: the
     /// counter may have run through a gap the reference did not see (a
     /// suspend), or a stop long enough for the rate's error to add up. The
     /// reference is read between two counter reads (the tightest of three
@@ -311,12 +312,14 @@ impl<C: Counter> Timekeeper<C> {
         let (now, gap) = match change {
             Change::Windup {
                 reference: Some(reference),
-            } if self.follows_reference && delta > promise => {
-                // Past the promise the line is trusted only as far as the
-                // reference agrees: a counter that ran through a suspend, or
-                // a stop long enough for a rate error to show, resumes on the
-                // reference, but never before where reads stood (the
-                // promise's time).
+            } if self.follows_reference && delta > promise.saturating_add(self.interval) => {
+                // More than an interval past the promise (reads stood there)
+                // the line is trusted only as far as the reference agrees: a
+                // counter that ran through a suspend, or a stop long enough
+                // for a rate error to show, resumes on the reference, but
+                // never before where reads stood (the promise's time). Up to
+                // there the line is what reads use anyway, and a windup that
+                // is merely late keeps it (and its slews and rate changes).
                 // The line is moved to the nearest time the reference
                 // allows (its bracket), which never takes it further from
                 // the truth than it was: an error bound that held for the

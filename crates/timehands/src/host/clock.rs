@@ -231,6 +231,7 @@ impl HostClock {
             offset_to_kernel(clock.timekeeper(), kernel, KernelClock::Monotonic, 3);
         clock.keep_phase(Phase {
             offset: offset as i64,
+            unrun: 0,
             width,
             ppb,
         });

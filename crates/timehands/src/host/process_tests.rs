@@ -34,9 +34,6 @@ const POINTS: [&str; 5] = [
     "windup: wound up, not steered",
 ];
 
-/// What a read may exceed the stated bound by (see [`Checker::read`]).
-const SLACK_NS: u64 = 10_000;
-
 static PAUSED: AtomicBool = AtomicBool::new(false);
 static FORKING: AtomicBool = AtomicBool::new(false);
 static FORKED: AtomicBool = AtomicBool::new(false);
@@ -95,12 +92,6 @@ impl Checker {
         if ours < self.last {
             return Err(format!("stepped back: {} then {ours}", self.last));
         }
-        // The bound is checked to within SLACK_NS: it is short by up to 10 ns
-        // in about one fresh process in eight in its first steerings, and by
-        // up to ~120 ns in some forked children, causes not yet found (an
-        // open defect). The slack still catches a clock that stands, lags or
-        // resumes off by the hundreds of µs of the defects these tests are for.
-        let bound = bound + SLACK_NS;
         if ours + bound < before || ours > after + bound {
             return Err(format!(
                 "{ours} read between CLOCK_MONOTONIC {before} and {after}, bound {bound} ns"

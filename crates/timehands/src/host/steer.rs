@@ -205,10 +205,11 @@ impl Steering {
         super::fork::point("steering: rate set");
         // Phase: slew our time onto CLOCK_MONOTONIC.
         let (offset, width) = offset_to_kernel(timekeeper, kernel, KernelClock::Monotonic, 3);
-        timekeeper.adjtime(offset as i64);
+        let unrun = timekeeper.adjtime(offset as i64);
         self.steerings += 1;
         findings.phase = Some(Phase {
             offset: offset as i64,
+            unrun,
             width,
             ppb: before.max(self.rate_bound_ppb()),
         });
@@ -309,6 +310,10 @@ pub(crate) const STATED_PPB: u64 = watchdog::RATE_BOUND_PPM as u64 * 1_000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Phase {
     pub(crate) offset: i64,
+    /// What the last slew had not run when this one replaced it: the part
+    /// of it already scheduled up to the next switch point still runs, and
+    /// may carry the clock past the truth before the new slew takes it back.
+    pub(crate) unrun: i64,
     pub(crate) width: u64,
     /// How fast the error can grow from here on, in ppb.
     pub(crate) ppb: u64,
@@ -316,12 +321,18 @@ pub(crate) struct Phase {
 
 impl Phase {
     /// The error bound this measurement gives, from our uptime `since` ns:
-    /// the offset, half the bracket, and two nanoseconds for the roundings
+    /// the offset, or where the last slew's scheduled part (some of
+    /// [`unrun`](Phase::unrun), of its sign) overshoots it, the offset less
+    /// all of that; half the bracket; and two nanoseconds for the roundings
     /// (the kernel's reading and ours are whole nanoseconds rounded down, and
     /// so is the bracket's middle).
     pub(crate) fn bound(&self, since: u64) -> Bound {
+        let phase = self
+            .offset
+            .unsigned_abs()
+            .max(self.offset.saturating_sub(self.unrun).unsigned_abs());
         Bound {
-            ns: self.offset.unsigned_abs() + self.width.div_ceil(2) + 2,
+            ns: phase + self.width.div_ceil(2) + 2,
             ppb: self.ppb,
             since,
         }
