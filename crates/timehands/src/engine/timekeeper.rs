@@ -246,14 +246,31 @@ impl<C: Counter> Timekeeper<C> {
     }
 
     /// The nanoseconds at `count` (a reading taken before this call), if the
-    /// current hands' first segment covers it: the whole of a read's work
-    /// after the counter in the common case. Otherwise the caller goes on
+    /// current hands' first segment covers it, or its other one (a line a
+    /// rate change splits): the whole of a read's work after the counter in
+    /// the common case. Otherwise the caller goes on
     /// with [`nanos_and_due_slow`](Timekeeper::nanos_and_due_slow).
     #[inline(always)]
     pub(crate) fn nanos_at<const REALTIME: bool>(&self, count: u64) -> Option<u64> {
         let (_, (segment, boottime)) =
             self.current(|slot| (slot.segment.load(), offset::<REALTIME>(slot)));
-        // No overflow: segments are built only where realtime fits a u64.
+        match segment.nanos_at(count) {
+            // No overflow: segments are built only where realtime fits a u64.
+            Some(ns) => Some(ns.wrapping_add_signed(boottime)),
+            None => self.other_nanos_at::<REALTIME>(count),
+        }
+    }
+
+    /// [`nanos_at`](Timekeeper::nanos_at) in the current hands' other
+    /// segment: where a rate change (a steering's) splits the line up to the
+    /// due point in two, a read in the shorter piece costs the same read,
+    /// from the slot's second cache line, and calls nothing. Any hands'
+    /// segment gives the same time for a count it covers: hands agree up to
+    /// the promise, and segments end at the due point.
+    #[inline(always)]
+    fn other_nanos_at<const REALTIME: bool>(&self, count: u64) -> Option<u64> {
+        let (_, (segment, boottime)) =
+            self.current(|slot| (slot.other_segment.load(), offset::<REALTIME>(slot)));
         Some(segment.nanos_at(count)?.wrapping_add_signed(boottime))
     }
 
@@ -267,10 +284,8 @@ impl<C: Counter> Timekeeper<C> {
         count: u64,
         sample: impl Fn(&C) -> u64,
     ) -> (u64, Due) {
-        let (_, (segment, boottime)) =
-            self.current(|slot| (slot.other_segment.load(), offset::<REALTIME>(slot)));
-        if let Some(ns) = segment.nanos_at(count) {
-            return (ns.saturating_add_signed(boottime), Due::No);
+        if let Some(ns) = self.other_nanos_at::<REALTIME>(count) {
+            return (ns, Due::No);
         }
         let (uptime, due, boottime) = self.read_at(count, sample, |slot| {
             if REALTIME {
@@ -407,5 +422,47 @@ impl<C: Counter> core::fmt::Debug for Timekeeper<C> {
             .field("uptime", &self.uptime())
             .field("stats", &self.stats())
             .finish()
+    }
+}
+
+#[cfg(all(test, feature = "alloc"))]
+mod tests {
+    use core::time::Duration;
+
+    use crate::{SimCounter, Timekeeper};
+
+    /// A rate change splits the line up to the due point at its switch
+    /// point: reads in either piece take the fast path (`nanos_at` answers,
+    /// also where the first segment does not cover the count), and give what
+    /// the exact timeline gives.
+    #[test]
+    fn both_pieces_of_a_split_line_are_read_fast() {
+        let mut split = 0;
+        for later in (100_000..1_000_000).step_by(100_000) {
+            let counter = SimCounter::new(1_000_000_000);
+            let tk = Timekeeper::builder(counter.clone())
+                .windup_interval(Duration::from_millis(1))
+                .build()
+                .expect("a valid timekeeper");
+            tk.set_frequency_adjustment(100_000).expect("100 ppm");
+            // Past the switch point: the rate change is scheduled ahead.
+            counter.advance(1_500_000);
+            tk.windup();
+            counter.advance(later);
+            tk.windup();
+            let base = counter.value();
+            let first = tk.current(|slot| slot.segment.load()).1;
+            for step in (0..1_000_000).step_by(10_000) {
+                counter.set(base + step);
+                let fast = tk.nanos_at::<false>(base + step);
+                assert_eq!(
+                    fast,
+                    Some(tk.uptime_nanos()),
+                    "{later}, {step} past the base"
+                );
+                split += first.nanos_at(base + step).is_none() as u32;
+            }
+        }
+        assert!(split > 0, "no window had a rate change in it");
     }
 }
