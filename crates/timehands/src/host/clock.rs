@@ -575,10 +575,19 @@ impl HostClock {
 
     /// TAI − UTC in seconds, read from the kernel the first time (0 if
     /// `adjtimex` is refused, as CLOCK_TAI is Realtime then).
+    #[inline]
     pub(crate) fn tai_offset(&self) -> i64 {
-        if self.tai_offset.load(Ordering::Relaxed) == TAI_UNREAD {
-            self.follow_tai();
+        match self.tai_offset.load(Ordering::Relaxed) {
+            TAI_UNREAD => self.first_tai_offset(),
+            seconds => seconds,
         }
+    }
+
+    /// [`tai_offset`](HostClock::tai_offset) the first time: asks the kernel.
+    #[cold]
+    #[inline(never)]
+    fn first_tai_offset(&self) -> i64 {
+        self.follow_tai();
         match self.tai_offset.load(Ordering::Relaxed) {
             TAI_UNREAD => 0,
             seconds => seconds,

@@ -291,6 +291,13 @@ pub fn gettime(id: ClockId) -> Duration {
         ClockId::Realtime => split_near(read_nanos::<true, true>(), &SECOND_HINTS[1]),
         ClockId::MonotonicCoarse => split_near(coarse_nanos::<false>(), &SECOND_HINTS[0]),
         ClockId::RealtimeCoarse => split_near(coarse_nanos::<true>(), &SECOND_HINTS[1]),
+        ClockId::Tai => {
+            // TAI's second is Realtime's hint moved by the offset.
+            let offset = clock().tai_offset();
+            let ns = read_nanos::<true, true>().saturating_add_signed(offset * 1_000_000_000);
+            let second = SECOND_HINTS[1].load(Ordering::Relaxed);
+            split_at(ns, second.saturating_add_signed(offset).min(MAX_HINT))
+        }
         other => Duration::from_nanos(gettime_nanos_other(other)),
     }
 }
@@ -325,14 +332,23 @@ pub fn try_gettime(id: ClockId) -> Option<Duration> {
     }
 }
 
-/// `ns` as a `Duration`, split at the second `hint` names when `ns` falls in
-/// that second or the next (a predicted branch and a subtraction), by a
-/// division otherwise.
+/// `ns` as a `Duration`, split at the second `hint` names (see
+/// [`split_at`]).
 #[inline(always)]
 pub(super) fn split_near(ns: u64, hint: &AtomicU64) -> Duration {
+    split_at(ns, hint.load(Ordering::Relaxed))
+}
+
+/// The largest second hint: its nanoseconds fit a `u64`.
+const MAX_HINT: u64 = u64::MAX / 1_000_000_000;
+
+/// `ns` as a `Duration`, split at `second` (at most [`MAX_HINT`]) when `ns`
+/// falls in that second or the next (a predicted branch and a subtraction),
+/// by a division otherwise.
+#[inline(always)]
+pub(super) fn split_at(ns: u64, second: u64) -> Duration {
     const NANOS_PER_SEC: u64 = 1_000_000_000;
-    let second = hint.load(Ordering::Relaxed);
-    // No overflow: hints are at most u64::MAX / 10^9.
+    // No overflow: hints are at most MAX_HINT.
     match ns.checked_sub(second * NANOS_PER_SEC) {
         Some(within) if within < NANOS_PER_SEC => Duration::new(second, within as u32),
         Some(within) if within < 2 * NANOS_PER_SEC => {
