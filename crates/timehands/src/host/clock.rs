@@ -11,10 +11,11 @@ use super::choice::{Choice, KERNEL_FREQUENCY_SOURCE, choose};
 use super::counter::HostCounter;
 use super::fork;
 use super::published::{
-    BOOTTIME_NANOS, COARSE_NANOS, NOT_STARTED, READER, SECOND_HINTS, reader_timekeeper, reader_word,
+    COARSE_NANOS, NOT_STARTED, READER, REALTIME_COARSE, SECOND_HINTS, reader_timekeeper,
+    reader_word, realtime_coarse_word,
 };
 use super::upkeep;
-use crate::engine::nanos::{floor_nanos, floor_nanos_signed};
+use crate::engine::nanos::floor_nanos;
 use crate::host::brackets::{offset_to_kernel, pair};
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
 use crate::host::steer::{Bound, Findings, Phase, Steering};
@@ -516,24 +517,21 @@ impl HostClock {
             Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
             Err(std::sync::TryLockError::WouldBlock) => None,
         };
+        let publish = self.as_process_clock().is_some() && self.upkeep_runs();
         if let Some(mut steering) = steering {
             let findings = steering.steer(self.timekeeper(), self.kernel);
             self.apply(&mut steering, findings);
+            // Under the steering lock: these stores come in order.
+            if publish {
+                let realtime = floor_nanos(self.readers_timekeeper().realtime_coarse());
+                REALTIME_COARSE.store(realtime_coarse_word(realtime), Ordering::Release);
+            }
         }
         if self.as_process_clock().is_none() {
             return;
         }
-        // Through the readers' word, so that a reader that sees a value below
-        // and then reads `now()` reads the same timekeeper or a later one.
-        let timekeeper = match READER.load(Ordering::Acquire) {
-            NOT_STARTED => self.timekeeper(),
-            word => reader_timekeeper(word),
-        };
-        if self.upkeep_runs() {
-            BOOTTIME_NANOS.store(
-                floor_nanos_signed(timekeeper.boottime()).unwrap_or(0),
-                Ordering::Relaxed,
-            );
+        let timekeeper = self.readers_timekeeper();
+        if publish {
             COARSE_NANOS.fetch_max(floor_nanos(timekeeper.uptime_coarse()), Ordering::Release);
         }
         // The engine's reads, which never wind up (this is a windup).
@@ -543,6 +541,16 @@ impl HostClock {
             timekeeper.realtime_nanos() / 1_000_000_000,
             Ordering::Relaxed,
         );
+    }
+
+    /// The timekeeper the readers' word names (through it, so that a reader
+    /// that sees a value published from it and then reads `now()` reads the
+    /// same timekeeper or a later one).
+    fn readers_timekeeper(&self) -> &Timekeeper<HostCounter> {
+        match READER.load(Ordering::Acquire) {
+            NOT_STARTED => self.timekeeper(),
+            word => reader_timekeeper(word),
+        }
     }
 
     /// Follows TAI − UTC, which the kernel keeps in whole seconds (an NTP

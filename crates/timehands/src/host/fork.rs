@@ -32,7 +32,7 @@ use std::sync::{MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::clock::{CHOOSING, CLOCK, Facts, HostClock, TO_CHOOSE};
-use super::published::{COARSE_NANOS, NOT_STARTED, READER, reader_timekeeper};
+use super::published::{COARSE_NANOS, NOT_STARTED, READER, REALTIME_COARSE, reader_timekeeper};
 use super::steer::{Bound, Steering};
 
 /// Whether the handlers are registered.
@@ -140,6 +140,7 @@ fn forget_threads(clock: &HostClock) {
     // Stale until the upkeep thread runs again: the next coarse read goes
     // the long way.
     COARSE_NANOS.store(0, Ordering::Relaxed);
+    REALTIME_COARSE.store(0, Ordering::Relaxed);
 }
 
 /// A point in the clock's life where the crate's own tests fork (see

@@ -4,7 +4,7 @@
 //! split nanoseconds without a division. The clock's life writes them; the
 //! read API reads them.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 
 use super::counter::HostCounter;
 use crate::Timekeeper;
@@ -61,11 +61,21 @@ pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter>
 /// it.
 pub(super) static COARSE_NANOS: AtomicU64 = AtomicU64::new(0);
 
-/// Realtime minus uptime in whole nanoseconds (rounded down, as a read
-/// rounds it), as the last windup left it: [`COARSE_NANOS`] plus this is the
-/// coarse Realtime, two loads. Any mix of an older and a newer value is a
-/// coarse time of one side of a step or the other.
-pub(super) static BOOTTIME_NANOS: AtomicI64 = AtomicI64::new(0);
+/// The coarse Realtime, ready to hand out: whole seconds in the high 34
+/// bits (to the year 2514), nanoseconds in the low [`NANOS_BITS`], so that
+/// `gettime(RealtimeCoarse)` is one load and no division. Stored at windups
+/// under the steering lock, so that stores come in order (Realtime may step
+/// back, and no maximum could keep it); 0 while the upkeep thread does not
+/// keep it, as [`COARSE_NANOS`].
+pub(super) static REALTIME_COARSE: AtomicU64 = AtomicU64::new(0);
+/// The bits of [`REALTIME_COARSE`] that hold nanoseconds.
+pub(super) const NANOS_BITS: u32 = 30;
+
+/// `ns` nanoseconds as a [`REALTIME_COARSE`] word.
+pub(super) fn realtime_coarse_word(ns: u64) -> u64 {
+    let seconds = (ns / 1_000_000_000).min((1 << (64 - NANOS_BITS)) - 1);
+    (seconds << NANOS_BITS) | (ns % 1_000_000_000)
+}
 
 /// Whole seconds of a recent read of CLOCK_MONOTONIC and of CLOCK_REALTIME,
 /// refreshed at windups: hints that let [`gettime`](crate::gettime) split nanoseconds into
@@ -73,3 +83,20 @@ pub(super) static BOOTTIME_NANOS: AtomicI64 = AtomicI64::new(0);
 /// (a wrong one only sends the split the long way); each is at most
 /// `u64::MAX / 10^9`, so that its nanoseconds fit a `u64`.
 pub(super) static SECOND_HINTS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The coarse Realtime word holds seconds and nanoseconds apart, and
+    /// saturates at its last second rather than wrapping.
+    #[test]
+    fn the_coarse_realtime_word_splits_exactly() {
+        let ns = 1_795_435_200_123_456_789;
+        let word = realtime_coarse_word(ns);
+        assert_eq!(word >> NANOS_BITS, 1_795_435_200);
+        assert_eq!(word & ((1 << NANOS_BITS) - 1), 123_456_789);
+        let last = realtime_coarse_word(u64::MAX);
+        assert_eq!(last >> NANOS_BITS, (1 << (64 - NANOS_BITS)) - 1);
+    }
+}

@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::clock::clock;
 use super::counter::HostCounter;
 use super::published::{
-    BOOTTIME_NANOS, COARSE_NANOS, COUNTER_READ, HOW, NOT_STARTED, READER, SECOND_HINTS,
-    reader_timekeeper, reader_word,
+    COARSE_NANOS, COUNTER_READ, HOW, NANOS_BITS, NOT_STARTED, READER, REALTIME_COARSE,
+    SECOND_HINTS, reader_timekeeper, reader_word,
 };
 #[cfg(target_arch = "x86_64")]
 use super::published::{LFENCE_RDTSC, RDTSCP};
@@ -176,18 +176,26 @@ pub fn now_unordered() -> Instant {
 /// fresh: it is then [`now`] itself.
 #[inline]
 pub fn now_coarse() -> Instant {
-    Instant::from_nanos(coarse_nanos::<false>())
+    Instant::from_nanos(coarse_nanos())
 }
 
-/// The coarse time in ns, on CLOCK_MONOTONIC (with `REALTIME`, on
-/// CLOCK_REALTIME): one load (two for Realtime) while the upkeep thread
-/// keeps it.
+/// The coarse time in ns, on CLOCK_MONOTONIC: one load while the upkeep
+/// thread keeps it.
 #[inline(always)]
-pub(super) fn coarse_nanos<const REALTIME: bool>() -> u64 {
+pub(super) fn coarse_nanos() -> u64 {
     match COARSE_NANOS.load(Ordering::Acquire) {
-        0 => coarse_nanos_long_way::<REALTIME>(),
-        ns if REALTIME => ns.saturating_add_signed(BOOTTIME_NANOS.load(Ordering::Relaxed)),
+        0 => coarse_nanos_long_way::<false>(),
         ns => ns,
+    }
+}
+
+/// The coarse time on CLOCK_REALTIME: one load, split already, while the
+/// upkeep thread keeps it.
+#[inline(always)]
+pub(super) fn realtime_coarse() -> Duration {
+    match REALTIME_COARSE.load(Ordering::Acquire) {
+        0 => Duration::from_nanos(coarse_nanos_long_way::<true>()),
+        word => Duration::new(word >> NANOS_BITS, (word & ((1 << NANOS_BITS) - 1)) as u32),
     }
 }
 
@@ -289,8 +297,8 @@ pub fn gettime(id: ClockId) -> Duration {
     match id {
         ClockId::Monotonic => split_near(read_nanos::<false, true>(), &SECOND_HINTS[0]),
         ClockId::Realtime => split_near(read_nanos::<true, true>(), &SECOND_HINTS[1]),
-        ClockId::MonotonicCoarse => split_near(coarse_nanos::<false>(), &SECOND_HINTS[0]),
-        ClockId::RealtimeCoarse => split_near(coarse_nanos::<true>(), &SECOND_HINTS[1]),
+        ClockId::MonotonicCoarse => split_near(coarse_nanos(), &SECOND_HINTS[0]),
+        ClockId::RealtimeCoarse => realtime_coarse(),
         ClockId::Tai => {
             // TAI's second is Realtime's hint moved by the offset.
             let offset = clock().tai_offset();
@@ -372,7 +380,7 @@ pub(super) fn gettime_nanos_other(id: ClockId) -> u64 {
         ClockId::Tai => {
             read_nanos::<true, true>().saturating_add_signed(clock.tai_offset() * 1_000_000_000)
         }
-        ClockId::MonotonicCoarse => coarse_nanos::<false>(),
-        ClockId::RealtimeCoarse => coarse_nanos::<true>(),
+        ClockId::MonotonicCoarse => coarse_nanos(),
+        ClockId::RealtimeCoarse => realtime_coarse().as_nanos() as u64,
     }
 }
