@@ -581,11 +581,36 @@ fn sandboxed() -> Result<(), String> {
     }
     let refused = info().refused;
     println!("refused: {refused:?}");
+    print_costs();
     let asked = |what: &str| refused.iter().filter(|r| r.starts_with(what)).count();
     if asked("a thread") != 1 || asked("adjtimex") != 1 {
         return Err(format!("each refusal kept once: {refused:?}"));
     }
     Ok(())
+}
+
+/// What the reads cost in the sandbox, for a run with `--nocapture`
+/// (printed, not asserted: tests assert behaviour, not speed).
+#[cfg(target_arch = "x86_64")]
+fn print_costs() {
+    use crate::{gettime, now_coarse};
+    let cost = |read: &dyn Fn() -> u64| {
+        let calls = 1_000_000;
+        let start = Instant::now();
+        let mut sink = 0;
+        for _ in 0..calls {
+            sink ^= std::hint::black_box(read());
+        }
+        std::hint::black_box(sink);
+        start.elapsed().as_nanos() as f64 / calls as f64
+    };
+    println!(
+        "ns per call: now_coarse {:.1}, now {:.1}, gettime(Tai) {:.1}, gettime(Realtime) {:.1}",
+        cost(&|| now_coarse().as_nanos()),
+        cost(&|| now().as_nanos()),
+        cost(&|| gettime(ClockId::Tai).as_nanos() as u64),
+        cost(&|| gettime(ClockId::Realtime).as_nanos() as u64),
+    );
 }
 
 /// Under a seccomp filter that refuses threads and `adjtimex`.
