@@ -231,8 +231,9 @@ impl<C: Counter> Timekeeper<C> {
     ///
     /// The common case is the counter read, the first cache line of the
     /// current hands (loaded while the read completes) and one multiply-add:
-    /// see the `nanos` module. Counts its segment does not cover go the long
-    /// way, out of line.
+    /// see the `nanos` module (the other segment, where a rate change splits
+    /// the line, inline too). Counts neither covers go the long way, out of
+    /// line.
     #[inline(always)]
     pub(super) fn nanos_and_due<const REALTIME: bool>(
         &self,

@@ -35,7 +35,8 @@
 //! and, in its low bits, how to read its counter (`rdtscp`, `lfence; rdtsc`,
 //! or the counter's own read), so that a read tests nothing else before the
 //! counter read. Then the engine's first nanosecond segment of the current
-//! hands gives the time with one multiply-add (see [`Timekeeper::nanos_at`](crate::Timekeeper::nanos_at)).
+//! hands gives the time with one multiply-add (or its other segment, where a
+//! rate change splits the line; see [`Timekeeper::nanos_at`](crate::Timekeeper::nanos_at)).
 //! The word is 0 until the clock starts, and changes when a timekeeper takes
 //! over from another.
 //!
