@@ -398,21 +398,31 @@ impl HostClock {
         // Realtime carries on: the retired timekeeper's offset, until the
         // steering re-reads the kernel's.
         successor.set_boottime(current.boottime());
+        // Until the readers move, they read the retired timekeeper: the
+        // bound covers both.
+        {
+            let mut kept = self.bound_lock();
+            let now = floor_nanos(current.uptime());
+            *kept = Bound {
+                ns: bound.ns.max(kept.at(now)),
+                ..bound
+            };
+        }
+        let _ = self.stages[stage + 1].set(successor);
+        fork::point("hand-over: successor set, readers not moved");
+        let successor = self.stages[stage + 1].get().expect("set above");
+        // Reads of the retired timekeeper stand at the retire point from
+        // `due` on: the readers move as soon as it comes, nothing between.
         if wait {
             let counter = successor.counter();
             while counter.read().wrapping_sub(due) & counter.mask() > counter.mask() / 2 {
                 std::hint::spin_loop();
             }
         }
-        *self.bound_lock() = bound;
-        let _ = self.stages[stage + 1].set(successor);
-        fork::point("hand-over: successor set, readers not moved");
         // Readers of the process's clock move to the successor before
         // anything (a coarse value) of it is published.
-        if let Some(successor) = self
-            .as_process_clock()
-            .and_then(|clock| clock.stages[stage + 1].get())
-        {
+        if let Some(clock) = self.as_process_clock() {
+            let successor = clock.stages[stage + 1].get().expect("set above");
             READER.store(reader_word(successor), Ordering::Release);
         }
         self.stage.store(stage + 1, Ordering::Release);

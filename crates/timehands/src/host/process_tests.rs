@@ -85,16 +85,27 @@ impl Checker {
 
     /// One bracketed read: its time, or what is wrong with it.
     fn read(&mut self) -> Result<u64, String> {
-        let bound = getres(ClockId::Monotonic).accuracy.as_nanos() as u64;
+        // The bound at the moment of the read lies between the bounds stated
+        // before and after it (a steering or a hand-over may change it).
+        let stated = || getres(ClockId::Monotonic).accuracy.as_nanos() as u64;
+        let bound = stated();
         let before = kernel_now();
         let ours = now().as_nanos();
         let after = kernel_now();
+        let bound = bound.max(stated());
         if ours < self.last {
             return Err(format!("stepped back: {} then {ours}", self.last));
         }
         if ours + bound < before || ours > after + bound {
+            let info = info();
             return Err(format!(
-                "{ours} read between CLOCK_MONOTONIC {before} and {after}, bound {bound} ns"
+                "{ours} read between CLOCK_MONOTONIC {before} and {after}, bound {bound} ns \
+                 (after {} steerings, {} windups, {} by readers, {} standing reads; {:?})",
+                info.steerings,
+                info.windups,
+                info.reader_windups,
+                info.standing_reads,
+                info.counter
             ));
         }
         let off = if ours < before {
@@ -222,6 +233,7 @@ fn process_child() {
         Some("startup") => fork_at_startup(words.next().expect("a read pattern")),
         Some("warm") => fork_while_steering(count(words.next())),
         Some("stop") => stopped(),
+        Some("fresh") => first_100_ms(),
         #[cfg(target_arch = "x86_64")]
         Some("sandbox") => sandboxed(),
         _ => Err(format!("unknown plan {plan}")),
@@ -364,6 +376,21 @@ fn stopped() -> Result<(), String> {
     Ok(())
 }
 
+/// Every read of a fresh process's first 100 ms, checked: the startup on
+/// the kernel's clock, the move to the counter, the first steerings on a
+/// frequency measured over microseconds.
+fn first_100_ms() -> Result<(), String> {
+    let mut checker = Checker::new();
+    let start = kernel_now();
+    let mut reads = 0u64;
+    while kernel_now() - start < 100_000_000 {
+        checker.read()?;
+        reads += 1;
+    }
+    println!("{reads} reads within the bound");
+    Ok(())
+}
+
 /// Runs the child half with `plan` (and `env`), with its output piped.
 fn child_half(plan: &str, env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(std::env::current_exe().expect("this test binary"));
@@ -437,6 +464,17 @@ fn forks_in_the_first_milliseconds_leave_working_clocks() {
 #[cfg_attr(miri, ignore = "forks")]
 fn forks_while_the_clock_steers_leave_working_clocks() {
     assert_child_passes(&format!("warm:{}", trials(20)), &[]);
+}
+
+/// In fresh processes, no read of the first 100 ms is further from
+/// CLOCK_MONOTONIC (read before and after it) than `getres` said just
+/// before it.
+#[test]
+#[cfg_attr(miri, ignore = "runs processes")]
+fn the_bound_holds_from_the_first_read() {
+    for _ in 0..trials(4) {
+        assert_child_passes("fresh", &[]);
+    }
 }
 
 /// The fork handlers are registered before `main`: a fork while another
