@@ -212,7 +212,9 @@ fn service(storm: &Storm, soft: bool) -> anyhow::Result<Measured> {
     if soft {
         for (first, period) in storm.soft_timers(timehands::now()) {
             let work = storm.work;
-            service.soft_periodic(first, period, storm.slack, move |_| spin(work));
+            service
+                .soft_periodic(first, period, storm.slack, move |_| spin(work))
+                .context("arming a soft timer")?;
         }
     }
     // The hard timer starts once everything is armed, so that arming is not
@@ -220,9 +222,11 @@ fn service(storm: &Storm, soft: bool) -> anyhow::Result<Measured> {
     let start = timehands::now() + Duration::from_millis(10);
     let missed = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&missed);
-    service.hard_periodic(start, Duration::from_nanos(storm.interval_ns), move |e| {
-        counted.fetch_add(e.overruns, Ordering::Relaxed);
-    });
+    service
+        .hard_periodic(start, Duration::from_nanos(storm.interval_ns), move |e| {
+            counted.fetch_add(e.overruns, Ordering::Relaxed);
+        })
+        .context("arming the hard timer")?;
     sleep_until(start + storm.run);
     Ok(Measured {
         hard: service.hard_lateness(),

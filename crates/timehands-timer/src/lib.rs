@@ -23,15 +23,18 @@
 
 mod alarm;
 mod arena;
+mod fork;
 pub mod heap;
+mod lock;
 pub mod periodic;
 pub mod sched;
 mod service;
+mod side;
 mod simulated;
 mod sleep;
 pub mod wheel;
 
 pub use sched::Scheduling;
-pub use service::{Builder, Expiry, Timer, TimerService};
+pub use service::{Builder, Expiry, SideStatistics, Statistics, Timer, TimerService};
 pub use simulated::Simulation;
 pub use sleep::sleep_until;

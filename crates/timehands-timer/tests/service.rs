@@ -156,7 +156,8 @@ fn a_hard_timer_fires_while_the_soft_thread_is_held_in_a_callback() {
 
 #[test]
 fn cancel_before_during_and_after_expiry_on_both_sides() {
-    let service = TimerService::new().unwrap();
+    // One soft worker: held, it holds the whole soft side.
+    let service = Builder::new().soft_workers(1).build().unwrap();
     let (tx, rx) = mpsc::channel();
     for hard in [true, false] {
         let before = arm(&service, hard, soon(3_600_000_000), reporter(tx.clone()));

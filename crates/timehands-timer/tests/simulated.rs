@@ -142,7 +142,8 @@ fn a_periodic_timer_fires_every_period_and_after_a_jump_counts_what_it_missed() 
                 Duration::ZERO,
                 logger(&log, &simulation, name),
             )
-        };
+        }
+        .unwrap();
         // Four periods' expiries, each on the series first + k * period (a
         // soft one fires at the wheel's tick after it: one more tick).
         let tick = if hard {
@@ -197,7 +198,9 @@ fn callbacks_may_cancel_or_reschedule_their_own_timers() {
             let _ = tx.send((periodic, timer.reschedule(later), timer.cancel()));
         };
         let timer = if periodic {
-            service.hard_periodic(later, Duration::from_micros(100), callback)
+            service
+                .hard_periodic(later, Duration::from_micros(100), callback)
+                .unwrap()
         } else {
             service.hard_at(later, callback)
         };
@@ -249,9 +252,11 @@ fn timers_armed_by_callbacks_fire_in_the_same_advance_and_a_panic_loses_only_its
     let log = Log::default();
     let start = simulation.now();
     service.hard_at(start + ms(1), |_| panic!("a callback's panic"));
-    let panicking = service.hard_periodic(start + ms(1), ms(1), |_| {
-        panic!("a periodic callback's panic")
-    });
+    let panicking = service
+        .hard_periodic(start + ms(1), ms(1), |_| {
+            panic!("a periodic callback's panic")
+        })
+        .unwrap();
     let chained = Arc::clone(&service);
     let chained_log = logger(&log, &simulation, "armed by a callback");
     let mut chained_log = Some(chained_log);

@@ -1,0 +1,501 @@
+//! `Side`: one kind of timer (hard or soft): its queue and registry under
+//! one lock, the alarm its expiry threads sleep on, its statistics, and the
+//! clock that says what is due.
+//!
+//! An expiry round takes at most a batch of due timers out of the queue
+//! under the lock, then runs their callbacks without it, so that a callback
+//! may arm, cancel or reschedule timers (its own included). Several threads
+//! may run rounds on one side (the soft workers): each takes its own batch,
+//! and one timer's callback never runs on two at once (a periodic timer's
+//! callback is lent to the thread that runs it, and an expiry that comes
+//! due meanwhile is counted as an overrun of the next).
+//!
+//! The alarm follows the queue: after every round it is set to the queue's
+//! next deadline (in the past when the round left due work behind, which
+//! rings it at once for another worker), and arming a timer earlier than it
+//! moves it earlier. So whenever the lock is free the alarm rings no later
+//! than the earliest work, whichever threads are asleep.
+
+use std::any::Any;
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hdrhistogram::Histogram;
+use timehands::{Clock, Instant};
+
+use crate::alarm::Alarm;
+use crate::arena::{Arena, Key};
+use crate::heap::{DeadlineHeap, HeapKey};
+use crate::lock::Lock;
+use crate::periodic::forward;
+use crate::service::{Expiry, SideStatistics};
+use crate::wheel::{Wheel, WheelKey};
+
+pub(crate) type Callback = Box<dyn FnMut(Expiry) + Send>;
+
+/// The lateness histograms count nanoseconds up to an hour; later is
+/// recorded as an hour.
+const LATENESS_MAX_NS: u64 = 3_600_000_000_000;
+
+/// A queue of timer ids by deadline: the heap for hard timers, the wheel for
+/// soft ones.
+pub(crate) trait Queue: Send {
+    /// Names a timer in the queue.
+    type QueueKey: Copy + Send;
+    fn arm(&mut self, deadline: u64, slack: u64, id: Key) -> Self::QueueKey;
+    fn disarm(&mut self, key: Self::QueueKey);
+    /// A timer due at `now`, in at most `budget` steps counted off it;
+    /// `None` when none is due or the budget ran out.
+    fn poll(&mut self, now: u64, budget: &mut usize) -> Option<Key>;
+    fn next_deadline(&self) -> Option<u64>;
+}
+
+impl Queue for DeadlineHeap<Key> {
+    type QueueKey = HeapKey;
+    fn arm(&mut self, deadline: u64, _slack: u64, id: Key) -> HeapKey {
+        self.push(deadline, id)
+    }
+    fn disarm(&mut self, key: HeapKey) {
+        self.remove(key);
+    }
+    fn poll(&mut self, now: u64, budget: &mut usize) -> Option<Key> {
+        *budget = budget.checked_sub(1)?;
+        self.pop_expired(now).map(|(_, id)| id)
+    }
+    fn next_deadline(&self) -> Option<u64> {
+        self.peek()
+    }
+}
+
+impl Queue for Wheel<Key> {
+    type QueueKey = WheelKey;
+    fn arm(&mut self, deadline: u64, slack: u64, id: Key) -> WheelKey {
+        self.insert(deadline, slack, id)
+    }
+    fn disarm(&mut self, key: WheelKey) {
+        self.remove(key);
+    }
+    fn poll(&mut self, now: u64, budget: &mut usize) -> Option<Key> {
+        self.poll_bounded(now, budget)
+    }
+    fn next_deadline(&self) -> Option<u64> {
+        Wheel::next_deadline(self)
+    }
+}
+
+/// A timer as the user armed it.
+pub(crate) struct Armed {
+    pub(crate) deadline: u64,
+    pub(crate) slack: u64,
+    /// At least 1 ns: a period of zero is refused before it gets here.
+    pub(crate) period: Option<u64>,
+    pub(crate) callback: Callback,
+}
+
+/// A timer in a side's registry.
+struct Entry<K> {
+    /// Its key in the queue.
+    queued: K,
+    deadline: u64,
+    /// Where its lateness counts from: its deadline, or when it was armed
+    /// or rescheduled if that was later (a timer armed in the past is not
+    /// late by the time before it existed).
+    late_from: u64,
+    slack: u64,
+    period: Option<u64>,
+    /// Expiries of a periodic timer that came due while its callback was
+    /// out, to be reported as overruns of the next one.
+    skipped: u64,
+    /// `None` while the callback of a periodic timer runs (it is lent to
+    /// the expiry thread).
+    callback: Option<Callback>,
+}
+
+/// One timer taken out of the queue in an expiry round.
+struct Fired {
+    id: Key,
+    expiry: Expiry,
+    /// When it is late from, and by when the soft bound has it fired.
+    late_from: u64,
+    bound: u64,
+    periodic: bool,
+    callback: Callback,
+}
+
+/// What an expiry round did.
+pub(crate) enum Round {
+    /// The service is stopping: nothing was taken.
+    Stopped,
+    /// Nothing was due (or the round's steps all went to moving soft
+    /// timers down the wheel); the alarm is set for the next deadline.
+    Idle,
+    /// Timers fired.
+    Fired,
+}
+
+/// An expiry round's buffers, kept from one round to the next.
+pub(crate) struct Rounds {
+    fired: Vec<Fired>,
+    unrecorded: Vec<u64>,
+}
+
+impl Rounds {
+    pub(crate) fn new() -> Rounds {
+        Rounds {
+            fired: Vec::new(),
+            unrecorded: Vec::new(),
+        }
+    }
+}
+
+struct State<Q: Queue> {
+    queue: Q,
+    timers: Arena<Entry<Q::QueueKey>>,
+    /// What the alarm is set to (`u64::MAX` for nothing); never later than
+    /// the queue's next deadline while the lock is free.
+    alarm_at: u64,
+    stopping: bool,
+}
+
+impl<Q: Queue> State<Q> {
+    fn new(queue: Q) -> State<Q> {
+        State {
+            queue,
+            timers: Arena::new(),
+            alarm_at: u64::MAX,
+            stopping: false,
+        }
+    }
+
+    /// Removes timer `id` from the registry and its queue, and returns its
+    /// entry; `None` if it is not registered.
+    #[must_use = "an entry's callback is dropped after the lock is released"]
+    fn disarm(&mut self, id: Key) -> Option<Entry<Q::QueueKey>> {
+        let entry = self.timers.remove(id)?;
+        self.queue.disarm(entry.queued);
+        Some(entry)
+    }
+}
+
+/// A side's counters, read without a lock.
+#[derive(Default)]
+struct Counters {
+    fired: AtomicU64,
+    beyond_bound: AtomicU64,
+    panics: AtomicU64,
+}
+
+/// One kind of timer; see the module docs.
+pub(crate) struct Side<Q: Queue> {
+    state: Lock<State<Q>>,
+    alarm: Alarm,
+    lateness: Lock<Histogram<u64>>,
+    counters: Counters,
+    last_panic: Lock<Option<String>>,
+    batch: usize,
+    /// How late past its deadline and slack a timer may fire and still be
+    /// within the side's bound: one soft tick; `None` on the hard side,
+    /// which promises no bound.
+    grace: Option<u64>,
+    clock: Clock,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_max(LATENESS_MAX_NS, 3).expect("valid histogram bounds")
+}
+
+impl<Q: Queue> Side<Q> {
+    pub(crate) fn new(
+        queue: Q,
+        batch: usize,
+        grace: Option<u64>,
+        clock: Clock,
+    ) -> io::Result<Side<Q>> {
+        Ok(Side {
+            state: Lock::new(State::new(queue)),
+            alarm: Alarm::new()?,
+            lateness: Lock::new(histogram()),
+            counters: Counters::default(),
+            last_panic: Lock::new(None),
+            batch,
+            grace,
+            clock,
+        })
+    }
+
+    /// After a fork: the side afresh around `queue`, its timers, callbacks
+    /// and statistics forgotten unread (see `fork`).
+    ///
+    /// # Safety
+    ///
+    /// No other thread may use the side during the call.
+    /// An error if the side's alarm could not be replaced: its expiry
+    /// threads must not start.
+    pub(crate) unsafe fn reset_after_fork(&self, queue: Q) -> io::Result<()> {
+        // SAFETY: passed on from the caller.
+        unsafe {
+            self.state.reset(State::new(queue));
+            self.lateness.reset(histogram());
+            self.last_panic.reset(None);
+        }
+        for counter in [
+            &self.counters.fired,
+            &self.counters.beyond_bound,
+            &self.counters.panics,
+        ] {
+            counter.store(0, Ordering::Relaxed);
+        }
+        self.alarm.reset_after_fork()
+    }
+
+    pub(crate) fn lateness(&self) -> Histogram<u64> {
+        self.lateness.lock().clone()
+    }
+
+    pub(crate) fn statistics(&self) -> SideStatistics {
+        SideStatistics {
+            fired: self.counters.fired.load(Ordering::Relaxed),
+            beyond_bound: self.counters.beyond_bound.load(Ordering::Relaxed),
+            panics: self.counters.panics.load(Ordering::Relaxed),
+            last_panic: self.last_panic.lock().clone(),
+        }
+    }
+
+    /// How many timers are armed.
+    pub(crate) fn armed(&self) -> usize {
+        self.state.lock().timers.len()
+    }
+
+    pub(crate) fn arm(&self, timer: Armed) -> Key {
+        let now = self.clock.now().as_nanos();
+        let mut state = self.state.lock();
+        let State { queue, timers, .. } = &mut *state;
+        let id = timers.insert_with(|id| Entry {
+            queued: queue.arm(timer.deadline, timer.slack, id),
+            deadline: timer.deadline,
+            late_from: timer.deadline.max(now),
+            slack: timer.slack,
+            period: timer.period,
+            skipped: 0,
+            callback: Some(timer.callback),
+        });
+        self.wake_for(&mut state, timer.deadline);
+        id
+    }
+
+    pub(crate) fn cancel(&self, id: Key) -> bool {
+        // The entry outlives the guard: dropping its callback runs the
+        // destructors of what it captured, which may call into the service
+        // (dropping the last reference to it stops its threads, under this
+        // lock).
+        let entry = self.state.lock().disarm(id);
+        entry.is_some()
+    }
+
+    pub(crate) fn reschedule(&self, id: Key, deadline: u64) -> bool {
+        let now = self.clock.now().as_nanos();
+        let mut state = self.state.lock();
+        let State { queue, timers, .. } = &mut *state;
+        let Some(entry) = timers.get_mut(id) else {
+            return false;
+        };
+        queue.disarm(entry.queued);
+        entry.deadline = deadline;
+        entry.late_from = deadline.max(now);
+        entry.queued = queue.arm(deadline, entry.slack, id);
+        self.wake_for(&mut state, deadline);
+        true
+    }
+
+    /// Takes every timer out, for the caller to drop after the lock is
+    /// released (their callbacks may hold handles on the service: dropped
+    /// under the lock, one would take it again).
+    #[must_use = "the callbacks are dropped after the lock is released"]
+    pub(crate) fn clear(&self) -> Vec<Callback> {
+        let mut state = self.state.lock();
+        let state = &mut *state;
+        let ids = state.timers.keys();
+        ids.into_iter()
+            .filter_map(|id| state.disarm(id)?.callback)
+            .collect()
+    }
+
+    /// After arming a timer due at `deadline`: moves the alarm earlier if
+    /// the queue's next deadline now is.
+    fn wake_for(&self, state: &mut State<Q>, deadline: u64) {
+        // The queue files a timer at or after its deadline, so a deadline
+        // at or after the alarm cannot make the alarm early enough already.
+        if deadline >= state.alarm_at {
+            return;
+        }
+        if let Some(next) = state.queue.next_deadline().filter(|&n| n < state.alarm_at) {
+            self.alarm.set(Some(next));
+            state.alarm_at = next;
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        let mut state = self.state.lock();
+        state.stopping = true;
+        self.alarm.set(Some(0));
+    }
+
+    /// An expiry thread: rounds of at most `batch` steps until stopped.
+    pub(crate) fn run(&self) {
+        let mut rounds = Rounds::new();
+        loop {
+            match self.round(&mut rounds) {
+                Round::Stopped => {
+                    // Rung once, the alarm woke one thread; this one wakes
+                    // the next, until every worker has stopped.
+                    self.alarm.set(Some(0));
+                    return;
+                }
+                Round::Idle => self.alarm.wait(),
+                Round::Fired => {}
+            }
+        }
+    }
+
+    /// Now, on the side's clock.
+    pub(crate) fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// When the queue next has work (see [`Queue::next_deadline`]).
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
+        self.state.lock().queue.next_deadline()
+    }
+
+    /// One expiry round: takes at most `batch` steps' worth of due timers
+    /// out of the queue, then runs their callbacks without the lock.
+    pub(crate) fn round(&self, rounds: &mut Rounds) -> Round {
+        let Rounds { fired, unrecorded } = rounds;
+        {
+            let mut state = self.state.lock();
+            if state.stopping {
+                return Round::Stopped;
+            }
+            let now = self.clock.now().as_nanos();
+            self.take_expired(&mut state, now, fired);
+            // Due work left behind (the batch ran out) rings the alarm at
+            // once, for another worker or this one's next wait.
+            let next = state.queue.next_deadline().unwrap_or(u64::MAX);
+            if next != state.alarm_at || next <= now {
+                self.alarm.set((next != u64::MAX).then_some(next));
+                state.alarm_at = next;
+            }
+            if fired.is_empty() {
+                return Round::Idle;
+            }
+        }
+        for mut f in fired.drain(..) {
+            let start = self.clock.now().as_nanos();
+            unrecorded.push(start.saturating_sub(f.late_from));
+            self.record_lateness(unrecorded);
+            self.counters.fired.fetch_add(1, Ordering::Relaxed);
+            if self.grace.is_some() && start > f.bound {
+                self.counters.beyond_bound.fetch_add(1, Ordering::Relaxed);
+            }
+            // A panicking callback loses its own timer, not the thread.
+            let unwound = catch_unwind(AssertUnwindSafe(|| (f.callback)(f.expiry))).err();
+            if let Some(payload) = &unwound {
+                self.record_panic(payload.as_ref());
+            }
+            if f.periodic {
+                let mut state = self.state.lock();
+                if unwound.is_some() {
+                    // Left armed, it would be re-armed every period
+                    // with no callback to run, for ever. (Its entry has
+                    // no callback, which `f` holds: it may be dropped
+                    // here.)
+                    let _ = state.disarm(f.id);
+                } else if let Some(entry) = state.timers.get_mut(f.id) {
+                    // Still registered unless cancelled while it ran.
+                    entry.callback = Some(f.callback);
+                }
+            }
+        }
+        Round::Fired
+    }
+
+    /// Counts a callback's panic and keeps its message.
+    fn record_panic(&self, payload: &(dyn Any + Send)) {
+        self.counters.panics.fetch_add(1, Ordering::Relaxed);
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic with a payload that is not a string".into());
+        *self.last_panic.lock() = Some(message);
+    }
+
+    /// Moves `unrecorded` lateness figures into the histogram, unless a
+    /// reader is copying it: the copy of a histogram with an hour's range
+    /// (some 270 kB) takes microseconds, which a timer must not wait for.
+    fn record_lateness(&self, unrecorded: &mut Vec<u64>) {
+        let Some(mut histogram) = self.lateness.try_lock() else {
+            return;
+        };
+        for lateness in unrecorded.drain(..) {
+            histogram.saturating_record(lateness);
+        }
+    }
+
+    /// Takes due timers out of the queue, in at most `batch` steps; a
+    /// periodic one is re-armed at its next expiry right away, its callback
+    /// lent out.
+    fn take_expired(&self, state: &mut State<Q>, now: u64, fired: &mut Vec<Fired>) {
+        let State { queue, timers, .. } = state;
+        let mut budget = self.batch;
+        while let Some(id) = queue.poll(now, &mut budget) {
+            let Some(entry) = timers.get_mut(id) else {
+                continue;
+            };
+            let (deadline, late_from, slack) = (entry.deadline, entry.late_from, entry.slack);
+            // At the end of time (u64::MAX ns, reached only on simulated
+            // time) a periodic timer's next expiry saturates at `now`: the
+            // series has no expiry after it, and re-arming it at `now` would
+            // fire it again in the same round, for ever. So it ends there,
+            // as a one-shot timer.
+            let series = entry
+                .period
+                .map(|period| forward(deadline, now, period))
+                .filter(|&(next, _)| next > now);
+            let (callback, overruns, periodic) = match series {
+                Some((next, overruns)) => {
+                    entry.deadline = next;
+                    entry.late_from = next;
+                    entry.queued = queue.arm(next, slack, id);
+                    let callback = entry.callback.take();
+                    let overruns = if callback.is_some() {
+                        overruns + std::mem::take(&mut entry.skipped)
+                    } else {
+                        // Its callback still runs on another worker: this
+                        // expiry is an overrun of the next one it gets.
+                        entry.skipped += overruns + 1;
+                        0
+                    };
+                    (callback, overruns, true)
+                }
+                None => (timers.remove(id).and_then(|e| e.callback), 0, false),
+            };
+            if let Some(callback) = callback {
+                fired.push(Fired {
+                    id,
+                    expiry: Expiry {
+                        deadline: Instant::from_nanos(deadline),
+                        overruns,
+                    },
+                    late_from,
+                    bound: late_from
+                        .saturating_add(slack)
+                        .saturating_add(self.grace.unwrap_or(0)),
+                    periodic,
+                    callback,
+                });
+            }
+        }
+    }
+}
