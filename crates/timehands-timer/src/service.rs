@@ -25,9 +25,9 @@ pub struct Expiry {
     pub deadline: Instant,
     /// For a periodic timer, how many expiries after this one were already
     /// past when it fired and are skipped (see
-    /// [`forward`](crate::periodic::forward)), and how many came due while
-    /// its previous callback still ran on another soft worker; 0 for a
-    /// one-shot timer.
+    /// [`forward`](crate::periodic::forward)); 0 for a one-shot timer. (An
+    /// expiry due while the timer's callback still runs on another soft
+    /// worker waits for it, as on one thread.)
     pub overruns: u64,
 }
 

@@ -7,8 +7,9 @@
 //! may arm, cancel or reschedule timers (its own included). Several threads
 //! may run rounds on one side (the soft workers): each takes its own batch,
 //! and one timer's callback never runs on two at once (a periodic timer's
-//! callback is lent to the thread that runs it, and an expiry that comes
-//! due meanwhile is counted as an overrun of the next).
+//! callback is lent to the thread that runs it; an expiry that comes due
+//! meanwhile is parked, out of the queue, and queued again, due, when the
+//! callback is back, as if one thread had run them in turn).
 //!
 //! The alarm follows the queue: after every round it is set to the queue's
 //! next deadline (in the past when the round left due work behind, which
@@ -104,9 +105,9 @@ struct Entry<K> {
     late_from: u64,
     slack: u64,
     period: Option<u64>,
-    /// Expiries of a periodic timer that came due while its callback was
-    /// out, to be reported as overruns of the next one.
-    skipped: u64,
+    /// A periodic timer that came due while its callback was out: out of
+    /// the queue (its `queued` key stale) until the callback is back.
+    parked: bool,
     /// `None` while the callback of a periodic timer runs (it is lent to
     /// the expiry thread).
     callback: Option<Callback>,
@@ -277,7 +278,7 @@ impl<Q: Queue> Side<Q> {
             late_from: timer.deadline.max(now),
             slack: timer.slack,
             period: timer.period,
-            skipped: 0,
+            parked: false,
             callback: Some(timer.callback),
         });
         self.wake_for(&mut state, timer.deadline);
@@ -300,10 +301,12 @@ impl<Q: Queue> Side<Q> {
         let Some(entry) = timers.get_mut(id) else {
             return false;
         };
+        // A parked timer's key is stale, which the queue ignores.
         queue.disarm(entry.queued);
         entry.deadline = deadline;
         entry.late_from = deadline.max(now);
         entry.queued = queue.arm(deadline, entry.slack, id);
+        entry.parked = false;
         self.wake_for(&mut state, deadline);
         true
     }
@@ -380,9 +383,12 @@ impl<Q: Queue> Side<Q> {
             let now = self.clock.now().as_nanos();
             self.take_expired(&mut state, now, fired);
             // Due work left behind (the batch ran out) rings the alarm at
-            // once, for another worker or this one's next wait.
+            // once, for another worker or this one's next wait. Before a
+            // wait it is set even if unchanged: a ring taken for a deadline
+            // that timehands' clock has not reached yet (it may trail the
+            // kernel's by a little) must ring again.
             let next = state.queue.next_deadline().unwrap_or(u64::MAX);
-            if next != state.alarm_at || next <= now {
+            if fired.is_empty() || next != state.alarm_at || next <= now {
                 self.alarm.set((next != u64::MAX).then_some(next));
                 state.alarm_at = next;
             }
@@ -411,9 +417,21 @@ impl<Q: Queue> Side<Q> {
                     // no callback, which `f` holds: it may be dropped
                     // here.)
                     let _ = state.disarm(f.id);
-                } else if let Some(entry) = state.timers.get_mut(f.id) {
-                    // Still registered unless cancelled while it ran.
+                    continue;
+                }
+                let State { queue, timers, .. } = &mut *state;
+                let mut requeued = None;
+                // Still registered unless cancelled while it ran (then `f`
+                // and its callback go after the lock).
+                if let Some(entry) = timers.get_mut(f.id) {
                     entry.callback = Some(f.callback);
+                    if std::mem::take(&mut entry.parked) {
+                        entry.queued = queue.arm(entry.deadline, entry.slack, f.id);
+                        requeued = Some(entry.deadline);
+                    }
+                }
+                if let Some(deadline) = requeued {
+                    self.wake_for(&mut state, deadline);
                 }
             }
         }
@@ -464,20 +482,16 @@ impl<Q: Queue> Side<Q> {
                 .map(|period| forward(deadline, now, period))
                 .filter(|&(next, _)| next > now);
             let (callback, overruns, periodic) = match series {
+                Some(_) if entry.callback.is_none() => {
+                    // Its callback still runs on another worker.
+                    entry.parked = true;
+                    (None, 0, true)
+                }
                 Some((next, overruns)) => {
                     entry.deadline = next;
                     entry.late_from = next;
                     entry.queued = queue.arm(next, slack, id);
-                    let callback = entry.callback.take();
-                    let overruns = if callback.is_some() {
-                        overruns + std::mem::take(&mut entry.skipped)
-                    } else {
-                        // Its callback still runs on another worker: this
-                        // expiry is an overrun of the next one it gets.
-                        entry.skipped += overruns + 1;
-                        0
-                    };
-                    (callback, overruns, true)
+                    (entry.callback.take(), overruns, true)
                 }
                 None => (timers.remove(id).and_then(|e| e.callback), 0, false),
             };
@@ -497,5 +511,77 @@ impl<Q: Queue> Side<Q> {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, mpsc};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Scheduling;
+
+    /// The calling thread's priority as the kernel runs it now (field 18 of
+    /// its stat: -1 - rt_priority for a real-time priority, boosted or not).
+    fn effective_priority() -> i64 {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        // The command name, in parentheses, may hold spaces: count after it.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        fields[15].parse().unwrap()
+    }
+
+    #[test]
+    fn a_caller_holding_the_hard_lock_runs_at_the_waiting_expiry_threads_priority() {
+        const PRIORITY: i32 = 50;
+        let side = Arc::new(Side::new(DeadlineHeap::new(), 64, None, Clock::new()).unwrap());
+        let (tx, fired) = mpsc::channel();
+        side.arm(Armed {
+            deadline: timehands::now().as_nanos(),
+            slack: 0,
+            period: None,
+            callback: Box::new(move |_| {
+                let _ = tx.send(());
+            }),
+        });
+        // This (normal-priority) thread holds the lock the expiry thread
+        // needs for the due timer.
+        let held = side.state.lock();
+        let normal = effective_priority();
+        let (scheduled, scheduling) = mpsc::channel();
+        let expiry = {
+            let side = Arc::clone(&side);
+            std::thread::spawn(move || {
+                let _ = scheduled.send(crate::sched::request_fifo(PRIORITY));
+                side.run();
+            })
+        };
+        match scheduling.recv().unwrap() {
+            Scheduling::Fifo { .. } => {}
+            Scheduling::Normal { reason } => {
+                eprintln!("skipped: the expiry thread may not have SCHED_FIFO ({reason})");
+                drop(held);
+                side.stop();
+                expiry.join().unwrap();
+                return;
+            }
+        }
+        // Once the expiry thread blocks on the lock, the kernel lends its
+        // priority to the holder (a plain mutex never would: this would
+        // time out).
+        let until = timehands::now() + Duration::from_secs(60);
+        while effective_priority() != -1 - i64::from(PRIORITY) {
+            assert!(
+                timehands::now() < until,
+                "the holder was not boosted: it runs at {}",
+                effective_priority()
+            );
+            std::thread::yield_now();
+        }
+        drop(held);
+        assert_eq!(effective_priority(), normal, "the boost ends with the lock");
+        fired.recv_timeout(Duration::from_secs(60)).unwrap();
+        side.stop();
+        expiry.join().unwrap();
     }
 }
