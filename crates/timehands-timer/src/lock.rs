@@ -10,7 +10,10 @@
 //! the kernel runs the holder at the waiter's priority, so the wait lasts one
 //! critical section (a heap operation and a timerfd update), as an `rt_mutex`
 //! on PREEMPT_RT does for the kernel's own hrtimer bases. The uncontended
-//! path is a compare-and-swap in user space, as for any mutex.
+//! path is a compare-and-swap in user space, as for any mutex; a contended
+//! one always goes through the kernel, which is slower than a plain mutex's
+//! (a third of the arm+cancel rate with four threads on two CPUs), so locks
+//! that no real-time thread takes are made plain (`PTHREAD_PRIO_NONE`).
 //!
 //! After a fork the child has none of the parent's threads, but their locks
 //! as they were: [`Lock::reset`] makes one afresh for the child, forgetting
@@ -22,10 +25,13 @@ use std::mem::MaybeUninit;
 use std::ops::{Deref, DerefMut};
 use std::ptr;
 
-/// A mutual-exclusion lock with priority inheritance around a `T`.
+/// A mutual-exclusion lock around a `T`, with priority inheritance or
+/// without.
 pub(crate) struct Lock<T> {
     /// Boxed: a POSIX mutex must not move once initialized.
     mutex: Box<UnsafeCell<libc::pthread_mutex_t>>,
+    /// `PTHREAD_PRIO_INHERIT` or `PTHREAD_PRIO_NONE`.
+    protocol: libc::c_int,
     data: UnsafeCell<T>,
 }
 
@@ -43,12 +49,20 @@ pub(crate) struct Guard<'a, T> {
 }
 
 impl<T> Lock<T> {
-    pub(crate) fn new(value: T) -> Lock<T> {
+    /// A lock around `value` that lends a waiter's priority to its holder
+    /// if `inherit`.
+    pub(crate) fn new(value: T, inherit: bool) -> Lock<T> {
+        let protocol = if inherit {
+            libc::PTHREAD_PRIO_INHERIT
+        } else {
+            libc::PTHREAD_PRIO_NONE
+        };
         let lock = Lock {
             mutex: Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)),
+            protocol,
             data: UnsafeCell::new(value),
         };
-        init_priority_inheriting(lock.mutex.get());
+        init(lock.mutex.get(), protocol);
         lock
     }
 
@@ -90,24 +104,24 @@ impl<T> Lock<T> {
             ptr::write(self.data.get(), value);
             ptr::write(self.mutex.get(), libc::PTHREAD_MUTEX_INITIALIZER);
         }
-        init_priority_inheriting(self.mutex.get());
+        init(self.mutex.get(), self.protocol);
     }
 }
 
-/// Initializes the mutex at `mutex` with `PTHREAD_PRIO_INHERIT`.
-fn init_priority_inheriting(mutex: *mut libc::pthread_mutex_t) {
+/// Initializes the mutex at `mutex` with `protocol`.
+fn init(mutex: *mut libc::pthread_mutex_t, protocol: libc::c_int) {
     let mut attr = MaybeUninit::<libc::pthread_mutexattr_t>::uninit();
     // SAFETY: `attr` is initialized by the first call before the others use
     // it; `mutex` points at a mutex nobody else uses yet. The calls cannot
-    // fail on Linux with these arguments (glibc supports PRIO_INHERIT).
+    // fail on Linux with these arguments (glibc supports both protocols).
     let rc = unsafe {
         libc::pthread_mutexattr_init(attr.as_mut_ptr());
-        let rc = libc::pthread_mutexattr_setprotocol(attr.as_mut_ptr(), libc::PTHREAD_PRIO_INHERIT)
+        let rc = libc::pthread_mutexattr_setprotocol(attr.as_mut_ptr(), protocol)
             | libc::pthread_mutex_init(mutex, attr.as_ptr());
         libc::pthread_mutexattr_destroy(attr.as_mut_ptr());
         rc
     };
-    assert_eq!(rc, 0, "a priority-inheriting mutex: error {rc}");
+    assert_eq!(rc, 0, "a mutex with protocol {protocol}: error {rc}");
 }
 
 impl<T> Drop for Lock<T> {

@@ -95,16 +95,17 @@ impl Builder {
     pub(crate) fn shared(&self, clock: Clock, threaded: bool) -> io::Result<Arc<Shared>> {
         let tick = 1 << self.soft_tick_shift;
         Ok(Arc::new(Shared {
-            hard: Side::new(DeadlineHeap::new(), self.batch, None, clock.clone())?,
+            hard: Side::new(DeadlineHeap::new(), self.batch, None, true, clock.clone())?,
             soft: Side::new(
                 Wheel::new(self.soft_tick_shift),
                 self.batch,
                 Some(tick),
+                false,
                 clock,
             )?,
             builder: self.clone(),
             threaded,
-            threads: Lock::new(Vec::new()),
+            threads: Lock::new(Vec::new(), false),
             epoch: Epoch::new(),
         }))
     }
@@ -137,11 +138,11 @@ impl Builder {
 /// - hard timers live in a [`DeadlineHeap`], under their own lock, expired by
 ///   a thread that asks for SCHED_FIFO (see [`TimerService::scheduling`]) and
 ///   a 1 ns timer slack;
-/// - soft timers live in a [`Wheel`], under another lock, expired by
+/// - soft timers live in a [`Wheel`], under another (plain) lock, expired by
 ///   workers at a lower nice value (two by default:
 ///   [`Builder::soft_workers`]), coalesced within their slack.
 ///
-/// The locks inherit priority: a thread that arms or cancels a hard timer
+/// The hard side's locks inherit priority: a thread that arms or cancels a hard timer
 /// while the hard thread waits for the lock runs at the hard thread's
 /// priority until it lets go, so a caller preempted inside the lock cannot
 /// hold up a real-time deadline (priority inversion); the wait is one

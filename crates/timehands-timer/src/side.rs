@@ -187,7 +187,8 @@ struct Counters {
     panics: AtomicU64,
 }
 
-/// One kind of timer; see the module docs.
+/// One kind of timer; see the module docs. The hard side's locks inherit
+/// priority (see `lock`): its expiry thread is real-time.
 pub(crate) struct Side<Q: Queue> {
     state: Lock<State<Q>>,
     alarm: Alarm,
@@ -211,14 +212,15 @@ impl<Q: Queue> Side<Q> {
         queue: Q,
         batch: usize,
         grace: Option<u64>,
+        realtime: bool,
         clock: Clock,
     ) -> io::Result<Side<Q>> {
         Ok(Side {
-            state: Lock::new(State::new(queue)),
+            state: Lock::new(State::new(queue), realtime),
             alarm: Alarm::new()?,
-            lateness: Lock::new(histogram()),
+            lateness: Lock::new(histogram(), realtime),
             counters: Counters::default(),
-            last_panic: Lock::new(None),
+            last_panic: Lock::new(None, realtime),
             batch,
             grace,
             clock,
@@ -534,7 +536,7 @@ mod tests {
     #[test]
     fn a_caller_holding_the_hard_lock_runs_at_the_waiting_expiry_threads_priority() {
         const PRIORITY: i32 = 50;
-        let side = Arc::new(Side::new(DeadlineHeap::new(), 64, None, Clock::new()).unwrap());
+        let side = Arc::new(Side::new(DeadlineHeap::new(), 64, None, true, Clock::new()).unwrap());
         let (tx, fired) = mpsc::channel();
         side.arm(Armed {
             deadline: timehands::now().as_nanos(),
