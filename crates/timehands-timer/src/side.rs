@@ -135,9 +135,19 @@ pub(crate) enum Round {
     Fired,
 }
 
+/// A periodic timer's callback after its run in a round, to be given back
+/// to its entry; `None` if it panicked (the timer is then disarmed).
+struct Ran {
+    id: Key,
+    callback: Option<Callback>,
+}
+
 /// An expiry round's buffers, kept from one round to the next.
 pub(crate) struct Rounds {
     fired: Vec<Fired>,
+    ran: Vec<Ran>,
+    /// Callbacks whose timers went while they ran, dropped after the lock.
+    orphans: Vec<Callback>,
     unrecorded: Vec<u64>,
 }
 
@@ -145,6 +155,8 @@ impl Rounds {
     pub(crate) fn new() -> Rounds {
         Rounds {
             fired: Vec::new(),
+            ran: Vec::new(),
+            orphans: Vec::new(),
             unrecorded: Vec::new(),
         }
     }
@@ -374,9 +386,17 @@ impl<Q: Queue> Side<Q> {
     }
 
     /// One expiry round: takes at most `batch` steps' worth of due timers
-    /// out of the queue, then runs their callbacks without the lock.
+    /// out of the queue, runs their callbacks without the lock, then gives
+    /// the periodic ones' callbacks back under it (once for the round: a
+    /// lock per callback costs two contended lock operations per expiry
+    /// between soft workers).
     pub(crate) fn round(&self, rounds: &mut Rounds) -> Round {
-        let Rounds { fired, unrecorded } = rounds;
+        let Rounds {
+            fired,
+            ran,
+            orphans,
+            unrecorded,
+        } = rounds;
         {
             let mut state = self.state.lock();
             if state.stopping {
@@ -412,32 +432,44 @@ impl<Q: Queue> Side<Q> {
                 self.record_panic(payload.as_ref());
             }
             if f.periodic {
-                let mut state = self.state.lock();
-                if unwound.is_some() {
-                    // Left armed, it would be re-armed every period
-                    // with no callback to run, for ever. (Its entry has
-                    // no callback, which `f` holds: it may be dropped
-                    // here.)
-                    let _ = state.disarm(f.id);
-                    continue;
-                }
-                let State { queue, timers, .. } = &mut *state;
-                let mut requeued = None;
-                // Still registered unless cancelled while it ran (then `f`
-                // and its callback go after the lock).
-                if let Some(entry) = timers.get_mut(f.id) {
-                    entry.callback = Some(f.callback);
-                    if std::mem::take(&mut entry.parked) {
-                        entry.queued = queue.arm(entry.deadline, entry.slack, f.id);
-                        requeued = Some(entry.deadline);
-                    }
-                }
-                if let Some(deadline) = requeued {
-                    self.wake_for(&mut state, deadline);
-                }
+                ran.push(Ran {
+                    id: f.id,
+                    // Left armed, a timer whose callback panicked would be
+                    // re-armed every period with nothing to run, for ever.
+                    callback: unwound.is_none().then_some(f.callback),
+                });
             }
         }
+        if !ran.is_empty() {
+            self.give_back(ran, orphans);
+            orphans.clear();
+        }
         Round::Fired
+    }
+
+    /// Gives periodic timers their callbacks back after a round, queueing
+    /// those parked meanwhile; the callbacks of timers cancelled while they
+    /// ran go to `orphans`, for the caller to drop without the lock.
+    fn give_back(&self, ran: &mut Vec<Ran>, orphans: &mut Vec<Callback>) {
+        let mut state = self.state.lock();
+        for Ran { id, callback } in ran.drain(..) {
+            let Some(callback) = callback else {
+                // Its entry has no callback: dropping it is harmless here.
+                let _ = state.disarm(id);
+                continue;
+            };
+            let State { queue, timers, .. } = &mut *state;
+            let Some(entry) = timers.get_mut(id) else {
+                orphans.push(callback);
+                continue;
+            };
+            entry.callback = Some(callback);
+            if std::mem::take(&mut entry.parked) {
+                entry.queued = queue.arm(entry.deadline, entry.slack, id);
+                let deadline = entry.deadline;
+                self.wake_for(&mut state, deadline);
+            }
+        }
     }
 
     /// Counts a callback's panic and keeps its message.

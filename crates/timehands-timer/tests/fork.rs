@@ -89,7 +89,7 @@ fn reap(pid: libc::pid_t) -> Option<i32> {
 
 #[test]
 fn a_child_forked_at_random_moments_gets_a_working_service_and_never_hangs_or_panics() {
-    const FORKS: usize = 300;
+    const FORKS: usize = 200;
     // Parent's load: a fast periodic hard timer, soft timers on two
     // workers, and two threads moving a periodic timer of each kind in a
     // loop (each move takes the side's lock and may move its alarm).
