@@ -4,18 +4,20 @@
 //!
 //! An expiry round takes at most a batch of due timers out of the queue
 //! under the lock, then runs their callbacks without it, so that a callback
-//! may arm, cancel or reschedule timers (its own included). Several threads
+//! may arm, cancel or reschedule timers (its own included), and gives the
+//! periodic ones' callbacks back under the lock once. Several threads
 //! may run rounds on one side (the soft workers): each takes its own batch,
 //! and one timer's callback never runs on two at once (a periodic timer's
 //! callback is lent to the thread that runs it; an expiry that comes due
 //! meanwhile is parked, out of the queue, and queued again, due, when the
 //! callback is back, as if one thread had run them in turn).
 //!
-//! The alarm follows the queue: after every round it is set to the queue's
-//! next deadline (in the past when the round left due work behind, which
-//! rings it at once for another worker), and arming a timer earlier than it
-//! moves it earlier. So whenever the lock is free the alarm rings no later
-//! than the earliest work, whichever threads are asleep.
+//! The alarm follows the queue: after every round that changed the queue's
+//! next deadline, and before every wait, it is set to it (in the past when
+//! the round left due work behind, which rings it at once for another
+//! worker), and arming a timer earlier than it moves it earlier. So whenever
+//! the lock is free the alarm rings no later than the earliest work,
+//! whichever threads are asleep.
 
 use std::any::Any;
 use std::io;
@@ -568,7 +570,9 @@ mod tests {
     #[test]
     fn a_caller_holding_the_hard_lock_runs_at_the_waiting_expiry_threads_priority() {
         const PRIORITY: i32 = 50;
-        let side = Arc::new(Side::new(DeadlineHeap::new(), 64, None, true, Clock::new()).unwrap());
+        // The service's hard side, with an expiry thread of the test's own.
+        let shared = crate::Builder::new().shared(Clock::new(), false).unwrap();
+        let side = &shared.hard;
         let (tx, fired) = mpsc::channel();
         side.arm(Armed {
             deadline: timehands::now().as_nanos(),
@@ -584,10 +588,10 @@ mod tests {
         let normal = effective_priority();
         let (scheduled, scheduling) = mpsc::channel();
         let expiry = {
-            let side = Arc::clone(&side);
+            let shared = Arc::clone(&shared);
             std::thread::spawn(move || {
                 let _ = scheduled.send(crate::sched::request_fifo(PRIORITY));
-                side.run();
+                shared.hard.run();
             })
         };
         match scheduling.recv().unwrap() {
