@@ -4,8 +4,8 @@
 //!
 //! An expiry round takes at most a batch of due timers out of the queue
 //! under the lock, then runs their callbacks without it, so that a callback
-//! may arm, cancel or reschedule timers (its own included), and gives the
-//! periodic ones' callbacks back under the lock once. Several threads
+//! may arm, cancel or reschedule timers (its own included); the periodic
+//! ones' callbacks are given back under the next round's lock. Several threads
 //! may run rounds on one side (the soft workers): each takes its own batch,
 //! and one timer's callback never runs on two at once (a periodic timer's
 //! callback is lent to the thread that runs it; an expiry that comes due
@@ -144,7 +144,8 @@ struct Ran {
     callback: Option<Callback>,
 }
 
-/// An expiry round's buffers, kept from one round to the next.
+/// An expiry round's buffers, kept from one round to the next; the
+/// callbacks a round lent out are given back by the next.
 pub(crate) struct Rounds {
     fired: Vec<Fired>,
     ran: Vec<Ran>,
@@ -161,6 +162,11 @@ impl Rounds {
             orphans: Vec::new(),
             unrecorded: Vec::new(),
         }
+    }
+
+    /// Whether the last round lent callbacks out that the next gives back.
+    pub(crate) fn lent(&self) -> bool {
+        !self.ran.is_empty()
     }
 }
 
@@ -387,11 +393,12 @@ impl<Q: Queue> Side<Q> {
         self.state.lock().queue.next_deadline()
     }
 
-    /// One expiry round: takes at most `batch` steps' worth of due timers
-    /// out of the queue, runs their callbacks without the lock, then gives
-    /// the periodic ones' callbacks back under it (once for the round: a
-    /// lock per callback costs two contended lock operations per expiry
-    /// between soft workers).
+    /// One expiry round: gives the periodic timers of the last round their
+    /// callbacks back, takes at most `batch` steps' worth of due timers out
+    /// of the queue, then runs their callbacks without the lock. (Giving
+    /// the callbacks back in the next round's lock, which follows at once,
+    /// saves taking the lock once more per round: on the hard side, a
+    /// contended acquisition per expiry.)
     pub(crate) fn round(&self, rounds: &mut Rounds) -> Round {
         let Rounds {
             fired,
@@ -399,26 +406,30 @@ impl<Q: Queue> Side<Q> {
             orphans,
             unrecorded,
         } = rounds;
-        {
+        let ended = {
             let mut state = self.state.lock();
+            self.give_back(&mut state, ran, orphans);
             if state.stopping {
-                return Round::Stopped;
+                Some(Round::Stopped)
+            } else {
+                let now = self.clock.now().as_nanos();
+                self.take_expired(&mut state, now, fired);
+                // Due work left behind (the batch ran out) rings the alarm
+                // at once, for another worker or this one's next wait.
+                // Before a wait it is set even if unchanged: a ring taken
+                // for a deadline that timehands' clock has not reached yet
+                // (it may trail the kernel's by a little) must ring again.
+                let next = state.queue.next_deadline().unwrap_or(u64::MAX);
+                if fired.is_empty() || next != state.alarm_at || next <= now {
+                    self.alarm.set((next != u64::MAX).then_some(next));
+                    state.alarm_at = next;
+                }
+                fired.is_empty().then_some(Round::Idle)
             }
-            let now = self.clock.now().as_nanos();
-            self.take_expired(&mut state, now, fired);
-            // Due work left behind (the batch ran out) rings the alarm at
-            // once, for another worker or this one's next wait. Before a
-            // wait it is set even if unchanged: a ring taken for a deadline
-            // that timehands' clock has not reached yet (it may trail the
-            // kernel's by a little) must ring again.
-            let next = state.queue.next_deadline().unwrap_or(u64::MAX);
-            if fired.is_empty() || next != state.alarm_at || next <= now {
-                self.alarm.set((next != u64::MAX).then_some(next));
-                state.alarm_at = next;
-            }
-            if fired.is_empty() {
-                return Round::Idle;
-            }
+        };
+        orphans.clear();
+        if let Some(round) = ended {
+            return round;
         }
         for mut f in fired.drain(..) {
             let start = self.clock.now().as_nanos();
@@ -442,18 +453,13 @@ impl<Q: Queue> Side<Q> {
                 });
             }
         }
-        if !ran.is_empty() {
-            self.give_back(ran, orphans);
-            orphans.clear();
-        }
         Round::Fired
     }
 
     /// Gives periodic timers their callbacks back after a round, queueing
     /// those parked meanwhile; the callbacks of timers cancelled while they
     /// ran go to `orphans`, for the caller to drop without the lock.
-    fn give_back(&self, ran: &mut Vec<Ran>, orphans: &mut Vec<Callback>) {
-        let mut state = self.state.lock();
+    fn give_back(&self, state: &mut State<Q>, ran: &mut Vec<Ran>, orphans: &mut Vec<Callback>) {
         for Ran { id, callback } in ran.drain(..) {
             let Some(callback) = callback else {
                 // Its entry has no callback: dropping it is harmless here.
@@ -469,7 +475,7 @@ impl<Q: Queue> Side<Q> {
             if std::mem::take(&mut entry.parked) {
                 entry.queued = queue.arm(entry.deadline, entry.slack, id);
                 let deadline = entry.deadline;
-                self.wake_for(&mut state, deadline);
+                self.wake_for(state, deadline);
             }
         }
     }

@@ -1,4 +1,4 @@
-//! `Simulation`: a [`TimerService`](crate::TimerService) on a mock clock,
+//! `Simulation`: a [`TimerService`] on a mock clock,
 //! moved by hand.
 
 use std::io;
@@ -36,7 +36,7 @@ impl TimerService {
     }
 }
 
-/// Simulated time for a [`TimerService`](crate::TimerService) made by
+/// Simulated time for a [`TimerService`] made by
 /// [`TimerService::simulated`](crate::TimerService::simulated): the service
 /// has no threads, and its timers fire when the simulation's clock is moved
 /// past their deadlines, on the thread that moves it. Deterministic: nothing
@@ -203,13 +203,15 @@ impl Simulation {
     }
 }
 
-/// Runs `side`'s expiry rounds while it has work due on its clock; whether
-/// any timer fired.
+/// Runs `side`'s expiry rounds while it has work due on its clock, or
+/// callbacks to give back; whether any timer fired.
 fn fire_side<Q: Queue>(side: &Side<Q>, rounds: &mut Rounds) -> bool {
     let mut fired = false;
-    while side
-        .next_deadline()
-        .is_some_and(|deadline| deadline <= side.now().as_nanos())
+    // A last round gives back the callbacks the one before lent out.
+    while rounds.lent()
+        || side
+            .next_deadline()
+            .is_some_and(|deadline| deadline <= side.now().as_nanos())
     {
         match side.round(rounds) {
             Round::Stopped => break,
