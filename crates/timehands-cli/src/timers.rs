@@ -64,6 +64,9 @@ pub struct Args {
     /// cache eviction).
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub work: u64,
+    /// Threads of the service that expire soft timers.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub soft_workers: u64,
     /// SCHED_FIFO priority of the hard timer's thread and of the naive
     /// queue's thread (0: do not ask).
     #[arg(short, long, default_value_t = 50, value_parser = clap::value_parser!(i32).range(0..=99))]
@@ -81,6 +84,7 @@ struct Storm {
     window_ns: u64,
     slack: Duration,
     work: Duration,
+    soft_workers: usize,
     priority: Option<i32>,
 }
 
@@ -100,6 +104,7 @@ impl Storm {
             window_ns: args.window * 1_000_000,
             slack: Duration::from_micros(args.slack),
             work: Duration::from_nanos(args.work),
+            soft_workers: args.soft_workers as usize,
             priority: (args.priority > 0).then_some(args.priority),
         })
     }
@@ -131,6 +136,9 @@ struct Setup {
     p99_ns: u64,
     max_ns: u64,
     soft_expiries: u64,
+    /// Soft expiries after deadline + slack + one soft tick (the service's
+    /// bound; 0 for the naive queue, which promises none).
+    soft_beyond_bound: u64,
 }
 
 impl Setup {
@@ -144,6 +152,7 @@ impl Setup {
             p99_ns: hard.value_at_quantile(0.99),
             max_ns: hard.max(),
             soft_expiries: m.soft_expiries,
+            soft_beyond_bound: m.soft_beyond_bound,
         }
     }
 }
@@ -166,6 +175,7 @@ struct Report {
     window_ms: u64,
     slack_us: u64,
     work_ns: u64,
+    soft_workers: usize,
     hard_scheduling: String,
     naive_scheduling: String,
     setups: [Setup; 3],
@@ -180,6 +190,7 @@ struct Measured {
     /// a period late.
     missed: u64,
     soft_expiries: u64,
+    soft_beyond_bound: u64,
     scheduling: Scheduling,
 }
 
@@ -207,12 +218,15 @@ fn progress(what: &str, storm: &Storm) {
 fn service(storm: &Storm, soft: bool) -> anyhow::Result<Measured> {
     let service = Builder::new()
         .realtime_priority(storm.priority)
+        .soft_workers(storm.soft_workers)
         .build()
         .context("starting the timer service")?;
     if soft {
         for (first, period) in storm.soft_timers(timehands::now()) {
             let work = storm.work;
-            service.soft_periodic(first, period, storm.slack, move |_| spin(work));
+            service
+                .soft_periodic(first, period, storm.slack, move |_| spin(work))
+                .context("arming a soft timer")?;
         }
     }
     // The hard timer starts once everything is armed, so that arming is not
@@ -220,14 +234,18 @@ fn service(storm: &Storm, soft: bool) -> anyhow::Result<Measured> {
     let start = timehands::now() + Duration::from_millis(10);
     let missed = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&missed);
-    service.hard_periodic(start, Duration::from_nanos(storm.interval_ns), move |e| {
-        counted.fetch_add(e.overruns, Ordering::Relaxed);
-    });
+    service
+        .hard_periodic(start, Duration::from_nanos(storm.interval_ns), move |e| {
+            counted.fetch_add(e.overruns, Ordering::Relaxed);
+        })
+        .context("arming the hard timer")?;
     sleep_until(start + storm.run);
+    let soft = service.statistics().soft;
     Ok(Measured {
         hard: service.hard_lateness(),
         missed: missed.load(Ordering::Relaxed),
-        soft_expiries: service.soft_lateness().len(),
+        soft_expiries: soft.fired,
+        soft_beyond_bound: soft.beyond_bound,
         scheduling: service.scheduling().clone(),
     })
 }
@@ -284,6 +302,7 @@ fn naive(storm: &Storm) -> anyhow::Result<Measured> {
         hard,
         missed,
         soft_expiries: soft_expiries.load(Ordering::Relaxed),
+        soft_beyond_bound: 0,
         scheduling,
     })
 }
@@ -320,6 +339,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         window_ms: args.window,
         slack_us: args.slack,
         work_ns: args.work,
+        soft_workers: storm.soft_workers,
         hard_scheduling: unloaded.scheduling.to_string(),
         naive_scheduling: stacked.scheduling.to_string(),
         setups,
@@ -343,7 +363,11 @@ fn text(r: &Report) -> String {
         r.work_ns,
         r.duration_s
     );
-    let _ = writeln!(out, "service hard thread: {}", r.hard_scheduling);
+    let _ = writeln!(
+        out,
+        "service hard thread: {}; {} soft workers",
+        r.hard_scheduling, r.soft_workers
+    );
     let _ = writeln!(out, "naive queue thread:  {}", r.naive_scheduling);
     out.push('\n');
     let _ = writeln!(
@@ -365,6 +389,14 @@ fn text(r: &Report) -> String {
             s.soft_expiries
         );
     }
+    let loaded = &r.setups[1];
+    let _ = writeln!(
+        out,
+        "service's soft timers beyond deadline + slack + one tick: {} of {} ({:.3}%)",
+        loaded.soft_beyond_bound,
+        loaded.soft_expiries,
+        100.0 * ratio(loaded.soft_beyond_bound, loaded.soft_expiries)
+    );
     out.push('\n');
     let x = &r.ratios;
     let _ = writeln!(

@@ -11,7 +11,13 @@
 //!   [`heap::DeadlineHeap`], expired by a thread that asks for SCHED_FIFO;
 //! - **soft** timers ([`TimerService::soft_at`]): deferrable within a
 //!   slack, in a hierarchical timing [`wheel::Wheel`] with O(1) arm and
-//!   cancel, coalesced, expired by a worker of their own.
+//!   cancel, coalesced, expired by workers of their own.
+//!
+//! The hard side's lock inherits priority, so that threads arming hard
+//! timers cannot hold its real-time thread up; a forked child gets a
+//! service of its own; dropping the service frees every callback; and
+//! [`TimerService::statistics`] counts soft timers that missed their bound
+//! and callbacks that panicked (see [`TimerService`]).
 //!
 //! Deadlines are [`timehands::Instant`]s, points on CLOCK_MONOTONIC, so the
 //! expiry threads sleep on timerfds with absolute deadlines, and
@@ -23,15 +29,18 @@
 
 mod alarm;
 mod arena;
+mod fork;
 pub mod heap;
+mod lock;
 pub mod periodic;
 pub mod sched;
 mod service;
+mod side;
 mod simulated;
 mod sleep;
 pub mod wheel;
 
 pub use sched::Scheduling;
-pub use service::{Builder, Expiry, Timer, TimerService};
+pub use service::{Builder, Expiry, SideStatistics, Statistics, Timer, TimerService};
 pub use simulated::Simulation;
 pub use sleep::sleep_until;

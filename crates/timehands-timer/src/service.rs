@@ -1,22 +1,22 @@
-//! `TimerService`: hard timers on a real-time thread, soft timers on a
-//! worker of their own; see [`TimerService`].
+//! `TimerService`: hard timers on a real-time thread, soft timers on
+//! workers of their own; see [`TimerService`].
 
 use std::fmt;
 use std::io;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
+use std::sync::{Arc, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use timehands::{Clock, Instant};
 
-use crate::alarm::Alarm;
-use crate::arena::{Arena, Key};
-use crate::heap::{DeadlineHeap, HeapKey};
-use crate::periodic::forward;
+use crate::arena::Key;
+use crate::fork::Epoch;
+use crate::heap::DeadlineHeap;
+use crate::lock::Lock;
 use crate::sched::{self, Scheduling};
-use crate::wheel::{Wheel, WheelKey};
+use crate::side::{Armed, Callback, Side};
+use crate::wheel::Wheel;
 
 /// What a callback is told when its timer fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,16 +24,12 @@ pub struct Expiry {
     /// The deadline this expiry is for.
     pub deadline: Instant,
     /// For a periodic timer, how many expiries after this one were already
-    /// past when it fired and are skipped (see [`forward`]); 0 for a
-    /// one-shot timer.
+    /// past when it fired and are skipped (see
+    /// [`forward`](crate::periodic::forward)); 0 for a one-shot timer. (An
+    /// expiry due while the timer's callback still runs on another soft
+    /// worker waits for it, as on one thread.)
     pub overruns: u64,
 }
-
-type Callback = Box<dyn FnMut(Expiry) + Send>;
-
-/// The lateness histograms count nanoseconds up to an hour; later is
-/// recorded as an hour.
-const LATENESS_MAX_NS: u64 = 3_600_000_000_000;
 
 /// Builds a [`TimerService`] with non-default settings.
 #[derive(Clone, Debug)]
@@ -41,21 +37,27 @@ pub struct Builder {
     soft_tick_shift: u32,
     batch: usize,
     priority: Option<i32>,
+    soft_workers: usize,
 }
 
 impl Default for Builder {
     fn default() -> Self {
         Builder {
             soft_tick_shift: 20,
-            batch: 64,
+            batch: 256,
             priority: Some(50),
+            soft_workers: 2,
         }
     }
 }
 
 impl Builder {
-    /// The defaults: soft ticks of 2^20 ns (about 1 ms), batches of 64
-    /// expiries, SCHED_FIFO priority 50 asked for the hard thread.
+    /// The defaults: soft ticks of 2^20 ns (about 1 ms), batches of 256
+    /// steps (a round's lock is held some microseconds; with 64, the moves
+    /// of a wheel slot's timers down a level took so many rounds that
+    /// timers due behind them missed the soft bound two to three times as
+    /// often),
+    /// SCHED_FIFO priority 50 asked for the hard thread, two soft workers.
     pub fn new() -> Builder {
         Builder::default()
     }
@@ -82,60 +84,53 @@ impl Builder {
         self
     }
 
-    /// The two queues, on `clock`.
-    pub(crate) fn shared(&self, clock: Clock) -> io::Result<Arc<Shared>> {
+    /// How many threads expire soft timers (at least 1): the soft bound
+    /// holds while they keep up with the soft callbacks' work, so a load
+    /// of more work per soft tick than one thread does in a tick needs more
+    /// of them (see [`TimerService::soft_at`]).
+    pub fn soft_workers(mut self, workers: usize) -> Builder {
+        self.soft_workers = workers.max(1);
+        self
+    }
+
+    /// The two queues, on `clock`, with expiry threads to come if
+    /// `threaded` (none on simulated time).
+    pub(crate) fn shared(&self, clock: Clock, threaded: bool) -> io::Result<Arc<Shared>> {
+        let tick = 1 << self.soft_tick_shift;
         Ok(Arc::new(Shared {
-            hard: Side::new(DeadlineHeap::new(), self.batch, clock.clone())?,
-            soft: Side::new(Wheel::new(self.soft_tick_shift), self.batch, clock)?,
+            hard: Side::new(DeadlineHeap::new(), self.batch, None, true, clock.clone())?,
+            soft: Side::new(
+                Wheel::new(self.soft_tick_shift),
+                self.batch,
+                Some(tick),
+                false,
+                clock,
+            )?,
+            builder: self.clone(),
+            threaded,
+            threads: Lock::new(Vec::new(), false),
+            epoch: Epoch::new(),
         }))
     }
 
-    /// Starts the two expiry threads.
+    /// Starts the expiry threads: the hard one and the soft workers.
     pub fn build(self) -> io::Result<TimerService> {
-        let shared = self.shared(Clock::new())?;
         // The service exists before its threads so that, if one cannot be
-        // started, dropping it stops and joins the one that was; the
+        // started, dropping it stops and joins those that were; the
         // placeholder scheduling is replaced before anyone can read it.
         let mut service = TimerService {
-            shared,
-            threads: Vec::with_capacity(2),
+            shared: self.shared(Clock::new(), true)?,
             scheduling: Scheduling::Normal {
                 reason: "the hard thread has not started".into(),
             },
         };
-        let (tx, rx) = mpsc::channel();
-        let hard = {
-            let shared = Arc::clone(&service.shared);
-            let priority = self.priority;
-            thread::Builder::new()
-                .name("timehands-hard".into())
-                .spawn(move || {
-                    let scheduling = sched::precise_thread(priority);
-                    // The builder waits for this; it cannot have gone.
-                    let _ = tx.send(scheduling);
-                    shared.hard.run();
-                })?
-        };
-        service.threads.push(hard);
-        let soft = {
-            let shared = Arc::clone(&service.shared);
-            thread::Builder::new()
-                .name("timehands-soft".into())
-                .spawn(move || {
-                    sched::lower_priority(10);
-                    shared.soft.run();
-                })?
-        };
-        service.threads.push(soft);
-        service.scheduling = rx
-            .recv()
-            .map_err(|_| io::Error::other("hard thread died"))?;
+        service.scheduling = service.shared.start()?;
         Ok(service)
     }
 }
 
-/// The timer service: hard timers on a real-time thread, soft timers on a
-/// worker of their own, so that no pile of soft timers delays a hard one.
+/// The timer service: hard timers on a real-time thread, soft timers on
+/// workers of their own, so that no pile of soft timers delays a hard one.
 ///
 /// This is the user-space answer to the hrtimer stacking seen on PREEMPT_RT: there,
 /// the expiry work of many sloppy timers (sleeps and timeouts of ordinary
@@ -146,8 +141,15 @@ impl Builder {
 /// - hard timers live in a [`DeadlineHeap`], under their own lock, expired by
 ///   a thread that asks for SCHED_FIFO (see [`TimerService::scheduling`]) and
 ///   a 1 ns timer slack;
-/// - soft timers live in a [`Wheel`], under another lock, expired by a
-///   worker at a lower nice value, coalesced within their slack.
+/// - soft timers live in a [`Wheel`], under another (plain) lock, expired by
+///   workers at a lower nice value (two by default:
+///   [`Builder::soft_workers`]), coalesced within their slack.
+///
+/// The hard side's locks inherit priority: a thread that arms or cancels a hard timer
+/// while the hard thread waits for the lock runs at the hard thread's
+/// priority until it lets go, so a caller preempted inside the lock cannot
+/// hold up a real-time deadline (priority inversion); the wait is one
+/// critical section.
 ///
 /// Each thread sleeps on a timerfd set to the absolute deadline of its queue
 /// (CLOCK_MONOTONIC, the origin of `timehands::Instant`); arming an earlier
@@ -156,7 +158,16 @@ impl Builder {
 /// that reach them count against the same batch), then runs their
 /// callbacks without it (so a callback may arm, cancel or reschedule
 /// timers, its own included), and records each one's lateness (callback
-/// start minus deadline) in the side's histogram.
+/// start minus deadline, or minus the time it was armed if that was later)
+/// in the side's histogram.
+///
+/// A callback runs on its side's thread, so one that blocks holds that
+/// thread: a hard callback that sleeps 300 ms makes every hard timer due
+/// meanwhile 300 ms late, and a soft one takes a soft worker away for as
+/// long. Hand blocking work to a thread of its own (send it on a channel
+/// from the callback). A callback that panics loses its timer (a periodic
+/// one is disarmed), not the thread: the panic is counted in
+/// [`TimerService::statistics`], with its message.
 ///
 /// What is due is decided on timehands' clock, so that no callback sees
 /// `timehands::now()` before its deadline, while the kernel wakes the thread
@@ -179,11 +190,26 @@ impl Builder {
 /// ```
 ///
 /// Dropping the service stops its threads once their current callbacks
-/// return; timers still armed never fire. A callback may drop it too (when
-/// it holds the last reference): its own thread then ends after it returns.
+/// return, and drops the callbacks of the timers still armed, which never
+/// fire (so a callback that holds its own [`Timer`] does not keep the
+/// service's memory and descriptors alive). A callback may drop it too
+/// (when it holds the last reference): its own thread then ends after it
+/// returns.
+///
+/// # Fork
+///
+/// A child process forked while the service runs gets a service of its own,
+/// on the first call it makes to it (or to a [`Timer`]): new expiry threads
+/// (the parent's are not in the child), no timers (those armed before the
+/// fork stay the parent's, as POSIX timers do: in the child they never fire,
+/// their handles cancel and reschedule nothing, and their callbacks are
+/// forgotten, never dropped, as they may hold locks of the parent's threads)
+/// and statistics from zero. No lock is taken around the fork, so a fork is
+/// never held up by the service, and none the parent's threads held is
+/// inherited held. The [`scheduling`](TimerService::scheduling) reported is
+/// the parent's.
 pub struct TimerService {
     shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
     scheduling: Scheduling,
 }
 
@@ -193,22 +219,109 @@ pub struct Timer {
     shared: Arc<Shared>,
     id: Key,
     hard: bool,
+    /// The process it was armed in (see [`Epoch`]): in a forked child, a
+    /// handle from the parent names nothing.
+    epoch: u64,
+}
+
+/// What the service has done since it started, from
+/// [`TimerService::statistics`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Statistics {
+    /// The hard timers'.
+    pub hard: SideStatistics,
+    /// The soft timers'.
+    pub soft: SideStatistics,
+}
+
+/// One side's counts: see [`Statistics`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SideStatistics {
+    /// Expiries whose callbacks ran (or started to).
+    pub fired: u64,
+    /// Soft expiries whose callbacks started after the soft bound,
+    /// `deadline + slack + one soft tick` (from when the timer was armed if
+    /// that was later): the soft workers did not keep up. Always 0 on the
+    /// hard side, which promises no bound (see
+    /// [`TimerService::hard_lateness`]).
+    pub beyond_bound: u64,
+    /// Callbacks that panicked.
+    pub panics: u64,
+    /// The message of the last callback that panicked, if it was a string.
+    pub last_panic: Option<String>,
 }
 
 pub(crate) struct Shared {
     pub(crate) hard: Side<DeadlineHeap<Key>>,
     pub(crate) soft: Side<Wheel<Key>>,
+    builder: Builder,
+    /// Whether the service has expiry threads (not on simulated time).
+    threaded: bool,
+    threads: Lock<Vec<JoinHandle<()>>>,
+    epoch: Epoch,
+}
+
+impl Shared {
+    /// Starts the expiry threads; how the hard one is scheduled.
+    fn start(self: &Arc<Self>) -> io::Result<Scheduling> {
+        let (tx, rx) = mpsc::channel();
+        let shared = Arc::clone(self);
+        let priority = self.builder.priority;
+        let hard = thread::Builder::new()
+            .name("timehands-hard".into())
+            .spawn(move || {
+                let scheduling = sched::precise_thread(priority);
+                // `start` waits for this; it cannot have gone.
+                let _ = tx.send(scheduling);
+                shared.hard.run();
+            })?;
+        self.threads.lock().push(hard);
+        for _ in 0..self.builder.soft_workers {
+            let shared = Arc::clone(self);
+            let soft = thread::Builder::new()
+                .name("timehands-soft".into())
+                .spawn(move || {
+                    sched::lower_priority(10);
+                    shared.soft.run();
+                })?;
+            self.threads.lock().push(soft);
+        }
+        rx.recv().map_err(|_| io::Error::other("hard thread died"))
+    }
+
+    /// Every call into the service enters here first: in a forked child,
+    /// the first one gives the child a service of its own (see
+    /// [`TimerService`]'s "Fork").
+    pub(crate) fn enter(self: &Arc<Self>) {
+        self.epoch.enter(|| {
+            // SAFETY: `Epoch::enter` runs this on one thread, others
+            // waiting for it, and the service's own threads are the
+            // parent's: none is in this process.
+            let alarms = unsafe {
+                // Joining a thread of the parent fails; its handle is
+                // forgotten.
+                self.threads.reset(Vec::new());
+                let hard = self.hard.reset_after_fork(DeadlineHeap::new());
+                let soft = self
+                    .soft
+                    .reset_after_fork(Wheel::new(self.builder.soft_tick_shift));
+                hard.and(soft)
+            };
+            if self.threaded && alarms.is_ok() {
+                // No call can report threads that do not start (nor alarms
+                // that could not be made): the child's timers then stay
+                // armed, unfired.
+                let _ = self.start();
+            }
+        });
+    }
 }
 
 impl TimerService {
     /// A service on `shared` with no expiry threads (simulated time fires
     /// its timers), scheduled as `scheduling` says.
     pub(crate) fn without_threads(shared: Arc<Shared>, scheduling: Scheduling) -> TimerService {
-        TimerService {
-            shared,
-            threads: Vec::new(),
-            scheduling,
-        }
+        TimerService { shared, scheduling }
     }
 
     /// A service with the [`Builder`]'s defaults.
@@ -230,25 +343,49 @@ impl TimerService {
         self.arm(true, deadline, Duration::ZERO, None, Box::new(callback))
     }
 
-    /// A periodic hard timer: first at `first`, then every `period` (a
-    /// period of zero is taken as 1 ns).
+    /// A periodic hard timer: first at `first`, then every `period`; a
+    /// period of zero is an error of kind `InvalidInput`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timehands_timer::TimerService;
+    ///
+    /// let service = TimerService::new()?;
+    /// let refused = service.hard_periodic(timehands::now(), Duration::ZERO, |_| {});
+    /// assert_eq!(
+    ///     refused.unwrap_err().to_string(),
+    ///     "hard_periodic: a period of 0 ns: a periodic timer needs at least 1 ns"
+    /// );
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn hard_periodic(
         &self,
         first: Instant,
         period: Duration,
         callback: impl FnMut(Expiry) + Send + 'static,
-    ) -> Timer {
-        self.arm(
+    ) -> io::Result<Timer> {
+        let period = period_nanos("hard_periodic", period)?;
+        Ok(self.arm(
             true,
             first,
             Duration::ZERO,
             Some(period),
             Box::new(callback),
-        )
+        ))
     }
 
-    /// A soft timer: `callback` runs on the soft worker between `deadline`
-    /// and `deadline + slack` (plus one soft tick).
+    /// A soft timer: `callback` runs on a soft worker between `deadline`
+    /// and `deadline + slack + one soft tick` (from when it is armed, for a
+    /// deadline already past).
+    ///
+    /// That bound holds while the soft workers keep up: each worker polls
+    /// the wheel between callbacks, so a timer comes out late when every
+    /// worker is busy for longer than its slack and a tick, with callbacks
+    /// due before it or one that blocks, or kept off the CPU. With `w`
+    /// workers that have the CPU, the work of the soft callbacks due in any
+    /// stretch of a tick and the slack must fit in `w` times that stretch.
+    /// Timers fired beyond the bound are counted in
+    /// [`SideStatistics::beyond_bound`].
     pub fn soft_at(
         &self,
         deadline: Instant,
@@ -258,16 +395,19 @@ impl TimerService {
         self.arm(false, deadline, slack, None, Box::new(callback))
     }
 
-    /// A periodic soft timer: first at `first`, then every `period` (zero
-    /// is taken as 1 ns), each expiry within `slack` (plus one soft tick).
+    /// A periodic soft timer: first at `first`, then every `period`, each
+    /// expiry within `slack` (plus one soft tick, as
+    /// [`soft_at`](TimerService::soft_at) says); a period of zero is an
+    /// error of kind `InvalidInput`.
     pub fn soft_periodic(
         &self,
         first: Instant,
         period: Duration,
         slack: Duration,
         callback: impl FnMut(Expiry) + Send + 'static,
-    ) -> Timer {
-        self.arm(false, first, slack, Some(period), Box::new(callback))
+    ) -> io::Result<Timer> {
+        let period = period_nanos("soft_periodic", period)?;
+        Ok(self.arm(false, first, slack, Some(period), Box::new(callback)))
     }
 
     /// The hard timers' lateness so far, in nanoseconds.
@@ -276,6 +416,7 @@ impl TimerService {
     /// for: an expiry it records while a copy is being made joins the
     /// histogram at the thread's next expiry.
     pub fn hard_lateness(&self) -> Histogram<u64> {
+        self.shared.enter();
         self.shared.hard.lateness()
     }
 
@@ -283,7 +424,31 @@ impl TimerService {
     /// included), in nanoseconds; copied as [`TimerService::hard_lateness`]
     /// is.
     pub fn soft_lateness(&self) -> Histogram<u64> {
+        self.shared.enter();
         self.shared.soft.lateness()
+    }
+
+    /// The service's counts: expiries, soft ones beyond their bound, and
+    /// callbacks' panics.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use timehands_timer::TimerService;
+    ///
+    /// let (service, simulation) = TimerService::simulated()?;
+    /// service.hard_at(simulation.now(), |_| panic!("out of range"));
+    /// simulation.advance(Duration::from_millis(1));
+    /// let statistics = service.statistics();
+    /// assert_eq!(statistics.hard.panics, 1);
+    /// assert_eq!(statistics.hard.last_panic.as_deref(), Some("out of range"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn statistics(&self) -> Statistics {
+        self.shared.enter();
+        Statistics {
+            hard: self.shared.hard.statistics(),
+            soft: self.shared.soft.statistics(),
+        }
     }
 
     fn arm(
@@ -291,13 +456,14 @@ impl TimerService {
         hard: bool,
         deadline: Instant,
         slack: Duration,
-        period: Option<Duration>,
+        period: Option<u64>,
         callback: Callback,
     ) -> Timer {
+        self.shared.enter();
         let timer = Armed {
             deadline: deadline.as_nanos(),
             slack: saturating_nanos(slack),
-            period: period.map(saturating_nanos),
+            period,
             callback,
         };
         let id = if hard {
@@ -309,16 +475,24 @@ impl TimerService {
             shared: Arc::clone(&self.shared),
             id,
             hard,
+            epoch: Epoch::current(),
         }
     }
 }
 
 impl Drop for TimerService {
     fn drop(&mut self) {
-        self.shared.hard.stop();
-        self.shared.soft.stop();
+        let shared = &self.shared;
+        shared.enter();
+        shared.hard.stop();
+        shared.soft.stop();
+        // The callbacks go before the threads are joined, and outside the
+        // queues' locks: one that holds its own `Timer` holds the shared
+        // state, which would otherwise never be freed.
+        drop((shared.hard.clear(), shared.soft.clear()));
+        let threads = std::mem::take(&mut *shared.threads.lock());
         let current = thread::current().id();
-        for thread in self.threads.drain(..) {
+        for thread in threads {
             // Dropped by one of its own callbacks: that thread stops when the
             // callback returns, and joining it would wait for itself.
             if thread.thread().id() != current {
@@ -331,10 +505,11 @@ impl Drop for TimerService {
 
 impl fmt::Debug for TimerService {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.shared.enter();
         f.debug_struct("TimerService")
             .field("scheduling", &self.scheduling)
-            .field("hard_armed", &lock(&self.shared.hard.state).timers.len())
-            .field("soft_armed", &lock(&self.shared.soft.state).timers.len())
+            .field("hard_armed", &self.shared.hard.armed())
+            .field("soft_armed", &self.shared.soft.armed())
             .finish()
     }
 }
@@ -354,8 +529,12 @@ impl Timer {
     /// fired: taken out of its queue by the expiry thread, so that its
     /// callback has run, runs or is about to (a periodic timer cancelled
     /// while its callback runs stops after that run), or a periodic timer
-    /// whose callback panicked.
+    /// whose callback panicked, or a timer armed before a fork, in the
+    /// child.
     pub fn cancel(&self) -> bool {
+        if !self.enter() {
+            return false;
+        }
         if self.hard {
             self.shared.hard.cancel(self.id)
         } else {
@@ -365,13 +544,22 @@ impl Timer {
 
     /// Moves the timer's next expiry to `deadline` (a periodic timer keeps
     /// its period from there); `false` if it had already fired or was
-    /// cancelled.
+    /// cancelled, or was armed before a fork, in the child.
     pub fn reschedule(&self, deadline: Instant) -> bool {
+        if !self.enter() {
+            return false;
+        }
         if self.hard {
             self.shared.hard.reschedule(self.id, deadline.as_nanos())
         } else {
             self.shared.soft.reschedule(self.id, deadline.as_nanos())
         }
+    }
+
+    /// Enters the service; whether the timer was armed in this process.
+    fn enter(&self) -> bool {
+        self.shared.enter();
+        self.epoch == Epoch::current()
     }
 }
 
@@ -379,336 +567,14 @@ fn saturating_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// A queue of timer ids by deadline: the heap for hard timers, the wheel for
-/// soft ones.
-pub(crate) trait Queue: Send {
-    /// Names a timer in the queue.
-    type QueueKey: Copy + Send;
-    fn arm(&mut self, deadline: u64, slack: u64, id: Key) -> Self::QueueKey;
-    fn disarm(&mut self, key: Self::QueueKey);
-    /// A timer due at `now`, in at most `budget` steps counted off it;
-    /// `None` when none is due or the budget ran out.
-    fn poll(&mut self, now: u64, budget: &mut usize) -> Option<Key>;
-    fn next_deadline(&self) -> Option<u64>;
-}
-
-impl Queue for DeadlineHeap<Key> {
-    type QueueKey = HeapKey;
-    fn arm(&mut self, deadline: u64, _slack: u64, id: Key) -> HeapKey {
-        self.push(deadline, id)
+/// A periodic timer's period in nanoseconds, refused if zero (a timer that
+/// is always due: its thread would do nothing else).
+fn period_nanos(method: &str, period: Duration) -> io::Result<u64> {
+    if period.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{method}: a period of 0 ns: a periodic timer needs at least 1 ns"),
+        ));
     }
-    fn disarm(&mut self, key: HeapKey) {
-        self.remove(key);
-    }
-    fn poll(&mut self, now: u64, budget: &mut usize) -> Option<Key> {
-        *budget = budget.checked_sub(1)?;
-        self.pop_expired(now).map(|(_, id)| id)
-    }
-    fn next_deadline(&self) -> Option<u64> {
-        self.peek()
-    }
-}
-
-impl Queue for Wheel<Key> {
-    type QueueKey = WheelKey;
-    fn arm(&mut self, deadline: u64, slack: u64, id: Key) -> WheelKey {
-        self.insert(deadline, slack, id)
-    }
-    fn disarm(&mut self, key: WheelKey) {
-        self.remove(key);
-    }
-    fn poll(&mut self, now: u64, budget: &mut usize) -> Option<Key> {
-        self.poll_bounded(now, budget)
-    }
-    fn next_deadline(&self) -> Option<u64> {
-        Wheel::next_deadline(self)
-    }
-}
-
-/// A timer as the user armed it.
-struct Armed {
-    deadline: u64,
-    slack: u64,
-    period: Option<u64>,
-    callback: Callback,
-}
-
-/// A timer in a side's registry.
-struct Entry<K> {
-    /// Its key in the queue.
-    queued: K,
-    deadline: u64,
-    slack: u64,
-    period: Option<u64>,
-    /// `None` while the callback of a periodic timer runs (it is lent to
-    /// the expiry thread).
-    callback: Option<Callback>,
-}
-
-/// One timer taken out of the queue in an expiry round.
-struct Fired {
-    id: Key,
-    expiry: Expiry,
-    periodic: bool,
-    callback: Callback,
-}
-
-/// One kind of timer: its queue and registry under one lock, the alarm its
-/// expiry thread sleeps on, its lateness histogram, and the clock that says
-/// what is due.
-pub(crate) struct Side<Q: Queue> {
-    state: Mutex<State<Q>>,
-    alarm: Alarm,
-    lateness: Mutex<Histogram<u64>>,
-    batch: usize,
-    clock: Clock,
-}
-
-/// What an expiry round did.
-pub(crate) enum Round {
-    /// The service is stopping: nothing was taken.
-    Stopped,
-    /// Nothing was due (or the round's steps all went to moving soft
-    /// timers down the wheel); the alarm is set for the next deadline.
-    Idle,
-    /// Timers fired.
-    Fired,
-}
-
-/// An expiry round's buffers, kept from one round to the next.
-pub(crate) struct Rounds {
-    fired: Vec<Fired>,
-    unrecorded: Vec<u64>,
-}
-
-impl Rounds {
-    pub(crate) fn new() -> Rounds {
-        Rounds {
-            fired: Vec::new(),
-            unrecorded: Vec::new(),
-        }
-    }
-}
-
-struct State<Q: Queue> {
-    queue: Q,
-    timers: Arena<Entry<Q::QueueKey>>,
-    /// The alarm's deadline while the expiry thread sleeps (`u64::MAX` for
-    /// none); `None` while it is awake and will look at the queue again.
-    sleeping_until: Option<u64>,
-    stopping: bool,
-}
-
-impl<Q: Queue> State<Q> {
-    /// Removes timer `id` from the registry and its queue, and returns its
-    /// entry; `None` if it is not registered.
-    #[must_use = "an entry's callback is dropped after the lock is released"]
-    fn disarm(&mut self, id: Key) -> Option<Entry<Q::QueueKey>> {
-        let entry = self.timers.remove(id)?;
-        self.queue.disarm(entry.queued);
-        Some(entry)
-    }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Callbacks run outside the locks and their panics are caught, so a
-    // poisoned lock still guards consistent data.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl<Q: Queue> Side<Q> {
-    fn new(queue: Q, batch: usize, clock: Clock) -> io::Result<Side<Q>> {
-        Ok(Side {
-            state: Mutex::new(State {
-                queue,
-                timers: Arena::new(),
-                sleeping_until: None,
-                stopping: false,
-            }),
-            alarm: Alarm::new()?,
-            lateness: Mutex::new(
-                Histogram::new_with_max(LATENESS_MAX_NS, 3).expect("valid histogram bounds"),
-            ),
-            batch,
-            clock,
-        })
-    }
-
-    fn lateness(&self) -> Histogram<u64> {
-        lock(&self.lateness).clone()
-    }
-
-    fn arm(&self, timer: Armed) -> Key {
-        let mut state = lock(&self.state);
-        let State { queue, timers, .. } = &mut *state;
-        let id = timers.insert_with(|id| Entry {
-            queued: queue.arm(timer.deadline, timer.slack, id),
-            deadline: timer.deadline,
-            slack: timer.slack,
-            period: timer.period,
-            callback: Some(timer.callback),
-        });
-        self.wake_for(&mut state, timer.deadline);
-        id
-    }
-
-    fn cancel(&self, id: Key) -> bool {
-        // The entry outlives the guard: dropping its callback runs the
-        // destructors of what it captured, which may call into the service
-        // (dropping the last reference to it stops its threads, under this
-        // lock).
-        let entry = lock(&self.state).disarm(id);
-        entry.is_some()
-    }
-
-    fn reschedule(&self, id: Key, deadline: u64) -> bool {
-        let mut state = lock(&self.state);
-        let State { queue, timers, .. } = &mut *state;
-        let Some(entry) = timers.get_mut(id) else {
-            return false;
-        };
-        queue.disarm(entry.queued);
-        entry.deadline = deadline;
-        entry.queued = queue.arm(deadline, entry.slack, id);
-        self.wake_for(&mut state, deadline);
-        true
-    }
-
-    /// After arming a timer due at `deadline`: moves a sleeping expiry
-    /// thread's alarm earlier if the queue's next deadline now is.
-    fn wake_for(&self, state: &mut State<Q>, deadline: u64) {
-        // The queue files a timer at or after its deadline, so a deadline
-        // at or after the alarm cannot make the alarm early enough already.
-        let Some(alarm) = state.sleeping_until else {
-            return;
-        };
-        if deadline >= alarm {
-            return;
-        }
-        if let Some(next) = state.queue.next_deadline().filter(|&n| n < alarm) {
-            self.alarm.set(Some(next));
-            state.sleeping_until = Some(next);
-        }
-    }
-
-    fn stop(&self) {
-        let mut state = lock(&self.state);
-        state.stopping = true;
-        self.alarm.set(Some(0));
-    }
-
-    /// The expiry thread: rounds of at most `batch` steps until stopped.
-    fn run(&self) {
-        let mut rounds = Rounds::new();
-        loop {
-            match self.round(&mut rounds) {
-                Round::Stopped => return,
-                Round::Idle => self.alarm.wait(),
-                Round::Fired => {}
-            }
-        }
-    }
-
-    /// Now, on the side's clock.
-    pub(crate) fn now(&self) -> Instant {
-        self.clock.now()
-    }
-
-    /// When the queue next has work (see [`Queue::next_deadline`]).
-    pub(crate) fn next_deadline(&self) -> Option<u64> {
-        lock(&self.state).queue.next_deadline()
-    }
-
-    /// One expiry round: takes at most `batch` steps' worth of due timers
-    /// out of the queue, then runs their callbacks without the lock.
-    pub(crate) fn round(&self, rounds: &mut Rounds) -> Round {
-        let Rounds { fired, unrecorded } = rounds;
-        {
-            let mut state = lock(&self.state);
-            if state.stopping {
-                return Round::Stopped;
-            }
-            state.sleeping_until = None;
-            self.take_expired(&mut state, fired);
-            if fired.is_empty() {
-                // After a round that ran out of steps moving soft timers
-                // down the wheel, the next deadline is now: the wait
-                // returns at once.
-                let next = state.queue.next_deadline();
-                state.sleeping_until = Some(next.unwrap_or(u64::MAX));
-                self.alarm.set(next);
-                return Round::Idle;
-            }
-        }
-        for mut f in fired.drain(..) {
-            let start = self.clock.now().as_nanos();
-            unrecorded.push(start.saturating_sub(f.expiry.deadline.as_nanos()));
-            self.record_lateness(unrecorded);
-            // A panicking callback loses its own timer, not the thread.
-            let unwound = catch_unwind(AssertUnwindSafe(|| (f.callback)(f.expiry))).is_err();
-            if f.periodic {
-                let mut state = lock(&self.state);
-                if unwound {
-                    // Left armed, it would be re-armed every period
-                    // with no callback to run, for ever. (Its entry has
-                    // no callback, which `f` holds: it may be dropped
-                    // here.)
-                    let _ = state.disarm(f.id);
-                } else if let Some(entry) = state.timers.get_mut(f.id) {
-                    // Still registered unless cancelled while it ran.
-                    entry.callback = Some(f.callback);
-                }
-            }
-        }
-        Round::Fired
-    }
-
-    /// Moves `unrecorded` lateness figures into the histogram, unless a
-    /// reader is copying it: the copy of a histogram with an hour's range
-    /// (some 270 kB) takes microseconds, which a timer must not wait for.
-    fn record_lateness(&self, unrecorded: &mut Vec<u64>) {
-        let mut histogram = match self.lateness.try_lock() {
-            Ok(histogram) => histogram,
-            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(TryLockError::WouldBlock) => return,
-        };
-        for lateness in unrecorded.drain(..) {
-            histogram.saturating_record(lateness);
-        }
-    }
-
-    /// Takes due timers out of the queue, in at most `batch` steps; a
-    /// periodic one is re-armed at its next expiry right away, its callback
-    /// lent out.
-    fn take_expired(&self, state: &mut State<Q>, fired: &mut Vec<Fired>) {
-        let now = self.clock.now().as_nanos();
-        let State { queue, timers, .. } = state;
-        let mut budget = self.batch;
-        while let Some(id) = queue.poll(now, &mut budget) {
-            let Some(entry) = timers.get_mut(id) else {
-                continue;
-            };
-            let deadline = entry.deadline;
-            let (callback, overruns, periodic) = match entry.period {
-                Some(period) => {
-                    let (next, overruns) = forward(deadline, now, period);
-                    entry.deadline = next;
-                    entry.queued = queue.arm(next, entry.slack, id);
-                    (entry.callback.take(), overruns, true)
-                }
-                None => (timers.remove(id).and_then(|e| e.callback), 0, false),
-            };
-            if let Some(callback) = callback {
-                fired.push(Fired {
-                    id,
-                    expiry: Expiry {
-                        deadline: Instant::from_nanos(deadline),
-                        overruns,
-                    },
-                    periodic,
-                    callback,
-                });
-            }
-        }
-    }
+    Ok(saturating_nanos(period))
 }

@@ -1,14 +1,15 @@
-//! `Simulation`: a [`TimerService`](crate::TimerService) on a mock clock,
+//! `Simulation`: a [`TimerService`] on a mock clock,
 //! moved by hand.
 
 use std::io;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use timehands::{Clock, Instant, Mock};
 
 use crate::Scheduling;
-use crate::service::{Builder, Round, Rounds, Shared, Side, TimerService, lock};
+use crate::service::{Builder, Shared, TimerService};
+use crate::side::{Queue, Round, Rounds, Side};
 
 impl Builder {
     /// A service on simulated time, and the [`Simulation`] that moves it: no
@@ -16,7 +17,7 @@ impl Builder {
     /// that calls it (the realtime priority is not used).
     pub fn simulated(self) -> io::Result<(TimerService, Simulation)> {
         let (clock, mock) = Clock::mock();
-        let shared = self.shared(clock.clone())?;
+        let shared = self.shared(clock.clone(), false)?;
         let service = TimerService::without_threads(
             Arc::clone(&shared),
             Scheduling::Normal {
@@ -35,7 +36,7 @@ impl TimerService {
     }
 }
 
-/// Simulated time for a [`TimerService`](crate::TimerService) made by
+/// Simulated time for a [`TimerService`] made by
 /// [`TimerService::simulated`](crate::TimerService::simulated): the service
 /// has no threads, and its timers fire when the simulation's clock is moved
 /// past their deadlines, on the thread that moves it. Deterministic: nothing
@@ -67,7 +68,7 @@ impl TimerService {
 /// let log = Arc::clone(&fired);
 /// service.hard_periodic(start + Duration::from_secs(1), Duration::from_secs(1), move |e| {
 ///     log.lock().unwrap().push((e.deadline - start, e.overruns));
-/// });
+/// })?;
 /// simulation.advance(Duration::from_secs(2));
 /// simulation.jump(Duration::from_secs(3)); // held up for 3 s
 /// let secs = Duration::from_secs;
@@ -111,9 +112,10 @@ impl Simulation {
         self.inner.mock.now()
     }
 
-    /// Moves the clock forward by `d` (see [`advance_to`](Simulation::advance_to)).
+    /// Moves the clock forward by `d` (see [`advance_to`](Simulation::advance_to)),
+    /// stopping at the end of time (`u64::MAX` ns), as the mock clock does.
     pub fn advance(&self, d: Duration) {
-        self.advance_to(self.now() + d);
+        self.advance_to(self.later_by(d));
     }
 
     /// Moves the clock to `target` from deadline to deadline, firing at each
@@ -141,9 +143,16 @@ impl Simulation {
     }
 
     /// Moves the clock forward by `d` at once, then fires what is due (see
-    /// [`jump_to`](Simulation::jump_to)).
+    /// [`jump_to`](Simulation::jump_to)); at most to the end of time.
     pub fn jump(&self, d: Duration) {
-        self.jump_to(self.now() + d);
+        self.jump_to(self.later_by(d));
+    }
+
+    /// `d` after now, or the end of time if that is later.
+    fn later_by(&self, d: Duration) -> Instant {
+        self.now()
+            .checked_add(d)
+            .unwrap_or(Instant::from_nanos(u64::MAX))
     }
 
     /// Sets the clock to `t` at once, as if the expiry threads had been held
@@ -158,7 +167,7 @@ impl Simulation {
     /// Blocks the calling thread until the clock reaches `deadline`; returns
     /// at once for one that has passed.
     pub fn sleep_until(&self, deadline: Instant) {
-        let mut sleepers = lock(&self.inner.sleepers);
+        let mut sleepers = self.sleepers();
         while self.now() < deadline {
             sleepers = self
                 .inner
@@ -168,12 +177,20 @@ impl Simulation {
         }
     }
 
+    fn sleepers(&self) -> MutexGuard<'_, ()> {
+        // It guards nothing but the wait, which a panic cannot leave halfway.
+        self.inner
+            .sleepers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Sets the clock and wakes the sleepers to look at it.
     fn set(&self, nanos: u64) {
         self.inner.mock.set(Instant::from_nanos(nanos));
         // Under the sleepers' lock: one that saw the old time is waiting
         // already, and gets the notification.
-        let _sleepers = lock(&self.inner.sleepers);
+        let _sleepers = self.sleepers();
         self.inner.moved.notify_all();
     }
 
@@ -181,17 +198,20 @@ impl Simulation {
     /// may arm timers that are due already).
     fn fire_due(&self, rounds: &mut Rounds) {
         let shared = &self.inner.shared;
+        shared.enter();
         while fire_side(&shared.hard, rounds) | fire_side(&shared.soft, rounds) {}
     }
 }
 
-/// Runs `side`'s expiry rounds while it has work due on its clock; whether
-/// any timer fired.
-fn fire_side<Q: crate::service::Queue>(side: &Side<Q>, rounds: &mut Rounds) -> bool {
+/// Runs `side`'s expiry rounds while it has work due on its clock, or
+/// callbacks to give back; whether any timer fired.
+fn fire_side<Q: Queue>(side: &Side<Q>, rounds: &mut Rounds) -> bool {
     let mut fired = false;
-    while side
-        .next_deadline()
-        .is_some_and(|deadline| deadline <= side.now().as_nanos())
+    // A last round gives back the callbacks the one before lent out.
+    while rounds.lent()
+        || side
+            .next_deadline()
+            .is_some_and(|deadline| deadline <= side.now().as_nanos())
     {
         match side.round(rounds) {
             Round::Stopped => break,

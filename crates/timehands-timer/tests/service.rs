@@ -4,7 +4,8 @@
 //! during and after expiry; reschedule moves a sleeping thread's alarm; a
 //! timer armed by a callback on the other side's thread; a panicking callback
 //! and a callback that drops the service; the hard thread's scheduling;
-//! `sleep_until` returns not before its deadline. No timing thresholds: the
+//! `sleep_until` returns not before its deadline; a periodic soft timer on
+//! two workers never runs twice at once nor loses an expiry. No timing thresholds: the
 //! generous `recv_timeout`s only turn a hang into a failure, and "during
 //! expiry" is made by holding the expiry thread in a callback. What needs no
 //! thread (deadline order, periodic timers and overruns, callbacks that
@@ -12,6 +13,7 @@
 //! tests/simulated.rs.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
@@ -156,7 +158,8 @@ fn a_hard_timer_fires_while_the_soft_thread_is_held_in_a_callback() {
 
 #[test]
 fn cancel_before_during_and_after_expiry_on_both_sides() {
-    let service = TimerService::new().unwrap();
+    // One soft worker: held, it holds the whole soft side.
+    let service = Builder::new().soft_workers(1).build().unwrap();
     let (tx, rx) = mpsc::channel();
     for hard in [true, false] {
         let before = arm(&service, hard, soon(3_600_000_000), reporter(tx.clone()));
@@ -276,4 +279,41 @@ fn sleep_until_returns_not_before_its_deadline() {
     }
     // A deadline long past returns at once rather than failing.
     sleep_until(Instant::from_nanos(1));
+}
+
+#[test]
+fn a_periodic_soft_callback_never_runs_on_two_workers_at_once_nor_loses_an_expiry() {
+    // Soft ticks of 1 µs, so that expiries come due while the callback
+    // runs, and the other worker is free to take them.
+    let service = Builder::new()
+        .soft_workers(2)
+        .soft_tick_shift(10)
+        .build()
+        .unwrap();
+    let period = Duration::from_micros(100);
+    let running = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let flag = Arc::clone(&running);
+    let timer = service
+        .soft_periodic(soon(0), period, Duration::ZERO, move |expiry| {
+            let overlapped = flag.swap(true, Ordering::SeqCst);
+            sleep_until(timehands::now() + period * 3);
+            flag.store(false, Ordering::SeqCst);
+            let _ = tx.send((overlapped, expiry));
+        })
+        .unwrap();
+    let runs: Vec<(bool, Expiry)> = (0..20).map(|_| rx.recv_timeout(HANG).unwrap()).collect();
+    assert!(timer.cancel());
+    assert!(runs.iter().all(|(overlapped, _)| !overlapped), "{runs:?}");
+    // Each run's next is the first expiry after those it skipped: every
+    // expiry of the series is run or counted.
+    for pair in runs.windows(2) {
+        let ((_, a), (_, b)) = (pair[0], pair[1]);
+        let periods = u32::try_from(a.overruns + 1).unwrap();
+        assert_eq!(
+            b.deadline - a.deadline,
+            period * periods,
+            "{a:?} then {b:?}"
+        );
+    }
 }

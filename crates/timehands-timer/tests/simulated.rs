@@ -142,7 +142,8 @@ fn a_periodic_timer_fires_every_period_and_after_a_jump_counts_what_it_missed() 
                 Duration::ZERO,
                 logger(&log, &simulation, name),
             )
-        };
+        }
+        .unwrap();
         // Four periods' expiries, each on the series first + k * period (a
         // soft one fires at the wheel's tick after it: one more tick).
         let tick = if hard {
@@ -197,7 +198,9 @@ fn callbacks_may_cancel_or_reschedule_their_own_timers() {
             let _ = tx.send((periodic, timer.reschedule(later), timer.cancel()));
         };
         let timer = if periodic {
-            service.hard_periodic(later, Duration::from_micros(100), callback)
+            service
+                .hard_periodic(later, Duration::from_micros(100), callback)
+                .unwrap()
         } else {
             service.hard_at(later, callback)
         };
@@ -249,9 +252,11 @@ fn timers_armed_by_callbacks_fire_in_the_same_advance_and_a_panic_loses_only_its
     let log = Log::default();
     let start = simulation.now();
     service.hard_at(start + ms(1), |_| panic!("a callback's panic"));
-    let panicking = service.hard_periodic(start + ms(1), ms(1), |_| {
-        panic!("a periodic callback's panic")
-    });
+    let panicking = service
+        .hard_periodic(start + ms(1), ms(1), |_| {
+            panic!("a periodic callback's panic")
+        })
+        .unwrap();
     let chained = Arc::clone(&service);
     let chained_log = logger(&log, &simulation, "armed by a callback");
     let mut chained_log = Some(chained_log);
@@ -315,4 +320,147 @@ fn a_dropped_service_fires_nothing_and_time_still_moves() {
     simulation.advance(ms(5));
     assert!(taken(&log).is_empty());
     assert_eq!(simulation.now(), start + ms(5));
+}
+
+/// Runs `f` on a thread of its own; fails (instead of hanging) if it has
+/// not returned after a generous wait.
+fn within_a_minute(f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("returned (a panic or a hang fails here)");
+}
+
+#[test]
+fn advance_and_jump_by_any_duration_or_to_the_end_of_time_neither_panic_nor_hang() {
+    type Move = fn(&Simulation);
+    // `advance` fires a periodic timer every period, so its periods here are
+    // long enough to count on the way to the end of time (2^60 ns, some 36
+    // years); a jump fires it once, however short.
+    let long = Duration::from_nanos(1 << 60);
+    let moves: [(&str, Move, Duration); 4] = [
+        ("advance(MAX)", |s| s.advance(Duration::MAX), long),
+        ("jump(MAX)", |s| s.jump(Duration::MAX), ms(1)),
+        (
+            "advance_to(end)",
+            |s| s.advance_to(Instant::from_nanos(u64::MAX)),
+            long,
+        ),
+        (
+            "jump_to(end)",
+            |s| s.jump_to(Instant::from_nanos(u64::MAX)),
+            ms(1),
+        ),
+    ];
+    for (name, move_to_the_end, period) in moves {
+        within_a_minute(move || {
+            let (service, simulation) = TimerService::simulated().unwrap();
+            let log = Log::default();
+            let start = simulation.now();
+            let hard = service
+                .hard_periodic(start, period, logger(&log, &simulation, "hard"))
+                .unwrap();
+            let soft = service
+                .soft_periodic(start, period, ms(1), logger(&log, &simulation, "soft"))
+                .unwrap();
+            service.hard_at(start + ms(1), logger(&log, &simulation, "one-shot"));
+            move_to_the_end(&simulation);
+            assert_eq!(simulation.now(), Instant::from_nanos(u64::MAX), "{name}");
+            // All fired, and the periodic series ended at the end of time.
+            let fired = taken(&log);
+            for timer in ["hard", "soft", "one-shot"] {
+                assert!(fired.iter().any(|(n, _, _)| *n == timer), "{name}: {timer}");
+            }
+            assert!(!hard.cancel() && !soft.cancel(), "{name}: still armed");
+            // Time cannot move on; moving it is no error.
+            move_to_the_end(&simulation);
+            simulation.advance(ms(1));
+            simulation.jump(ms(1));
+            assert!(taken(&log).is_empty(), "{name}");
+        });
+    }
+}
+
+#[test]
+fn a_zero_period_is_refused_with_an_error_that_names_it() {
+    let (service, simulation) = TimerService::simulated().unwrap();
+    let hard = service.hard_periodic(simulation.now(), Duration::ZERO, |_| {});
+    let soft = service.soft_periodic(simulation.now(), Duration::ZERO, ms(1), |_| {});
+    for (refused, method) in [(hard, "hard_periodic"), (soft, "soft_periodic")] {
+        let error = refused.unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);
+        assert_eq!(
+            error.to_string(),
+            format!("{method}: a period of 0 ns: a periodic timer needs at least 1 ns")
+        );
+    }
+    assert!(
+        service
+            .hard_periodic(simulation.now(), Duration::from_nanos(1), |_| {})
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_timer_armed_or_rescheduled_in_the_past_is_late_from_then() {
+    let (service, simulation) = TimerService::simulated().unwrap();
+    let start = simulation.now();
+    simulation.advance(Duration::from_secs(3600));
+    service.hard_at(start, |_| {});
+    let moved = service.hard_at(simulation.now() + ms(5), |_| {});
+    assert!(moved.reschedule(start + ms(1)));
+    service.soft_at(start, Duration::ZERO, |_| {});
+    simulation.advance(ms(1));
+    let hard = service.hard_lateness();
+    assert_eq!((hard.len(), hard.max()), (2, 0));
+    // A soft timer comes out at the wheel's next tick after it was armed.
+    let soft = service.soft_lateness();
+    assert_eq!(soft.len(), 1);
+    assert!(soft.max() <= 1 << 20, "late by {} ns", soft.max());
+    assert_eq!(service.statistics().soft.beyond_bound, 0);
+}
+
+#[test]
+fn soft_timers_fired_beyond_their_bound_are_counted() {
+    let (service, simulation) = TimerService::simulated().unwrap();
+    let start = simulation.now();
+    // Bound: deadline + 1 ms of slack + one tick of 2^20 ns.
+    service.soft_at(start + ms(1), ms(1), |_| {});
+    service.soft_at(start + ms(20), ms(1), |_| {});
+    simulation.advance(ms(5));
+    // As if the soft workers had been held up past the second's bound.
+    simulation.jump(ms(30));
+    let statistics = service.statistics();
+    assert_eq!(statistics.soft.fired, 2);
+    assert_eq!(statistics.soft.beyond_bound, 1);
+    assert_eq!(statistics.hard, Default::default());
+}
+
+#[test]
+fn panicking_callbacks_are_counted_with_their_message() {
+    let (service, simulation) = TimerService::simulated().unwrap();
+    let start = simulation.now();
+    service.hard_at(start + ms(1), |_| panic!("first"));
+    let code = 7;
+    service.soft_at(start + ms(2), Duration::ZERO, move |_| {
+        panic!("soft, code {code}")
+    });
+    service.hard_at(start + ms(3), |_| std::panic::panic_any(42));
+    simulation.advance(ms(1));
+    assert_eq!(
+        service.statistics().hard.last_panic.as_deref(),
+        Some("first")
+    );
+    simulation.advance(ms(5));
+    let statistics = service.statistics();
+    assert_eq!((statistics.hard.fired, statistics.hard.panics), (2, 2));
+    assert_eq!(
+        statistics.hard.last_panic.as_deref(),
+        Some("a panic with a payload that is not a string")
+    );
+    assert_eq!(statistics.soft.panics, 1);
+    assert_eq!(statistics.soft.last_panic.as_deref(), Some("soft, code 7"));
 }

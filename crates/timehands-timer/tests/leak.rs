@@ -1,0 +1,73 @@
+//! Callbacks that hold their own timers do not keep the service alive:
+//! dropping it drops every callback (counted) and closes its timerfds
+//! (counted in /proc/self/fd). Alone in its test binary, so that no other
+//! test's service opens or closes a timerfd meanwhile.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use timehands_timer::{Timer, TimerService};
+
+/// Counts its drops.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The process's open timerfds.
+fn timerfds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().contains("timerfd"))
+        .count()
+}
+
+#[test]
+fn callbacks_that_hold_their_own_timers_are_dropped_with_the_service() {
+    let before = timerfds();
+    let service = TimerService::new().unwrap();
+    assert!(timerfds() > before, "the service's alarms are timerfds");
+    let drops = Arc::new(AtomicUsize::new(0));
+    let later = timehands::now() + Duration::from_secs(3600);
+    let soon = timehands::now() + Duration::from_millis(1);
+    let mut armed = 0;
+    // Periodic timers that have fired (their callbacks lent out and back)
+    // and timers not due yet, on both sides: each callback holds its own
+    // handle, which holds the service's shared state.
+    for first in [soon, later] {
+        for hard in [true, false] {
+            for periodic in [true, false] {
+                let own = Arc::new(OnceLock::<Timer>::new());
+                let (held, counted) = (Arc::clone(&own), Counted(Arc::clone(&drops)));
+                let callback = move |_| {
+                    let _ = (held.get(), &counted);
+                };
+                let period = Duration::from_millis(1);
+                let slack = Duration::ZERO;
+                let timer = match (hard, periodic) {
+                    (true, true) => service.hard_periodic(first, period, callback).unwrap(),
+                    (true, false) => service.hard_at(first, callback),
+                    (false, true) => service
+                        .soft_periodic(first, period, slack, callback)
+                        .unwrap(),
+                    (false, false) => service.soft_at(first, slack, callback),
+                };
+                assert!(own.set(timer).is_ok());
+                armed += 1;
+            }
+        }
+    }
+    timehands_timer::sleep_until(soon + Duration::from_millis(5));
+    drop(service);
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        armed,
+        "every callback dropped"
+    );
+    assert_eq!(timerfds(), before, "every timerfd closed");
+}
