@@ -195,7 +195,12 @@ pub(super) fn coarse_nanos() -> u64 {
 pub(super) fn realtime_coarse() -> Duration {
     match REALTIME_COARSE.load(Ordering::Acquire) {
         0 => Duration::from_nanos(coarse_nanos_long_way::<true>()),
-        word => Duration::new(word >> NANOS_BITS, (word & ((1 << NANOS_BITS) - 1)) as u32),
+        // The nanoseconds are below 10^9 as stored; `min` says so to the
+        // compiler, which then leaves out `Duration::new`'s carry.
+        word => Duration::new(
+            word >> NANOS_BITS,
+            ((word & ((1 << NANOS_BITS) - 1)) as u32).min(999_999_999),
+        ),
     }
 }
 
