@@ -62,7 +62,8 @@
 //! promise's time (every hands agrees with the current one up to it, so no
 //! reader asks anything, and none cancels), until a windup, which
 //! [compares the line with the reference](Timekeeper::windup_following) and
-//! takes out a gap the reference did not see. No read is then more than the
+//! resumes on it, where the counter ran through a gap the reference did not
+//! see or a stop let the rate's error add up. No read is then more than the
 //! promise (two intervals) ahead of the reference, and none steps back: the
 //! new hands starts no earlier than the promise's time.
 //!
