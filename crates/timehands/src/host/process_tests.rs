@@ -361,12 +361,11 @@ fn stopped() -> Result<(), String> {
                 checker.worst
             );
         }
-        if let Some(at) = resumed
-            && within_1us.is_none()
-            && checker.worst.abs() < 1_000
-        {
-            within_1us = Some(k - at);
-            println!("within 1 µs {} µs after the resume", (k - at) / 1_000);
+        if let (Some(at), None) = (resumed, within_1us) {
+            if checker.worst.abs() < 1_000 {
+                within_1us = Some(k - at);
+                println!("within 1 µs {} µs after the resume", (k - at) / 1_000);
+            }
         }
         last = k;
     }
