@@ -653,10 +653,19 @@ pub(super) fn kernel_timekeeper(uptime: BinTime, count: Option<u64>) -> Timekeep
 /// The clock, started at its first use.
 #[inline]
 pub(crate) fn clock() -> &'static HostClock {
-    CLOCK.get_or_init(|| {
-        fork::STARTING.store(true, Ordering::Release);
-        HostClock::start()
-    })
+    match CLOCK.get() {
+        Some(clock) => clock,
+        None => start_clock(),
+    }
+}
+
+/// The first use: says a start is under way before it is (a fork waits for
+/// it: see fork.rs), then starts the clock, once.
+#[cold]
+#[inline(never)]
+fn start_clock() -> &'static HostClock {
+    fork::STARTING.store(true, Ordering::Release);
+    CLOCK.get_or_init(HostClock::start)
 }
 
 /// The process's clock, once started.

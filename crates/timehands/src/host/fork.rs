@@ -57,12 +57,17 @@ pub(super) fn register() {
     unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
 }
 
+/// Whether the handlers were registered before `main` (for the test that
+/// the linker kept the entry).
+static BEFORE_MAIN: AtomicBool = AtomicBool::new(false);
+
 /// Registers the handlers before `main`, while the process has one thread.
 #[cfg(target_os = "linux")]
 #[used]
 #[unsafe(link_section = ".init_array")]
 static REGISTER_BEFORE_MAIN: extern "C" fn() = {
     extern "C" fn register_before_main() {
+        BEFORE_MAIN.store(true, Ordering::Release);
         register();
     }
     register_before_main
@@ -153,6 +158,6 @@ pub(super) fn point(_name: &'static str) {
 
 /// Whether the handlers were registered before `main` (test access).
 #[cfg(test)]
-pub(super) fn registered() -> bool {
-    REGISTERED.load(Ordering::Acquire)
+pub(super) fn registered_before_main() -> bool {
+    BEFORE_MAIN.load(Ordering::Acquire)
 }

@@ -30,7 +30,7 @@ pub fn getres(id: ClockId) -> Resolution {
     // The bound grows from the last measurement at the rate's uncertainty;
     // a read of ours and one of the kernel's are each rounded down to whole
     // nanoseconds: two more.
-    let accuracy = Duration::from_nanos(clock.accuracy_nanos() + 2);
+    let accuracy = Duration::from_nanos(clock.accuracy_nanos().saturating_add(2));
     // Realtime's offset from Monotonic was measured too.
     let realtime_accuracy =
         accuracy + Duration::from_nanos(clock.realtime_uncertainty.load(Ordering::Relaxed));
@@ -151,14 +151,23 @@ pub fn info() -> Info {
         fallback,
         refused,
     } = clock.facts().clone();
-    let steering = clock.steering();
-    let accuracy = getres(ClockId::Monotonic).accuracy;
+    // The steering's figures, copied: nothing below runs under its lock (a
+    // read there may wind up, and a windup may take it).
+    let (frequency_hz, frequency_uncertainty_ppb, frequency_correction_ppb, steerings) = {
+        let steering = clock.steering();
+        (
+            steering.frequency_hz(),
+            steering.uncertainty_ppb(),
+            steering.correction_ppb(),
+            steering.steerings(),
+        )
+    };
     Info {
         counter: clock.timekeeper().counter().kind(),
-        frequency_hz: steering.frequency_hz(),
+        frequency_hz,
         frequency_source,
-        frequency_uncertainty_ppb: steering.uncertainty_ppb(),
-        frequency_correction_ppb: steering.correction_ppb(),
+        frequency_uncertainty_ppb,
+        frequency_correction_ppb,
         verdicts: verdicts
             .into_iter()
             .chain(clock.cross_cpu.get().cloned())
@@ -171,8 +180,8 @@ pub fn info() -> Info {
             .map(|timekeeper| timekeeper.stats().windups)
             .sum(),
         offset_ns: clock.last_offset.load(Ordering::Relaxed),
-        accuracy,
-        steerings: steering.steerings(),
+        accuracy: getres(ClockId::Monotonic).accuracy,
+        steerings,
         reader_windups: clock.reader_windups.load(Ordering::Relaxed),
         standing_reads: clock.standing_reads.load(Ordering::Relaxed),
         refused,

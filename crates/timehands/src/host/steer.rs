@@ -332,7 +332,9 @@ impl Phase {
             .unsigned_abs()
             .max(self.offset.saturating_sub(self.unrun).unsigned_abs());
         Bound {
-            ns: phase + self.width.div_ceil(2) + 2,
+            ns: phase
+                .saturating_add(self.width.div_ceil(2))
+                .saturating_add(2),
             ppb: self.ppb,
             since,
         }

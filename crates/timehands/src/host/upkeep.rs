@@ -25,10 +25,12 @@ use super::clock::{HostClock, WINDUP_INTERVAL};
 
 /// [`HostClock::upkeep`]: not started (or forgotten in a forked child).
 pub(super) const IDLE: u8 = 0;
-/// [`HostClock::upkeep`]: the thread runs.
-pub(super) const RUNNING: u8 = 1;
+/// [`HostClock::upkeep`]: a thread asks the OS for it.
+pub(super) const SPAWNING: u8 = 1;
+/// [`HostClock::upkeep`]: the thread runs (it says so itself).
+pub(super) const RUNNING: u8 = 2;
 /// [`HostClock::upkeep`]: the operating system refused the thread.
-pub(super) const REFUSED: u8 = 2;
+pub(super) const REFUSED: u8 = 3;
 
 /// How often the upkeep thread winds up: half the windup interval, so that
 /// a sleep that overshoots by less than that still winds up before readers
@@ -43,7 +45,7 @@ impl HostClock {
         if self.upkeep.load(Ordering::Relaxed) != IDLE
             || self
                 .upkeep
-                .compare_exchange(IDLE, RUNNING, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(IDLE, SPAWNING, Ordering::AcqRel, Ordering::Relaxed)
                 .is_err()
         {
             return;
@@ -52,6 +54,9 @@ impl HostClock {
             .name("timehands-upkeep".to_string())
             .spawn(move || self.upkeep());
         if let Err(e) = spawned {
+            // No coarse value was published (only a running thread's
+            // windups publish), and none will be: coarse reads go the long
+            // way, to the counter.
             self.upkeep.store(REFUSED, Ordering::Release);
             self.refused(format!(
                 "a thread ({e}): readers wind up, and the coarse clocks read the counter"
@@ -76,16 +81,22 @@ impl HostClock {
         self.upkeep.load(Ordering::Acquire) == REFUSED
     }
 
-    /// In a `fork()`ed child: the thread did not come along; the next
-    /// windup starts one. A refusal stays (the child is in the same sandbox).
+    /// In a `fork()`ed child: the thread did not come along (nor one being
+    /// asked for); the next windup starts one. A refusal stays (the child is
+    /// in the same sandbox).
     pub(super) fn forget_upkeep(&self) {
-        let _ = self
-            .upkeep
-            .compare_exchange(RUNNING, IDLE, Ordering::Relaxed, Ordering::Relaxed);
+        if self.upkeep.load(Ordering::Relaxed) != REFUSED {
+            self.upkeep.store(IDLE, Ordering::Relaxed);
+        }
     }
 
-    /// The thread's life: the choice, the cross-CPU check, then windups.
+    /// The thread's life: it says it runs (from then on windups publish the
+    /// coarse time, which it keeps fresh), then the choice, the cross-CPU
+    /// check, and windups.
     fn upkeep(&'static self) {
+        let _ =
+            self.upkeep
+                .compare_exchange(SPAWNING, RUNNING, Ordering::AcqRel, Ordering::Relaxed);
         self.choose_counter();
         self.check_across_cpus();
         loop {
