@@ -335,7 +335,8 @@ impl HostClock {
     }
 
     /// Retires the timekeeper in use for one on `counter` that starts where
-    /// it stopped, and moves the readers to it; returns that uptime. The
+    /// it stopped, and moves the readers to it; returns the uptime the
+    /// successor starts at. The
     /// retire point lies up to two windup intervals ahead of now (see
     /// [`Timekeeper::retire`]): the successor starts at the count where
     /// CLOCK_MONOTONIC reaches it, and stands at it until then, rather than
@@ -426,7 +427,7 @@ impl HostClock {
             READER.store(reader_word(successor), Ordering::Release);
         }
         self.stage.store(stage + 1, Ordering::Release);
-        Ok(retired_at)
+        Ok(begins)
     }
 
     /// Retires the hardware counter's timekeeper for one on CLOCK_MONOTONIC,

@@ -307,9 +307,11 @@ pub fn gettime(id: ClockId) -> Duration {
         ClockId::Tai => {
             // TAI's second is Realtime's hint moved by the offset.
             let offset = clock().tai_offset();
-            let ns = read_nanos::<true, true>().saturating_add_signed(offset * 1_000_000_000);
             let second = SECOND_HINTS[1].load(Ordering::Relaxed);
-            split_at(ns, second.saturating_add_signed(offset).min(MAX_HINT))
+            split_at(
+                tai_nanos(offset),
+                second.saturating_add_signed(offset).min(MAX_HINT),
+            )
         }
         other => Duration::from_nanos(gettime_nanos_other(other)),
     }
@@ -371,6 +373,13 @@ pub(super) fn split_at(ns: u64, second: u64) -> Duration {
     }
 }
 
+/// TAI in nanoseconds: Realtime's read moved by `offset`, TAI − UTC in
+/// seconds (the kernel's is an `i32`: its nanoseconds fit an `i64`).
+#[inline(always)]
+pub(super) fn tai_nanos(offset: i64) -> u64 {
+    read_nanos::<true, true>().saturating_add_signed(offset * 1_000_000_000)
+}
+
 /// The nanoseconds of the clocks other than Monotonic and Realtime.
 #[inline(never)]
 pub(super) fn gettime_nanos_other(id: ClockId) -> u64 {
@@ -382,9 +391,7 @@ pub(super) fn gettime_nanos_other(id: ClockId) -> u64 {
         ClockId::Boottime => read_nanos::<false, true>()
             .saturating_add_signed(clock.boottime_offset.load(Ordering::Relaxed)),
         ClockId::MonotonicRaw => clock.kernel.nanos(KernelClock::MonotonicRaw),
-        ClockId::Tai => {
-            read_nanos::<true, true>().saturating_add_signed(clock.tai_offset() * 1_000_000_000)
-        }
+        ClockId::Tai => tai_nanos(clock.tai_offset()),
         ClockId::MonotonicCoarse => coarse_nanos(),
         ClockId::RealtimeCoarse => realtime_coarse().as_nanos() as u64,
     }
