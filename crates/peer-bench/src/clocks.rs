@@ -7,10 +7,18 @@
 //! user writes it (`Instant::now()`, not our conversion to a `u64`), in a loop
 //! monomorphised per clock, so that the cost section measures the call and not an
 //! indirect jump or our arithmetic.
+//!
+//! The kernel's clocks are the OS's ([`KernelClock`]), by the OS's names,
+//! each once (macOS's MonotonicRaw is its Monotonic, Windows' three are one
+//! counter); the coarse one is Linux's and FreeBSD's alone. Every peer builds on every OS, but minstant
+//! and fastant read the TSC only on x86 Linux: elsewhere (or where the TSC is
+//! not usable) their `now()` is std's `Instant`, and their names say so.
 
 use std::hint::black_box;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use timehands::sys::KernelClock;
 
 /// The name of `std::time::Instant::now`'s entry, the cost section's unit.
 pub const STD_INSTANT: &str = "std Instant::now";
@@ -20,7 +28,7 @@ pub const RDTSC: &str = "rdtsc";
 pub const LFENCE_RDTSC: &str = "lfence; rdtsc";
 /// The counter read that waits for earlier instructions.
 pub const RDTSCP: &str = "rdtscp";
-/// The kernel's coarse monotonic clock.
+/// The kernel's coarse monotonic clock (Linux's and FreeBSD's only).
 pub const MONOTONIC_COARSE: &str = "CLOCK_MONOTONIC_COARSE";
 /// `quanta::Instant::now()`.
 pub const QUANTA_NOW: &str = "quanta now";
@@ -34,8 +42,6 @@ pub const TIMEHANDS_NOW_UNORDERED: &str = "timehands now_unordered()";
 pub const TIMEHANDS_NOW_COARSE: &str = "timehands now_coarse()";
 /// `timehands::gettime(ClockId::Realtime)`.
 pub const TIMEHANDS_REALTIME: &str = "timehands gettime(Realtime)";
-/// The kernel's monotonic clock, through the vDSO.
-pub const MONOTONIC: &str = "CLOCK_MONOTONIC";
 
 /// Where a clock's readings count from, which decides how it is tracked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +71,19 @@ pub struct Clock {
     pub time_calls: fn(calls: u64) -> u64,
 }
 
+/// The entry of the kernel's clock `KernelClock::$clock`.
+macro_rules! kernel_clock {
+    ($clock:ident, $origin:expr) => {
+        Clock {
+            name: KernelClock::$clock.name(),
+            read: || kernel_ns(KernelClock::$clock),
+            ns_per_unit: 1.0,
+            origin: $origin,
+            time_calls: |calls| time_calls(calls, || kernel_ns(KernelClock::$clock)),
+        }
+    };
+}
+
 /// The table of clocks, in the order the sections print them.
 pub fn clocks() -> Vec<Clock> {
     let mut table = vec![
@@ -82,13 +101,27 @@ pub fn clocks() -> Vec<Clock> {
             origin: Origin::Own,
             time_calls: |calls| time_calls(calls, SystemTime::now),
         },
-        kernel_clock::<{ libc::CLOCK_MONOTONIC }>(MONOTONIC, Origin::Monotonic),
-        kernel_clock::<{ libc::CLOCK_REALTIME }>("CLOCK_REALTIME", Origin::Own),
-        kernel_clock::<{ libc::CLOCK_MONOTONIC_RAW }>("CLOCK_MONOTONIC_RAW", Origin::Own),
-        // BOOTTIME counts from the same boot but runs on through suspend.
-        kernel_clock::<{ libc::CLOCK_BOOTTIME }>("CLOCK_BOOTTIME", Origin::Own),
-        kernel_clock::<{ libc::CLOCK_MONOTONIC_COARSE }>(MONOTONIC_COARSE, Origin::Monotonic),
     ];
+    // Boottime counts from the same boot but runs on through suspend.
+    for kernel in [
+        kernel_clock!(Monotonic, Origin::Monotonic),
+        kernel_clock!(Realtime, Origin::Own),
+        kernel_clock!(MonotonicRaw, Origin::Own),
+        kernel_clock!(Boottime, Origin::Own),
+    ] {
+        // A clock the OS reads as another is in the table once.
+        if !table.iter().any(|clock| clock.name == kernel.name) {
+            table.push(kernel);
+        }
+    }
+    #[cfg(any(target_os = "linux", target_os = "freebsd"))]
+    table.push(Clock {
+        name: MONOTONIC_COARSE,
+        read: monotonic_coarse_ns,
+        ns_per_unit: 1.0,
+        origin: Origin::Monotonic,
+        time_calls: |calls| time_calls(calls, monotonic_coarse_ns),
+    });
     #[cfg(target_arch = "x86_64")]
     table.extend(tsc::clocks());
     table.extend([
@@ -137,7 +170,11 @@ pub fn clocks() -> Vec<Clock> {
             time_calls: |calls| time_calls(calls, quanta::Instant::recent),
         },
         Clock {
-            name: MINSTANT_NOW,
+            name: if minstant::is_tsc_available() {
+                MINSTANT_NOW
+            } else {
+                "minstant now (std)"
+            },
             read: || {
                 let now = minstant::Instant::now();
                 now.duration_since(minstant::Instant::ZERO).as_nanos() as u64
@@ -147,7 +184,11 @@ pub fn clocks() -> Vec<Clock> {
             time_calls: |calls| time_calls(calls, minstant::Instant::now),
         },
         Clock {
-            name: "fastant now",
+            name: if fastant::is_tsc_available() {
+                "fastant now"
+            } else {
+                "fastant now (std)"
+            },
             read: || {
                 let now = fastant::Instant::now();
                 now.duration_since(fastant::Instant::ZERO).as_nanos() as u64
@@ -157,11 +198,16 @@ pub fn clocks() -> Vec<Clock> {
             time_calls: |calls| time_calls(calls, fastant::Instant::now),
         },
         Clock {
-            // CLOCK_MONOTONIC_COARSE underneath, in units of 2^-32 s.
+            // In units of 2^-32 s: CLOCK_MONOTONIC_COARSE underneath on Linux
+            // and FreeBSD, a clock of another origin elsewhere.
             name: "coarsetime now",
             read: || coarsetime::Instant::now().as_ticks(),
             ns_per_unit: 1e9 / (1u64 << 32) as f64,
-            origin: Origin::Monotonic,
+            origin: if cfg!(any(target_os = "linux", target_os = "freebsd")) {
+                Origin::Monotonic
+            } else {
+                Origin::Own
+            },
             time_calls: |calls| time_calls(calls, coarsetime::Instant::now),
         },
     ]);
@@ -172,9 +218,10 @@ pub fn clocks() -> Vec<Clock> {
     table
 }
 
-/// CLOCK_MONOTONIC in nanoseconds: the reference every section measures with.
+/// The kernel's monotonic clock in nanoseconds: the reference every section
+/// measures with.
 pub fn monotonic_ns() -> u64 {
-    clock_gettime_ns::<{ libc::CLOCK_MONOTONIC }>()
+    kernel_ns(KernelClock::Monotonic)
 }
 
 /// Times `calls` calls of `call`; generic so that the call is direct and inlined
@@ -187,19 +234,23 @@ fn time_calls<T>(calls: u64, call: impl Fn() -> T) -> u64 {
     monotonic_ns() - start
 }
 
-fn kernel_clock<const ID: libc::clockid_t>(name: &'static str, origin: Origin) -> Clock {
-    Clock {
-        name,
-        read: clock_gettime_ns::<ID>,
-        ns_per_unit: 1.0,
-        origin,
-        time_calls: |calls| time_calls(calls, clock_gettime_ns::<ID>),
-    }
+/// The kernel's clock `clock` in nanoseconds.
+fn kernel_ns(clock: KernelClock) -> u64 {
+    // Each is a clock every OS timehands runs on has.
+    timehands::sys::kernel_nanos(clock).unwrap_or_default()
 }
 
-fn clock_gettime_ns<const ID: libc::clockid_t>() -> u64 {
-    // The clock ids come from libc: every Linux has them.
-    timehands::sys::clock_nanos(ID).unwrap_or_default()
+/// CLOCK_MONOTONIC_COARSE in nanoseconds (FreeBSD's CLOCK_MONOTONIC_FAST).
+#[cfg(any(target_os = "linux", target_os = "freebsd"))]
+fn monotonic_coarse_ns() -> u64 {
+    // The id comes from libc: every Linux and FreeBSD has it.
+    timehands::sys::clock_nanos(libc::CLOCK_MONOTONIC_COARSE).unwrap_or_default()
+}
+
+/// The name of the kernel's monotonic clock (on Linux CLOCK_MONOTONIC,
+/// through the vDSO), the reference every section measures with.
+pub fn monotonic_name() -> &'static str {
+    KernelClock::Monotonic.name()
 }
 
 /// `std::time::Instant` hides its value: count from an instant taken once.

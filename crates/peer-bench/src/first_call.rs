@@ -3,9 +3,10 @@
 //! minstant and fastant calibrate in a constructor that runs before `main` in
 //! every process that links them, and quanta calibrates on its first call, so
 //! each library gets a small binary of its own (`first-call-<library>`) that we
-//! run as a child. We pass CLOCK_MONOTONIC at spawn time in `PEER_BENCH_SPAWN_NS`;
-//! the child reads CLOCK_MONOTONIC first thing in `main`, times its first
-//! `now()` and prints both. Spawning costs the same for every child, so the time
+//! run as a child. We pass the OS's monotonic clock at spawn time in
+//! `PEER_BENCH_SPAWN_NS` ([`spawn_clock`](crate::spawn_clock)); the child
+//! reads the same clock first thing in `main`, times its first `now()` and
+//! prints both. Spawning costs the same for every child, so the time
 //! before `main` is read against the `none` child, which links no library.
 
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use std::process::Command;
 
 use serde::Serialize;
 
-use crate::clocks::monotonic_ns;
+use crate::spawn_clock::{SPAWN_ENV, monotonic_ns};
 
 /// The libraries measured; each has a `first-call-<name>` binary.
 pub const LIBRARIES: [&str; 7] = [
@@ -25,10 +26,6 @@ pub const LIBRARIES: [&str; 7] = [
     "fastant",
     "coarsetime",
 ];
-
-/// The variable the children read the spawn time from (see
-/// `src/first_call_child.rs`).
-const SPAWN_ENV: &str = "PEER_BENCH_SPAWN_NS";
 
 /// One library's result: medians over the runs.
 #[derive(Clone, Debug, Serialize)]

@@ -1,22 +1,14 @@
 //! The child side of the first-call section, included by each
-//! `src/bin/first-call-*.rs`. It uses libc only, so a child links nothing but
-//! the library it measures.
+//! `src/bin/first-call-*.rs`. Like [`spawn_clock`], whose clock it reads, it
+//! uses libc only, so a child links nothing but the library it measures.
 
 use std::hint::black_box;
 
-/// The variable holding CLOCK_MONOTONIC at spawn time, in nanoseconds.
-const SPAWN_ENV: &str = "PEER_BENCH_SPAWN_NS";
+#[path = "spawn_clock.rs"]
+mod spawn_clock;
 
-/// CLOCK_MONOTONIC in nanoseconds.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use spawn_clock::SPAWN_ENV;
+pub use spawn_clock::monotonic_ns;
 
 /// Times the first call of `now` and prints, on one line, the nanoseconds from
 /// spawn to `main_at` and those the first call took.

@@ -7,7 +7,8 @@
 //!   that CPU's next reading;
 //! - **first call**: what each library costs in a fresh process, before `main`
 //!   and on its first `now()`, from one small child binary per library;
-//! - **tracking**: rate and offset against CLOCK_MONOTONIC over some seconds.
+//! - **tracking**: rate and offset against the kernel's monotonic clock
+//!   (Linux's CLOCK_MONOTONIC) over some seconds.
 //!
 //! Then the targets timehands aims at, from the entries they name. Tables go to
 //! stdout (or one JSON document with `--json`), progress to stderr. Numbers from
@@ -17,6 +18,7 @@ mod clocks;
 mod cost;
 mod first_call;
 mod ordering;
+mod spawn_clock;
 mod targets;
 mod tracking;
 
@@ -26,7 +28,7 @@ use clap::{Parser, ValueEnum};
 use serde::Serialize;
 
 /// Compares clocks side by side: cost, ordering across CPUs, first call in a
-/// fresh process, tracking against CLOCK_MONOTONIC.
+/// fresh process, tracking against the kernel's monotonic clock.
 #[derive(Parser)]
 #[command(version)]
 struct Args {

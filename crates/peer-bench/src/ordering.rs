@@ -148,7 +148,8 @@ fn play(read: fn() -> u64, baton: &AtomicU64, halt: &AtomicBool, me: u64, turns:
 
 /// The CPUs this process may run on, in order.
 fn allowed_cpus() -> Result<Vec<usize>, String> {
-    timehands::sys::allowed_cpus().map_err(|e| format!("sched_getaffinity failed: {e}"))
+    timehands::sys::allowed_cpus()
+        .map_err(|e| format!("the CPUs this process may run on are unknown: {e}"))
 }
 
 /// Pins the calling thread to `cpu`.

@@ -1,4 +1,5 @@
-//! Tracking: how each clock's time runs against CLOCK_MONOTONIC.
+//! Tracking: how each clock's time runs against the kernel's monotonic clock
+//! (Linux's CLOCK_MONOTONIC), called CLOCK_MONOTONIC below.
 //!
 //! Every 100 ms, one loop samples every clock that counts time since an origin
 //! (raw counters are left out: their rate is our own calibration). A sample is
@@ -15,7 +16,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::clocks::{Clock, Origin, monotonic_ns};
+use crate::clocks::{Clock, Origin, monotonic_name, monotonic_ns};
 
 const SAMPLE_INTERVAL_NS: u64 = 100_000_000;
 const BRACKETS: usize = 3;
@@ -130,7 +131,10 @@ fn fit(clock: &Clock, samples: &[Sample]) -> Row {
 
 /// Prints the table.
 pub fn print(rows: &[Row]) {
-    println!("Tracking against CLOCK_MONOTONIC (offset = clock - monotonic)");
+    println!(
+        "Tracking against {} (offset = clock - monotonic)",
+        monotonic_name()
+    );
     println!(
         "  {:<28} {:>7} {:>10} {:>11} {:>12} {:>13} {:>9}",
         "clock", "samples", "rate ppm", "drift ns", "spread ns", "offset ns", "bracket"

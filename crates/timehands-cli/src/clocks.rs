@@ -5,21 +5,29 @@
 //! ours is the origin of the kernel clock of the same name ([`Clock::kernel_twin`]):
 //! that is what lets `report` and `track` compare a reading of ours with the
 //! kernel's directly.
+//!
+//! The kernel's clocks are the OS's own, by the OS's names ([`KernelClock`]:
+//! on Linux those of `clock_gettime(2)`, on macOS CLOCK_UPTIME_RAW and its
+//! kin, on Windows QueryPerformanceCounter). The coarse ones, the value at
+//! the last tick, are Linux's and FreeBSD's (which calls its `_FAST` clocks by Linux's
+//! names too), and exist only there.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use timehands::ClockId;
+use timehands::sys::KernelClock;
 
 /// Declares [`Clock`] and [`Clock::time_calls`] from one list, so that every
 /// clock has its own timing loop.
+/// A clock with a `#[cfg(..)]` exists only there.
 macro_rules! clocks {
-    ($($(#[doc = $doc:literal])* $clock:ident,)*) => {
+    ($($(#[doc = $doc:literal])* $(#[cfg($cfg:meta)])? $clock:ident,)*) => {
         /// A clock, by the name `--clocks` takes.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
         pub enum Clock {
-            $($(#[doc = $doc])* $clock,)*
+            $($(#[doc = $doc])* $(#[cfg($cfg)])? $clock,)*
         }
 
         impl Clock {
@@ -28,7 +36,7 @@ macro_rules! clocks {
                 // The clock is a constant in each loop, so that what is timed
                 // is the call itself and not a branch on which clock it is.
                 match self {
-                    $(Clock::$clock => repeat(calls, || Clock::$clock.read_ns()),)*
+                    $($(#[cfg($cfg)])? Clock::$clock => repeat(calls, || Clock::$clock.read_ns()),)*
                 }
             }
         }
@@ -48,23 +56,39 @@ clocks! {
     GettimeBoottime,
     /// `timehands::gettime(ClockId::RealtimeCoarse)`.
     GettimeRealtimeCoarse,
-    /// The kernel's CLOCK_MONOTONIC (vDSO).
+    /// The kernel's monotonic clock (Linux's CLOCK_MONOTONIC, from the vDSO).
     KernelMonotonic,
-    /// The kernel's CLOCK_REALTIME.
+    /// The kernel's realtime clock (CLOCK_REALTIME).
     KernelRealtime,
-    /// The kernel's CLOCK_MONOTONIC_RAW.
+    /// The kernel's unsteered clock (Linux's CLOCK_MONOTONIC_RAW).
     KernelMonotonicRaw,
-    /// The kernel's CLOCK_BOOTTIME.
+    /// The kernel's clock that counts suspend (Linux's CLOCK_BOOTTIME).
     KernelBoottime,
     /// The kernel's CLOCK_MONOTONIC_COARSE.
+    #[cfg(any(target_os = "linux", target_os = "freebsd"))]
     KernelMonotonicCoarse,
     /// The kernel's CLOCK_REALTIME_COARSE.
+    #[cfg(any(target_os = "linux", target_os = "freebsd"))]
     KernelRealtimeCoarse,
     /// `std::time::Instant::now()`.
     StdInstant,
 }
 
 impl Clock {
+    /// Every clock, less the kernel's that this OS reads as another (macOS's
+    /// MonotonicRaw is its Monotonic, Windows' three are one counter): the
+    /// clocks `bench` and `report` measure unless told which.
+    pub fn every_here() -> Vec<Clock> {
+        let mut clocks: Vec<Clock> = Vec::new();
+        for &clock in Clock::value_variants() {
+            let named = |c: &Clock| c.family() == Family::Kernel && c.label() == clock.label();
+            if !clocks.iter().any(named) {
+                clocks.push(clock);
+            }
+        }
+        clocks
+    }
+
     /// The name `--clocks` takes, which also names `bench --raw`'s files.
     pub fn key(self) -> String {
         self.to_possible_value()
@@ -80,25 +104,30 @@ impl Clock {
             Clock::GettimeRealtime => "timehands gettime(Realtime)",
             Clock::GettimeBoottime => "timehands gettime(Boottime)",
             Clock::GettimeRealtimeCoarse => "timehands gettime(RealtimeCoarse)",
-            Clock::KernelMonotonic => "CLOCK_MONOTONIC",
-            Clock::KernelRealtime => "CLOCK_REALTIME",
-            Clock::KernelMonotonicRaw => "CLOCK_MONOTONIC_RAW",
-            Clock::KernelBoottime => "CLOCK_BOOTTIME",
+            Clock::KernelMonotonic => KernelClock::Monotonic.name(),
+            Clock::KernelRealtime => KernelClock::Realtime.name(),
+            Clock::KernelMonotonicRaw => KernelClock::MonotonicRaw.name(),
+            Clock::KernelBoottime => KernelClock::Boottime.name(),
+            #[cfg(any(target_os = "linux", target_os = "freebsd"))]
             Clock::KernelMonotonicCoarse => "CLOCK_MONOTONIC_COARSE",
+            #[cfg(any(target_os = "linux", target_os = "freebsd"))]
             Clock::KernelRealtimeCoarse => "CLOCK_REALTIME_COARSE",
             Clock::StdInstant => "std Instant::now()",
         }
     }
 
     /// The kernel clock this one stands in for, with the same origin; `None`
-    /// for the kernel's own clocks. `std::time::Instant` is CLOCK_MONOTONIC
-    /// underneath, so it is checked against it too.
+    /// for the kernel's own clocks, and for the coarse ones of ours where
+    /// the kernel has none. `std::time::Instant` is the kernel's monotonic
+    /// clock underneath, so it is checked against it too.
     pub fn kernel_twin(self) -> Option<Clock> {
         match self {
             Clock::Now | Clock::NowUnordered | Clock::StdInstant => Some(Clock::KernelMonotonic),
-            Clock::NowCoarse => Some(Clock::KernelMonotonicCoarse),
             Clock::GettimeRealtime => Some(Clock::KernelRealtime),
             Clock::GettimeBoottime => Some(Clock::KernelBoottime),
+            #[cfg(any(target_os = "linux", target_os = "freebsd"))]
+            Clock::NowCoarse => Some(Clock::KernelMonotonicCoarse),
+            #[cfg(any(target_os = "linux", target_os = "freebsd"))]
             Clock::GettimeRealtimeCoarse => Some(Clock::KernelRealtimeCoarse),
             _ => None,
         }
@@ -125,13 +154,12 @@ impl Clock {
 
     /// Whether the clock reads a value kept at a tick rather than a counter.
     pub fn is_coarse(self) -> bool {
-        matches!(
-            self,
-            Clock::NowCoarse
-                | Clock::GettimeRealtimeCoarse
-                | Clock::KernelMonotonicCoarse
-                | Clock::KernelRealtimeCoarse
-        )
+        match self {
+            Clock::NowCoarse | Clock::GettimeRealtimeCoarse => true,
+            #[cfg(any(target_os = "linux", target_os = "freebsd"))]
+            Clock::KernelMonotonicCoarse | Clock::KernelRealtimeCoarse => true,
+            _ => false,
+        }
     }
 
     /// One reading, in nanoseconds since the clock's origin.
@@ -144,13 +172,15 @@ impl Clock {
             Clock::GettimeRealtime => nanos(timehands::gettime(ClockId::Realtime)),
             Clock::GettimeBoottime => nanos(timehands::gettime(ClockId::Boottime)),
             Clock::GettimeRealtimeCoarse => nanos(timehands::gettime(ClockId::RealtimeCoarse)),
-            Clock::KernelMonotonic => kernel_ns(libc::CLOCK_MONOTONIC),
-            Clock::KernelRealtime => kernel_ns(libc::CLOCK_REALTIME),
-            Clock::KernelMonotonicRaw => kernel_ns(libc::CLOCK_MONOTONIC_RAW),
-            Clock::KernelBoottime => kernel_ns(libc::CLOCK_BOOTTIME),
-            Clock::KernelMonotonicCoarse => kernel_ns(libc::CLOCK_MONOTONIC_COARSE),
-            Clock::KernelRealtimeCoarse => kernel_ns(libc::CLOCK_REALTIME_COARSE),
-            // Exact: timehands' Instant is CLOCK_MONOTONIC's nanoseconds.
+            Clock::KernelMonotonic => kernel_ns(KernelClock::Monotonic),
+            Clock::KernelRealtime => kernel_ns(KernelClock::Realtime),
+            Clock::KernelMonotonicRaw => kernel_ns(KernelClock::MonotonicRaw),
+            Clock::KernelBoottime => kernel_ns(KernelClock::Boottime),
+            #[cfg(any(target_os = "linux", target_os = "freebsd"))]
+            Clock::KernelMonotonicCoarse => clock_gettime_ns(libc::CLOCK_MONOTONIC_COARSE),
+            #[cfg(any(target_os = "linux", target_os = "freebsd"))]
+            Clock::KernelRealtimeCoarse => clock_gettime_ns(libc::CLOCK_REALTIME_COARSE),
+            // Exact: timehands' Instant is the kernel's monotonic nanoseconds.
             Clock::StdInstant => timehands::Instant::from(Instant::now()).as_nanos(),
         }
     }
@@ -161,7 +191,7 @@ impl Clock {
 pub enum Family {
     /// timehands' (ours).
     Timehands,
-    /// The kernel's, through the vDSO.
+    /// The kernel's (on Linux through the vDSO).
     Kernel,
     /// Rust's standard library's.
     Std,
@@ -175,7 +205,7 @@ impl Family {
     pub fn name(self) -> &'static str {
         match self {
             Family::Timehands => "timehands (ours)",
-            Family::Kernel => "the kernel's (clock_gettime)",
+            Family::Kernel => "the kernel's",
             Family::Std => "std",
         }
     }
@@ -202,8 +232,41 @@ pub fn chosen<T: ValueEnum + PartialEq + Copy>(asked: &[T]) -> Vec<T> {
 }
 
 /// The CPU time the calling thread has used.
+#[cfg(unix)]
 pub fn thread_cpu_time() -> Duration {
-    Duration::from_nanos(kernel_ns(libc::CLOCK_THREAD_CPUTIME_ID))
+    Duration::from_nanos(
+        timehands::sys::clock_nanos(libc::CLOCK_THREAD_CPUTIME_ID)
+            .expect("a clock every unix timehands runs on has"),
+    )
+}
+
+/// The CPU time the calling thread has used: its kernel and user times from
+/// `GetThreadTimes`, in 100 ns units.
+#[cfg(windows)]
+pub fn thread_cpu_time() -> Duration {
+    use windows_sys::Win32::Foundation::FILETIME;
+    use windows_sys::Win32::System::Threading::{GetCurrentThread, GetThreadTimes};
+
+    let ticks = |t: FILETIME| u64::from(t.dwHighDateTime) << 32 | u64::from(t.dwLowDateTime);
+    let zero = FILETIME {
+        dwLowDateTime: 0,
+        dwHighDateTime: 0,
+    };
+    let (mut created, mut exited, mut kernel, mut user) = (zero, zero, zero, zero);
+    // SAFETY: the pseudo-handle of the calling thread is always valid, and the
+    // four pointers are to live FILETIMEs for the call to write.
+    let read = unsafe {
+        GetThreadTimes(
+            GetCurrentThread(),
+            &mut created,
+            &mut exited,
+            &mut kernel,
+            &mut user,
+        )
+    };
+    // Only a bad handle fails, and this thread's is always good.
+    debug_assert_ne!(read, 0, "GetThreadTimes of the calling thread");
+    Duration::from_nanos((ticks(kernel) + ticks(user)).saturating_mul(100))
 }
 
 /// Times `calls` calls of `read`, inlined into the loop as a user's code would
@@ -220,9 +283,17 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// `clock_gettime(id)` in nanoseconds.
+/// The kernel's clock `clock` in nanoseconds.
 #[inline(always)]
-fn kernel_ns(id: libc::clockid_t) -> u64 {
-    // Every id passed is one of libc's constants, which Linux always has.
-    timehands::sys::clock_nanos(id).expect("a clock every Linux has")
+fn kernel_ns(clock: KernelClock) -> u64 {
+    // Each is a clock the OS always has.
+    timehands::sys::kernel_nanos(clock).expect("a clock every OS timehands runs on has")
+}
+
+/// `clock_gettime(id)` in nanoseconds, for the coarse clocks.
+#[cfg(any(target_os = "linux", target_os = "freebsd"))]
+#[inline(always)]
+fn clock_gettime_ns(id: libc::clockid_t) -> u64 {
+    // Every id passed is one of libc's constants, which the OS always has.
+    timehands::sys::clock_nanos(id).expect("a clock every Linux and FreeBSD has")
 }

@@ -10,8 +10,16 @@ mod bracket;
 mod clocks;
 mod discipline;
 mod info;
+// latency and load need Linux (see `linux_only`): elsewhere each is a stub
+// that refuses in one line, so that the rest of the command builds anywhere.
+#[cfg(target_os = "linux")]
 mod latency;
+#[cfg(any(not(target_os = "linux"), test))]
+mod linux_only;
+#[cfg(target_os = "linux")]
 mod load;
+#[cfg(not(target_os = "linux"))]
+use linux_only::{latency, load};
 mod output;
 mod plot;
 mod progress;
@@ -51,8 +59,8 @@ Examples:
   timehands scale             reads per second for 1..N threads
   timehands tsc-sync          bounds on every CPU pair's TSC offset, and a verdict
   timehands track -D 10       our clock's offset and rate against the kernel's
-  timehands latency -p 80 -l 10000 -q   wakeup latency, as cyclictest measures it
-  timehands load -t 6 -D 60   six threads of random short sleeps, to run beside latency
+  timehands latency -p 80 -l 10000 -q   wakeup latency, as cyclictest measures it (Linux)
+  timehands load -t 6 -D 60   six threads of random short sleeps, to run beside latency (Linux)
   timehands timers            hard-timer lateness under a soft-timer storm
   timehands info              the counter, its frequency and the trust verdicts
   timehands info --json       the same as one JSON document
@@ -84,10 +92,10 @@ enum Command {
     Timers(timers::Args),
     /// Wakeup latency as cyclictest measures it (same flags, line and
     /// histogram), plus missed periods, p50/p99/p99.9, the system and the
-    /// timer slack.
+    /// timer slack. Linux only.
     Latency(Box<latency::Args>),
     /// A timer stress: N threads doing random sub-millisecond sleeps, until
-    /// the duration or Ctrl-C.
+    /// the duration or Ctrl-C. Linux only.
     Load(load::Args),
     /// The engine's PPS discipline and NTP control in simulation: each
     /// scenario's figures beside a model of hardpps and the physical limit.

@@ -8,7 +8,6 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::ValueEnum;
 use serde::Serialize;
 
 use crate::bracket::{self, Offset};
@@ -89,13 +88,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let clocks = Clock::value_variants();
+    let clocks = Clock::every_here();
     let plan = Plan {
         rounds: args.rounds as usize,
         calls: args.calls,
         budget: Some(COST_BUDGET),
     };
-    let measured = rounds::measure(clocks, plan)?;
+    let measured = rounds::measure(&clocks, plan)?;
     let accuracy: Vec<Accuracy> = clocks
         .iter()
         .filter_map(|&ours| {
@@ -142,8 +141,10 @@ impl Report {
         let _ = writeln!(text, "{}", self.info);
         let _ = writeln!(
             text,
-            "Cost: {} rounds of {} calls per clock, ns per call; a round with an involuntary context switch is discarded and taken again",
-            self.rounds, self.calls
+            "Cost: {} rounds of {} calls per clock, ns per call; {}",
+            self.rounds,
+            self.calls,
+            rounds::KEPT
         );
         if self
             .cost

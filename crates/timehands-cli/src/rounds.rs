@@ -5,7 +5,8 @@
 //! reads are spread over all the calls). A round in which the kernel preempted
 //! the thread (its count of involuntary context switches, from `getrusage`,
 //! moved) measured some other program too: it is discarded, counted, and taken
-//! again. Rounds go round the clocks, one of each in turn, so that a slow
+//! again. Windows keeps no such count a program can read: there every round
+//! is kept, and [`KEPT`] says so. Rounds go round the clocks, one of each in turn, so that a slow
 //! spell of the machine lands on every clock alike.
 
 use std::time::{Duration, Instant};
@@ -30,6 +31,13 @@ pub const MAX_ROUNDS: i64 = 1_000_000;
 /// The most calls `--calls` takes: a round of a 30 ns clock then lasts 3 s,
 /// and one preemption throws the whole round away.
 pub const MAX_CALLS: u64 = 100_000_000;
+
+/// Which rounds are kept, as `bench` and `report` say it.
+#[cfg(unix)]
+pub const KEPT: &str = "a round with an involuntary context switch is discarded and taken again";
+/// Which rounds are kept, as `bench` and `report` say it.
+#[cfg(windows)]
+pub const KEPT: &str = "every round is kept (Windows counts no involuntary context switches to tell a preempted one by)";
 
 /// The shape of a measurement.
 #[derive(Clone, Copy, Debug)]
@@ -132,18 +140,25 @@ impl Rounds {
 
 /// This thread's involuntary context switches so far. Only the measuring
 /// thread's count matters: a progress bar's thread being preempted disturbs
-/// nothing. (Where there is no per-thread count, the process's.)
-fn involuntary_switches() -> i64 {
-    #[cfg(target_os = "linux")]
+/// nothing. (Where there is no per-thread count, macOS, the process's.)
+#[cfg(unix)]
+fn involuntary_switches() -> Option<i64> {
+    #[cfg(any(target_os = "linux", target_os = "freebsd"))]
     const WHO: libc::c_int = libc::RUSAGE_THREAD;
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(any(target_os = "linux", target_os = "freebsd")))]
     const WHO: libc::c_int = libc::RUSAGE_SELF;
     // SAFETY: an all-zero rusage is a valid value of the plain C struct.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `usage` is a valid rusage for the call to write; WHO is a valid
     // target, so the call cannot fail.
     unsafe { libc::getrusage(WHO, &mut usage) };
-    usage.ru_nivcsw as i64
+    Some(usage.ru_nivcsw as i64)
+}
+
+/// None: Windows has no count of a thread's involuntary context switches.
+#[cfg(windows)]
+fn involuntary_switches() -> Option<i64> {
+    None
 }
 
 /// The costs as a table, ns per call.

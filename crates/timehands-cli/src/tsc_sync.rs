@@ -75,16 +75,16 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(run.exit_code())
 }
 
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+#[cfg(not(target_arch = "x86_64"))]
 fn measure(_: &Args) -> anyhow::Result<Run> {
     anyhow::bail!(
-        "tsc-sync measures the x86_64 TSC on Linux: this is {} on {}",
+        "tsc-sync measures the x86_64 TSC: this is {} (on {}); run it on an x86_64 machine",
         std::env::consts::ARCH,
         std::env::consts::OS
     )
 }
 
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(target_arch = "x86_64")]
 fn measure(args: &Args) -> anyhow::Result<Run> {
     use anyhow::{Context, bail};
     use timehands::diagnostics::tsc_sync::{self, PairBounds};
@@ -141,7 +141,7 @@ fn measure(args: &Args) -> anyhow::Result<Run> {
     })
 }
 
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(target_arch = "x86_64")]
 fn list(cpus: &[usize]) -> String {
     cpus.iter()
         .map(usize::to_string)
@@ -151,7 +151,7 @@ fn list(cpus: &[usize]) -> String {
 
 /// The TSC's frequency, to express counts in ns: timehands' refined one when
 /// its clock runs on the TSC, else the one CPUID states.
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(target_arch = "x86_64")]
 fn tsc_frequency() -> anyhow::Result<u64> {
     timehands::now();
     let info = timehands::info();

@@ -1,6 +1,7 @@
 //! The report's answer, first: which clock to use on this machine, what it
-//! costs against the kernel's CLOCK_MONOTONIC and std's `Instant::now()`, and
-//! how far timehands' `now()` was from the kernel's clock.
+//! costs against the kernel's monotonic clock (Linux's CLOCK_MONOTONIC) and
+//! std's `Instant::now()`, and how far timehands' `now()` was from the
+//! kernel's clock.
 
 use serde::Serialize;
 
@@ -18,11 +19,11 @@ pub struct Verdict {
     pub clock: String,
     /// Median ns per call of timehands `now()`.
     pub timehands_ns: f64,
-    /// Median ns per call of the kernel's CLOCK_MONOTONIC.
+    /// Median ns per call of the kernel's monotonic clock.
     pub kernel_ns: f64,
     /// Median ns per call of std's `Instant::now()`.
     pub std_ns: f64,
-    /// timehands `now()` minus CLOCK_MONOTONIC, ns.
+    /// timehands `now()` minus the kernel's monotonic clock, ns.
     pub error_ns: i64,
     /// Half the bracket the error was read in: it is exact to within this.
     pub error_within_ns: u64,
@@ -47,9 +48,10 @@ pub fn of(costs: &[Cost], now_offset: &Offset, fallback: Option<&str>) -> Option
         .into_iter()
         .zip([timehands_ns, kernel_ns, std_ns])
         .min_by(|a, b| a.1.total_cmp(&b.1))?;
+    let kernel = Clock::KernelMonotonic.label();
     let mut text = if best == Clock::Now {
         format!(
-            "Use timehands now() here: {timehands_ns:.1} ns per call, {} the kernel's CLOCK_MONOTONIC ({kernel_ns:.1} ns) and {} std's Instant::now() ({std_ns:.1} ns).",
+            "Use timehands now() here: {timehands_ns:.1} ns per call, {} {kernel} ({kernel_ns:.1} ns) and {} std's Instant::now() ({std_ns:.1} ns).",
             against(timehands_ns, kernel_ns),
             against(timehands_ns, std_ns),
         )
@@ -62,7 +64,7 @@ pub fn of(costs: &[Cost], now_offset: &Offset, fallback: Option<&str>) -> Option
     };
     let error_within_ns = now_offset.bracket_ns.div_ceil(2);
     text.push_str(&format!(
-        " timehands now() read {} ns from CLOCK_MONOTONIC, exact to within {error_within_ns} ns.",
+        " timehands now() read {} ns from {kernel}, exact to within {error_within_ns} ns.",
         now_offset.offset_ns
     ));
     if let Some(why) = fallback {
@@ -124,15 +126,18 @@ mod tests {
             cost(Clock::Now, 5.0),
             cost(Clock::KernelMonotonic, 20.0),
             cost(Clock::StdInstant, 25.0),
-            cost(Clock::KernelMonotonicCoarse, 1.0),
+            cost(Clock::NowCoarse, 1.0),
         ];
         let v = of(&costs, &offset(-12, 41), None).expect("all measured");
         assert_eq!(v.clock, "timehands now()");
+        let kernel = Clock::KernelMonotonic.label();
         assert_eq!(
             v.text,
-            "Use timehands now() here: 5.0 ns per call, 4.0x cheaper than the kernel's \
-             CLOCK_MONOTONIC (20.0 ns) and 5.0x cheaper than std's Instant::now() (25.0 ns). \
-             timehands now() read -12 ns from CLOCK_MONOTONIC, exact to within 21 ns."
+            format!(
+                "Use timehands now() here: 5.0 ns per call, 4.0x cheaper than \
+                 {kernel} (20.0 ns) and 5.0x cheaper than std's Instant::now() (25.0 ns). \
+                 timehands now() read -12 ns from {kernel}, exact to within 21 ns."
+            )
         );
         assert_eq!((v.error_ns, v.error_within_ns), (-12, 21));
     }
@@ -145,11 +150,12 @@ mod tests {
             cost(Clock::StdInstant, 25.0),
         ];
         let v = of(&costs, &offset(3, 10), Some("the TSC is not invariant")).expect("measured");
-        assert_eq!(v.clock, "CLOCK_MONOTONIC");
+        let kernel = Clock::KernelMonotonic.label();
+        assert_eq!(v.clock, kernel);
         assert!(
-            v.text.starts_with(
-                "Use CLOCK_MONOTONIC here: 20.0 ns per call; timehands now() costs 30.0 ns, 1.5x dearer than it."
-            ),
+            v.text.starts_with(&format!(
+                "Use {kernel} here: 20.0 ns per call; timehands now() costs 30.0 ns, 1.5x dearer than it."
+            )),
             "{}",
             v.text
         );

@@ -6,6 +6,9 @@
 //! compared: two runs never measure the same wakeups. Without cyclictest the
 //! tests say so and pass.
 
+// `latency` and cyclictest are Linux's alone.
+#![cfg(target_os = "linux")]
+
 mod support;
 
 use std::path::Path;

@@ -3,13 +3,15 @@
 
 mod support;
 
-use std::fs::File;
-use std::os::fd::{FromRawFd, OwnedFd};
+// The output tests are unix's (see each); Windows runs the help test alone.
+#[cfg(unix)]
 use std::process::{Command, Stdio};
 
+#[cfg(unix)]
 use support::BIN;
 
 /// Each subcommand with flags that make a short run.
+#[cfg(unix)]
 fn quick_runs() -> Vec<&'static [&'static str]> {
     let mut runs: Vec<&[&str]> = vec![
         &["info"],
@@ -29,10 +31,16 @@ fn quick_runs() -> Vec<&'static [&'static str]> {
         &["track", "-D", "0.01", "--interval", "5", "--json"],
         &["stat", "tests/fixtures/ministat/data/a.txt"],
         &["timers", "-m", "10", "-D", "0.1", "-p", "0"],
-        &["latency", "-l", "10", "-i", "200", "-q"],
-        &["latency", "-l", "10", "-i", "200", "-h", "5", "--json"],
-        &["load", "-t", "1", "-D", "1"],
     ];
+    // Elsewhere these refuse (tests/linux_only.rs).
+    if cfg!(target_os = "linux") {
+        runs.extend([
+            &["latency", "-l", "10", "-i", "200", "-q"][..],
+            &["latency", "-l", "10", "-i", "200", "-h", "5", "--json"],
+            &["load", "-t", "1", "-D", "1"],
+        ]);
+    }
+    // Pinning, which the pairs need, is Linux's here (tests/tsc_sync.rs).
     if cfg!(all(target_arch = "x86_64", target_os = "linux")) {
         runs.push(&["tsc-sync", "--handoffs", "100", "--json"]);
     }
@@ -62,6 +70,7 @@ fn every_subcommand_has_help_with_examples() {
 }
 
 /// Runs `args` in the crate's directory with `stdout` as standard output.
+#[cfg(unix)]
 fn run_into(args: &[&str], stdout: Stdio) -> std::process::Output {
     Command::new(BIN)
         .args(args)
@@ -73,7 +82,10 @@ fn run_into(args: &[&str], stdout: Stdio) -> std::process::Output {
 
 /// A pipe whose reading end is already closed: writing to it fails with
 /// EPIPE, as `timehands ... | head -0` does.
+#[cfg(unix)]
 fn pipe_nobody_reads() -> Stdio {
+    use std::os::fd::{FromRawFd, OwnedFd};
+
     let mut ends = [0; 2];
     // SAFETY: `ends` has room for the two descriptors pipe(2) writes.
     assert_eq!(unsafe { libc::pipe(ends.as_mut_ptr()) }, 0, "pipe(2)");
@@ -83,6 +95,8 @@ fn pipe_nobody_reads() -> Stdio {
     Stdio::from(write)
 }
 
+// Windows has no EPIPE to ignore: a closed pipe is an error there.
+#[cfg(unix)]
 #[test]
 fn a_reader_that_stops_early_is_not_an_error() {
     for args in quick_runs() {
@@ -93,10 +107,12 @@ fn a_reader_that_stops_early_is_not_an_error() {
     }
 }
 
+// /dev/full, the output that is always full, is Linux's.
+#[cfg(target_os = "linux")]
 #[test]
 fn an_output_that_cannot_be_written_fails_in_one_line() {
     for args in quick_runs() {
-        let full = File::create("/dev/full").expect("/dev/full");
+        let full = std::fs::File::create("/dev/full").expect("/dev/full");
         let out = run_into(args, Stdio::from(full));
         let err = String::from_utf8_lossy(&out.stderr);
         // tsc-sync keeps 1 for CPUs apart: a check it cannot finish is 2.

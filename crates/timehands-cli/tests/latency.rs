@@ -2,6 +2,9 @@
 //! JSON fields it adds, Ctrl-C, and one-line errors. Short runs (a few dozen
 //! wakeups of 200 µs); nothing here depends on how late a wakeup is.
 
+// `latency` is Linux's alone; elsewhere it refuses (tests/linux_only.rs).
+#![cfg(target_os = "linux")]
+
 mod support;
 
 use std::process::Output;

@@ -1,6 +1,9 @@
 //! `timehands load`: runs its threads for the duration or until Ctrl-C, says
 //! how many sleeps they did, and refuses bad flags on one line.
 
+// `load` is Linux's alone; elsewhere it refuses (tests/linux_only.rs).
+#![cfg(target_os = "linux")]
+
 mod support;
 
 /// The sleep count of the closing line `load: N threads, S s, K sleeps (R per second)`.

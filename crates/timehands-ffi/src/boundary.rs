@@ -13,10 +13,22 @@ use libc::c_int;
 
 /// Fails a call as the C library does: sets `errno` to `code`, returns -1.
 pub(crate) fn fail(code: c_int) -> c_int {
-    // SAFETY: `__errno_location` returns the calling thread's `errno`, a valid,
-    // aligned `int` for as long as the thread lives.
-    unsafe { *libc::__errno_location() = code };
+    // SAFETY: `errno()` is the calling thread's `errno`, a valid, aligned
+    // `int` for as long as the thread lives.
+    unsafe { *errno() = code };
     -1
+}
+
+/// The calling thread's `errno`, by the name each C library gives it.
+fn errno() -> *mut c_int {
+    #[cfg(any(target_os = "android", target_os = "netbsd", target_os = "openbsd"))]
+    use libc::__errno as location;
+    #[cfg(target_os = "linux")]
+    use libc::__errno_location as location;
+    #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
+    use libc::__error as location;
+    // SAFETY: each takes nothing and returns the calling thread's errno.
+    unsafe { location() }
 }
 
 /// `body()`, or `recover()` if `body` panics.
@@ -42,7 +54,9 @@ mod tests {
     #[test]
     fn fail_sets_errno_and_returns_minus_one() {
         assert_eq!(fail(libc::EFAULT), -1);
-        // SAFETY: as in `fail`: this thread's errno.
-        assert_eq!(unsafe { *libc::__errno_location() }, libc::EFAULT);
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EFAULT)
+        );
     }
 }

@@ -36,6 +36,9 @@ pub struct th_realtime_bounds {
 }
 
 /// `d` as a timespec (saturating: these are times of this century).
+// The libc crate deprecates musl's `time_t` for a change of its width to
+// come; `time_t::MAX` is right at either width.
+#[allow(deprecated)]
 fn timespec_of(d: Duration) -> timespec {
     timespec {
         tv_sec: d.as_secs().try_into().unwrap_or(libc::time_t::MAX),

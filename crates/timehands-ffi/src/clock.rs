@@ -3,16 +3,32 @@
 //! kernel for every other (so that `th_clock_gettime` can stand in for
 //! `clock_gettime`), timehands' error bound, and CLOCK_MONOTONIC as plain
 //! nanoseconds.
+//!
+//! Which ids timehands serves is the OS's business: each of its clocks is
+//! served under the id of the kernel clock whose origin it keeps, and only
+//! where the OS has one (`timehands_clock`, one table an OS).
 
 use std::time::Duration;
 
 use libc::{EFAULT, EINVAL, EIO, EOVERFLOW, c_int, clockid_t, timespec};
+use timehands_rs::sys::KernelClock;
 use timehands_rs::{ClockId, Resolution};
 
 use crate::boundary::{contain, fail};
 
-/// The timehands clock behind a `clock_gettime` id, if timehands serves it.
+/// The id of the clock `now()` counts on: the one std's `Instant` reads,
+/// CLOCK_UPTIME_RAW on Apple's systems, CLOCK_MONOTONIC elsewhere.
+#[cfg(target_vendor = "apple")]
+const MONOTONIC: clockid_t = libc::CLOCK_UPTIME_RAW;
+/// The id of the clock `now()` counts on: the one std's `Instant` reads,
+/// CLOCK_UPTIME_RAW on Apple's systems, CLOCK_MONOTONIC elsewhere.
+#[cfg(not(target_vendor = "apple"))]
+const MONOTONIC: clockid_t = libc::CLOCK_MONOTONIC;
+
+/// The timehands clock behind a `clock_gettime` id, if timehands serves it:
+/// each of its clocks has the origin of the kernel's clock of that name.
 /// (timehands' own `Second` has no id on Linux.)
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn timehands_clock(id: clockid_t) -> Option<ClockId> {
     match id {
         libc::CLOCK_REALTIME => Some(ClockId::Realtime),
@@ -22,6 +38,48 @@ fn timehands_clock(id: clockid_t) -> Option<ClockId> {
         libc::CLOCK_REALTIME_COARSE => Some(ClockId::RealtimeCoarse),
         libc::CLOCK_MONOTONIC_COARSE => Some(ClockId::MonotonicCoarse),
         libc::CLOCK_TAI => Some(ClockId::Tai),
+        _ => None,
+    }
+}
+
+/// FreeBSD's ids of timehands' clocks: its CLOCK_BOOTTIME is CLOCK_UPTIME,
+/// its coarse clocks the `_FAST` ones; it has no raw clock and no TAI clock.
+#[cfg(target_os = "freebsd")]
+fn timehands_clock(id: clockid_t) -> Option<ClockId> {
+    match id {
+        libc::CLOCK_REALTIME => Some(ClockId::Realtime),
+        libc::CLOCK_MONOTONIC => Some(ClockId::Monotonic),
+        libc::CLOCK_BOOTTIME => Some(ClockId::Boottime),
+        libc::CLOCK_REALTIME_COARSE => Some(ClockId::RealtimeCoarse),
+        libc::CLOCK_MONOTONIC_COARSE => Some(ClockId::MonotonicCoarse),
+        _ => None,
+    }
+}
+
+/// Apple's ids of timehands' clocks: monotonic time is CLOCK_UPTIME_RAW
+/// (std's `Instant`), time with suspend CLOCK_MONOTONIC_RAW; there are no
+/// coarse, raw or TAI clocks of the same origins to name.
+#[cfg(target_vendor = "apple")]
+fn timehands_clock(id: clockid_t) -> Option<ClockId> {
+    match id {
+        libc::CLOCK_REALTIME => Some(ClockId::Realtime),
+        libc::CLOCK_UPTIME_RAW => Some(ClockId::Monotonic),
+        libc::CLOCK_MONOTONIC_RAW => Some(ClockId::Boottime),
+        _ => None,
+    }
+}
+
+/// The other unixes: the two clocks every one of them has.
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd",
+    target_vendor = "apple"
+)))]
+fn timehands_clock(id: clockid_t) -> Option<ClockId> {
+    match id {
+        libc::CLOCK_REALTIME => Some(ClockId::Realtime),
+        libc::CLOCK_MONOTONIC => Some(ClockId::Monotonic),
         _ => None,
     }
 }
@@ -42,10 +100,10 @@ fn kernel_gettime(id: clockid_t) -> Result<timespec, c_int> {
     timehands_rs::sys::clock_timespec(id).map_err(|e| e.raw_os_error().unwrap_or(EIO))
 }
 
-/// The kernel's CLOCK_MONOTONIC in nanoseconds (saturating: this runs after a
-/// panic, outside `contain`, so it must not panic itself).
+/// The kernel's monotonic clock in nanoseconds (saturating: this runs after
+/// a panic, outside `contain`, so it must not panic itself).
 fn kernel_monotonic_ns() -> u64 {
-    timehands_rs::sys::clock_nanos(libc::CLOCK_MONOTONIC).unwrap_or(0)
+    timehands_rs::sys::kernel_nanos(KernelClock::Monotonic).unwrap_or(0)
 }
 
 /// Ends a call: stores the time in `*out` and returns 0, or fails with its
@@ -67,7 +125,8 @@ unsafe fn store(out: *mut timespec, time: Result<timespec, c_int>) -> c_int {
 /// Reads clock `clock_id` into `*tp`, as clock_gettime(2) does, for every id
 /// it takes: timehands serves CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME,
 /// CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE and
-/// CLOCK_TAI; the kernel every other (the CPU-time clocks, also those of
+/// CLOCK_TAI on Linux (on other OSes the ids README.md lists); the kernel
+/// every other (the CPU-time clocks, also those of
 /// clock_getcpuclockid(3) and pthread_getcpuclockid(3),
 /// CLOCK_REALTIME_ALARM, CLOCK_BOOTTIME_ALARM, the auxiliary clocks of Linux
 /// 6.17), so that `#define clock_gettime th_clock_gettime` keeps a program's
@@ -85,7 +144,7 @@ pub unsafe extern "C" fn th_clock_gettime(clock_id: clockid_t, tp: *mut timespec
     // (`try_gettime` cannot panic, so nothing to contain). Every other id,
     // every error and every read that must wind up is out of line.
     let fast = match clock_id {
-        libc::CLOCK_MONOTONIC if !tp.is_null() => timehands_rs::try_gettime(ClockId::Monotonic),
+        MONOTONIC if !tp.is_null() => timehands_rs::try_gettime(ClockId::Monotonic),
         libc::CLOCK_REALTIME if !tp.is_null() => timehands_rs::try_gettime(ClockId::Realtime),
         _ => None,
     };
@@ -191,8 +250,8 @@ pub unsafe extern "C" fn th_clock_getaccuracy(
 }
 
 /// Now, in nanoseconds on CLOCK_MONOTONIC (the origin of
-/// clock_gettime(CLOCK_MONOTONIC)): the fastest correct clock this machine
-/// has. Never goes backwards, on one thread or across threads.
+/// clock_gettime(CLOCK_MONOTONIC); on macOS, CLOCK_UPTIME_RAW's): the
+/// fastest correct clock this machine has. Never goes backwards, on one thread or across threads.
 #[unsafe(no_mangle)]
 pub extern "C" fn th_now_ns() -> u64 {
     contain(|| timehands_rs::now().as_nanos(), kernel_monotonic_ns)
@@ -212,12 +271,26 @@ pub extern "C" fn th_now_unordered_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashSet;
+
+    /// On every OS, the ids of the clock `now()` counts on and of UTC are
+    /// timehands'; an id no OS has is not.
+    #[test]
+    fn the_monotonic_and_realtime_ids_are_served() {
+        assert_eq!(timehands_clock(MONOTONIC), Some(ClockId::Monotonic));
+        assert_eq!(
+            timehands_clock(libc::CLOCK_REALTIME),
+            Some(ClockId::Realtime)
+        );
+        assert_eq!(timehands_clock(clockid_t::MAX), None);
+    }
 
     /// Every clock of timehands has its id, but `Second`, which Linux lacks;
     /// the ids of other clocks are refused.
+    #[cfg(target_os = "linux")]
     #[test]
     fn every_clock_but_second_has_an_id() {
+        use std::collections::HashSet;
+
         let reached: HashSet<ClockId> = (0..64).filter_map(timehands_clock).collect();
         let expected: HashSet<ClockId> = ClockId::ALL
             .into_iter()

@@ -46,3 +46,10 @@ pub use clock::{
 };
 pub use info::{th_info, th_verdict};
 pub use trace::th_clock_description_ctf;
+
+// The API is clock_gettime's: clockid_t, struct timespec and errno, which
+// Windows has none of (README.md, "Each OS").
+#[cfg(not(unix))]
+compile_error!(
+    "libtimehands is the interface of clock_gettime(2), which Windows lacks: build the other crates with `--exclude timehands-ffi` (see crates/timehands-ffi/README.md, \"Each OS\")"
+);

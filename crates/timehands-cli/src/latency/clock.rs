@@ -73,7 +73,8 @@ pub fn sleep_for(nanos: u64) -> io::Result<()> {
 /// A timespec of `nanos`.
 pub fn timespec(nanos: u64) -> libc::timespec {
     libc::timespec {
-        tv_sec: (nanos / NANOS_PER_SEC) as libc::time_t,
+        // `as _`: time_t's width is the C library's (musl's is to change).
+        tv_sec: (nanos / NANOS_PER_SEC) as _,
         tv_nsec: (nanos % NANOS_PER_SEC) as libc::c_long,
     }
 }

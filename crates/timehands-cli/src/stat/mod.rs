@@ -238,6 +238,7 @@ fn plot_width(columns: usize) -> Option<usize> {
 }
 
 /// The terminal window's width in columns, from `TIOCGWINSZ`.
+#[cfg(unix)]
 fn window_columns() -> Option<usize> {
     let mut size = libc::winsize {
         ws_row: 0,
@@ -249,6 +250,24 @@ fn window_columns() -> Option<usize> {
     // points to a live, writable `winsize`; on error it writes nothing.
     let status = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
     (status == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
+/// The console window's width in columns, from `GetConsoleScreenBufferInfo`.
+#[cfg(windows)]
+fn window_columns() -> Option<usize> {
+    use windows_sys::Win32::System::Console::{
+        CONSOLE_SCREEN_BUFFER_INFO, GetConsoleScreenBufferInfo, GetStdHandle, STD_OUTPUT_HANDLE,
+    };
+
+    // SAFETY: all zeros is a valid value of the plain C struct.
+    let mut info: CONSOLE_SCREEN_BUFFER_INFO = unsafe { std::mem::zeroed() };
+    // SAFETY: the call writes one CONSOLE_SCREEN_BUFFER_INFO through the
+    // pointer, which points to a live, writable one; a handle that is not a
+    // console's fails the call, which then writes nothing.
+    let read = unsafe { GetConsoleScreenBufferInfo(GetStdHandle(STD_OUTPUT_HANDLE), &mut info) };
+    // The window's edges are both inside it.
+    let columns = i32::from(info.srWindow.Right) - i32::from(info.srWindow.Left) + 1;
+    (read != 0 && columns > 0).then_some(columns as usize)
 }
 
 /// ministat's output for `samples`.

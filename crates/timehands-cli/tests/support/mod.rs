@@ -3,9 +3,8 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_timehands");
@@ -74,10 +73,16 @@ pub fn assert_svg(path: &std::path::Path) {
     );
 }
 
+/// (Linux only: `latency` and `load` are the subcommands Ctrl-C ends.)
+///
 /// Starts the binary with `args`, waits for its first line of output (which
 /// comes after its Ctrl-C handler is in place), sends SIGINT, and checks that
 /// it then exits successfully. Returns the first line and the rest.
+#[cfg(target_os = "linux")]
 pub fn interrupted(args: &[&str]) -> (String, String) {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+
     let mut child = Command::new(BIN)
         .args(args)
         .stdout(Stdio::piped())
