@@ -36,7 +36,7 @@ impl fmt::Display for Scheduling {
 /// Asks for SCHED_FIFO at `priority` for the calling thread (raising a soft
 /// RLIMIT_RTPRIO below it where the hard one allows), and says what it got.
 pub fn request_fifo(priority: i32) -> Scheduling {
-    match timehands::sys::set_realtime(timehands::sys::Realtime::Fifo, priority) {
+    match timehands::sys::set_scheduling(timehands::sys::Policy::Fifo, priority) {
         Ok(()) => Scheduling::Fifo { priority },
         Err(refused) => Scheduling::Normal {
             reason: refused.to_string(),
