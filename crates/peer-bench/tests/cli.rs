@@ -4,28 +4,58 @@
 
 use std::process::{Command, Output};
 
+use timehands::sys::KernelClock;
+
 const BIN: &str = env!("CARGO_BIN_EXE_peer-bench");
 
-/// The clocks every machine has; x86_64 adds the TSC reads.
+/// The clocks every machine has, the kernel's by the OS's names (each
+/// once); the kernel's coarse clock is Linux's and FreeBSD's, and x86_64
+/// adds the TSC reads.
 fn clock_names() -> Vec<&'static str> {
     let mut names = vec![
         "std Instant::now",
         "std SystemTime::now",
-        "CLOCK_MONOTONIC",
-        "CLOCK_REALTIME",
-        "CLOCK_MONOTONIC_RAW",
-        "CLOCK_BOOTTIME",
-        "CLOCK_MONOTONIC_COARSE",
         "quanta now",
         "quanta recent",
-        "minstant now",
-        "fastant now",
+        minstant_now(),
+        fastant_now(),
         "coarsetime now",
     ];
+    for kernel in [
+        KernelClock::Monotonic,
+        KernelClock::Realtime,
+        KernelClock::MonotonicRaw,
+        KernelClock::Boottime,
+    ] {
+        if !names.contains(&kernel.name()) {
+            names.push(kernel.name());
+        }
+    }
+    if cfg!(any(target_os = "linux", target_os = "freebsd")) {
+        names.push("CLOCK_MONOTONIC_COARSE");
+    }
     if cfg!(target_arch = "x86_64") {
         names.extend(["rdtsc", "lfence; rdtsc"]);
     }
     names
+}
+
+/// minstant's row: named `(std)` where it has no TSC to read.
+fn minstant_now() -> &'static str {
+    if minstant::is_tsc_available() {
+        "minstant now"
+    } else {
+        "minstant now (std)"
+    }
+}
+
+/// fastant's row, as minstant's.
+fn fastant_now() -> &'static str {
+    if fastant::is_tsc_available() {
+        "fastant now"
+    } else {
+        "fastant now (std)"
+    }
 }
 
 fn run(args: &[&str]) -> Output {
@@ -91,7 +121,12 @@ fn first_call_prints_every_library() {
 #[test]
 fn tracking_prints_rates() {
     let out = stdout(&["--quick", "--track-seconds", "1", "--only", "tracking"]);
-    for name in ["CLOCK_MONOTONIC", "CLOCK_REALTIME", "minstant now"] {
+    let names = [
+        KernelClock::Monotonic.name(),
+        KernelClock::Realtime.name(),
+        minstant_now(),
+    ];
+    for name in names {
         let fields = fields(&out, name);
         fields[1].parse::<f64>().expect("rate ppm");
     }

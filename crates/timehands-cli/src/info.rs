@@ -66,8 +66,9 @@ impl fmt::Display for Facts {
         }
         writeln!(
             f,
-            "offset       {} ns (CLOCK_MONOTONIC minus ours)",
-            info.offset_ns
+            "offset       {} ns ({} minus ours)",
+            info.offset_ns,
+            timehands::sys::KernelClock::Monotonic.name()
         )?;
         writeln!(f, "accuracy     {} ns", info.accuracy.as_nanos())?;
         match &info.realtime_bounds {

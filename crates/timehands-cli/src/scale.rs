@@ -4,9 +4,9 @@
 //! each thread's reads per second, their spread (box-plot figures) and their
 //! sum are reported per clock. The four clocks are the two that write no
 //! shared memory (timehands' `now()` and the kernel's monotonic clock, on
-//! Linux CLOCK_MONOTONIC through the vDSO), which should scale linearly with cores, and the two designs that
-//! cannot: a clock read under a global mutex (as RTEMS reads its
-//! time of day under one lock), and a clock that makes every reading at
+//! Linux CLOCK_MONOTONIC through the vDSO), which should scale linearly with
+//! cores, and the two designs that cannot: a clock read under a global mutex
+//! (as RTEMS reads its time of day under one lock), and a clock that makes every reading at
 //! least the last one handed out through one shared atomic (a "last value"
 //! scheme, which bounces one cache line between every reader).
 

@@ -1,5 +1,5 @@
-//! `timehands track`: timehands' `now()` against the kernel's CLOCK_MONOTONIC
-//! over time.
+//! `timehands track`: timehands' `now()` against the kernel's monotonic clock
+//! (Linux's CLOCK_MONOTONIC) over time.
 //!
 //! At every interval one bracketed comparison (the narrowest of a few
 //! `kernel, ours, kernel`) gives the offset, ours minus the kernel's, to
@@ -74,7 +74,7 @@ fn seconds(text: &str) -> Result<f64, String> {
 struct Sample {
     /// Seconds since the first sample.
     t_s: f64,
-    /// Ours minus CLOCK_MONOTONIC, in ns.
+    /// Ours minus the kernel's monotonic clock, in ns.
     offset_ns: i64,
     /// The bracket's width, in ns.
     bracket_ns: u64,

@@ -8,9 +8,15 @@ use support::{assert_svg, fails_in_one_line, json, scratch, stdout, under_a_file
 #[test]
 fn a_row_for_every_clock_at_every_thread_count() {
     let text = stdout(&["scale", "--threads", "2", "--step", "10"]);
+    // The kernel's clock by the name the command gives it here.
+    let kernel = if cfg!(target_os = "linux") {
+        "vDSO CLOCK_MONOTONIC"
+    } else {
+        timehands::sys::KernelClock::Monotonic.name()
+    };
     for clock in [
         "timehands now()",
-        "vDSO CLOCK_MONOTONIC",
+        kernel,
         "mutex-protected now()",
         "shared-atomic last value",
     ] {

@@ -178,7 +178,8 @@ int th_clock_getbounds(struct th_realtime_bounds *bounds);
  * Reads clock `clock_id` into `*tp`, as clock_gettime(2) does, for every id
  * it takes: timehands serves CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME,
  * CLOCK_MONOTONIC_RAW, CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE and
- * CLOCK_TAI; the kernel every other (the CPU-time clocks, also those of
+ * CLOCK_TAI on Linux (on other OSes the ids README.md lists); the kernel
+ * every other (the CPU-time clocks, also those of
  * clock_getcpuclockid(3) and pthread_getcpuclockid(3),
  * CLOCK_REALTIME_ALARM, CLOCK_BOOTTIME_ALARM, the auxiliary clocks of Linux
  * 6.17), so that `#define clock_gettime th_clock_gettime` keeps a program's
@@ -222,8 +223,8 @@ int th_clock_getaccuracy(clockid_t clock_id, struct timespec *accuracy);
 
 /**
  * Now, in nanoseconds on CLOCK_MONOTONIC (the origin of
- * clock_gettime(CLOCK_MONOTONIC)): the fastest correct clock this machine
- * has. Never goes backwards, on one thread or across threads.
+ * clock_gettime(CLOCK_MONOTONIC); on macOS, CLOCK_UPTIME_RAW's): the
+ * fastest correct clock this machine has. Never goes backwards, on one thread or across threads.
  */
 uint64_t th_now_ns(void);
 
