@@ -43,7 +43,7 @@ impl fmt::Display for Scheduling {
 /// says what it got: where the OS has no real-time policy, a refusal that
 /// names the OS.
 pub fn request_fifo(priority: i32) -> Scheduling {
-    match timehands::sys::set_realtime(timehands::sys::Realtime::Fifo, priority) {
+    match timehands::sys::set_scheduling(timehands::sys::Policy::Fifo, priority) {
         Ok(()) => Scheduling::Fifo { priority },
         Err(refused) => Scheduling::Normal {
             reason: refused.to_string(),

@@ -49,6 +49,8 @@ mod host;
 #[cfg(feature = "std")]
 mod hw;
 #[cfg(feature = "std")]
+mod os;
+#[cfg(feature = "std")]
 pub mod sys;
 #[cfg(feature = "tracing")]
 pub mod tracing_time;

@@ -202,9 +202,9 @@ mod tests {
         }
     }
 
-    /// Nanoseconds of the kernel's clock `id`.
-    fn kernel(id: libc::clockid_t) -> u128 {
-        crate::sys::clock_nanos(id).expect("a clock every Linux has") as u128
+    /// Nanoseconds of the OS's `clock`.
+    fn kernel(clock: KernelClock) -> u128 {
+        crate::sys::kernel_nanos(clock).expect("a clock every OS has") as u128
     }
 
     /// The error bound of the clock against the kernel's, plus a microsecond.
@@ -214,9 +214,9 @@ mod tests {
 
     #[test]
     fn uptime_is_clock_monotonic() {
-        let before = kernel(libc::CLOCK_MONOTONIC);
+        let before = kernel(KernelClock::Monotonic);
         let text = format(Uptime);
-        let after = kernel(libc::CLOCK_MONOTONIC);
+        let after = kernel(KernelClock::Monotonic);
         let (seconds, nanos) = text
             .trim_start()
             .strip_suffix('s')
@@ -233,9 +233,9 @@ mod tests {
 
     #[test]
     fn rfc3339_is_clock_realtime() {
-        let before = kernel(libc::CLOCK_REALTIME) - slack();
+        let before = kernel(KernelClock::Realtime) - slack();
         let text = format(Rfc3339);
-        let after = kernel(libc::CLOCK_REALTIME) + slack();
+        let after = kernel(KernelClock::Realtime) + slack();
         let stamp = |nanos: u128| {
             rfc3339(
                 (nanos / 1_000_000_000) as u64,

@@ -1,7 +1,9 @@
 //! The host clock against the kernel: API semantics, agreement with
 //! `clock_gettime` to loose bounds (milliseconds, so that a loaded machine never
 //! makes them flake), monotonicity across real threads, the counter choice and
-//! its environment variable, and a forked child.
+//! its environment variable, and a forked child (on unix). The OS's clocks
+//! are those of `timehands::sys::kernel_nanos`, so that the tests run on
+//! every OS.
 // Miri runs neither CPUID nor rdtsc nor fork: these are the host's tests.
 #![cfg(not(miri))]
 
@@ -11,6 +13,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
+use timehands::sys::KernelClock;
 use timehands::{
     AtomicInstant, ClockId, CounterKind, Instant, getres, gettime, info, now, now_coarse,
     now_unordered,
@@ -20,8 +23,8 @@ use timehands::{
 /// that is wrong.
 const LOOSE: Duration = Duration::from_millis(50);
 
-fn kernel(id: libc::clockid_t) -> Duration {
-    Duration::from_nanos(timehands::sys::clock_nanos(id).expect("a clock every Linux has"))
+fn kernel(clock: KernelClock) -> Duration {
+    Duration::from_nanos(timehands::sys::kernel_nanos(clock).expect("a clock every OS has"))
 }
 
 fn near(ours: Duration, theirs: Duration, what: &str) {
@@ -35,19 +38,19 @@ fn near(ours: Duration, theirs: Duration, what: &str) {
 #[test]
 fn every_clock_id_agrees_with_the_kernel() {
     let cases = [
-        (ClockId::Realtime, libc::CLOCK_REALTIME),
-        (ClockId::Monotonic, libc::CLOCK_MONOTONIC),
-        (ClockId::Boottime, libc::CLOCK_BOOTTIME),
-        (ClockId::MonotonicRaw, libc::CLOCK_MONOTONIC_RAW),
-        (ClockId::RealtimeCoarse, libc::CLOCK_REALTIME_COARSE),
-        (ClockId::MonotonicCoarse, libc::CLOCK_MONOTONIC_COARSE),
+        (ClockId::Realtime, KernelClock::Realtime),
+        (ClockId::Monotonic, KernelClock::Monotonic),
+        (ClockId::Boottime, KernelClock::Boottime),
+        (ClockId::MonotonicRaw, KernelClock::MonotonicRaw),
+        (ClockId::RealtimeCoarse, KernelClock::Realtime),
+        (ClockId::MonotonicCoarse, KernelClock::Monotonic),
     ];
     for (id, kernel_id) in cases {
         near(gettime(id), kernel(kernel_id), &format!("{id:?}"));
     }
     // Second is whole seconds of Realtime: at most a second behind it.
     let second = gettime(ClockId::Second);
-    let behind = kernel(libc::CLOCK_REALTIME).saturating_sub(second);
+    let behind = kernel(KernelClock::Realtime).saturating_sub(second);
     assert_eq!(second.subsec_nanos(), 0);
     assert!(
         behind < Duration::from_secs(1) + LOOSE,
@@ -55,9 +58,26 @@ fn every_clock_id_agrees_with_the_kernel() {
     );
     near(
         Duration::from_nanos(now().as_nanos()),
-        kernel(libc::CLOCK_MONOTONIC),
+        kernel(KernelClock::Monotonic),
         "now()",
     );
+}
+
+/// Every read of `now()` lies between two reads of the OS's Monotonic
+/// around it, widened by the bound `getres` states: on every OS, whatever
+/// the counter.
+#[test]
+fn now_is_within_its_stated_bound_of_the_os_clock() {
+    for _ in 0..20_000 {
+        let accuracy = getres(ClockId::Monotonic).accuracy;
+        let before = kernel(KernelClock::Monotonic);
+        let ours = Duration::from_nanos(now().as_nanos());
+        let after = kernel(KernelClock::Monotonic);
+        assert!(
+            before.saturating_sub(accuracy) <= ours && ours <= after + accuracy,
+            "now() {ours:?} outside [{before:?}, {after:?}] ± {accuracy:?}"
+        );
+    }
 }
 
 #[test]
@@ -184,7 +204,7 @@ fn instants_behave_like_std_instants() {
     assert_eq!(std::time::Instant::from(ours), std_now);
     near(
         Duration::from_nanos(ours.as_nanos()),
-        kernel(libc::CLOCK_MONOTONIC),
+        kernel(KernelClock::Monotonic),
         "std::time::Instant converted",
     );
     // Beyond an Instant's range, a std instant saturates instead of wrapping.
@@ -252,6 +272,7 @@ fn now_never_goes_backwards_across_threads() {
 }
 
 /// A forked child (one thread, a copy of the parent's clock) reads time.
+#[cfg(unix)]
 #[test]
 fn a_forked_child_reads_time() {
     let before = now();
@@ -264,15 +285,15 @@ fn a_forked_child_reads_time() {
     if pid == 0 {
         let precise = (0..1000).all(|_| {
             let t = now();
-            let gap = Duration::from_nanos(t.as_nanos()).abs_diff(kernel(libc::CLOCK_MONOTONIC));
+            let gap = Duration::from_nanos(t.as_nanos()).abs_diff(kernel(KernelClock::Monotonic));
             t >= before && gap < LOOSE
         });
         // Coarse reads only: they move on only if the child started an
         // upkeep thread of its own (bounded, so that a failure ends).
-        let limit = kernel(libc::CLOCK_MONOTONIC) + Duration::from_secs(5);
+        let limit = kernel(KernelClock::Monotonic) + Duration::from_secs(5);
         let start = now_coarse();
         let mut coarse_moves = false;
-        while !coarse_moves && kernel(libc::CLOCK_MONOTONIC) < limit {
+        while !coarse_moves && kernel(KernelClock::Monotonic) < limit {
             coarse_moves = now_coarse() > start;
         }
         let ok = precise && coarse_moves && start >= coarse;
@@ -320,7 +341,7 @@ fn report_choice_in_child() {
     {
         near(
             Duration::from_nanos(now().as_nanos()),
-            kernel(libc::CLOCK_MONOTONIC),
+            kernel(KernelClock::Monotonic),
             "child",
         );
         let info = info();
@@ -405,7 +426,7 @@ fn the_trace_clock_description_maps_timestamps_to_unix_time() {
     );
     let unix = Duration::new(clock.offset_s as u64, clock.offset as u32)
         + Duration::from_nanos(now().as_nanos());
-    near(unix, kernel(libc::CLOCK_REALTIME), "timestamp + offset");
+    near(unix, kernel(KernelClock::Realtime), "timestamp + offset");
     let ctf = clock.to_ctf();
     for field in [
         "name = timehands_monotonic;",

@@ -51,10 +51,10 @@ impl Policy {
 /// raising a soft RLIMIT_RTPRIO below it as cyclictest does.
 pub fn set_realtime(policy: Policy, priority: u8) -> anyhow::Result<()> {
     let realtime = match policy {
-        Policy::Rr => timehands::sys::Realtime::RoundRobin,
-        _ => timehands::sys::Realtime::Fifo,
+        Policy::Rr => timehands::sys::Policy::RoundRobin,
+        _ => timehands::sys::Policy::Fifo,
     };
-    timehands::sys::set_realtime(realtime, i32::from(priority)).map_err(|e| {
+    timehands::sys::set_scheduling(realtime, i32::from(priority)).map_err(|e| {
         anyhow::anyhow!("-p {priority}: {e}; or leave out -p to measure under SCHED_OTHER")
     })
 }

@@ -3,14 +3,14 @@
 //! of it.
 //!
 //! - [`hw`]: the hardware counters the host clock can run on (the TSC,
-//!   CNTVCT_EL0, the kernel's clock as a counter), CPUID's facts about the
-//!   TSC, and the kernel's clocksource. Each is a [`Counter`](crate::Counter)
+//!   CNTVCT_EL0, the OS's clock as a counter), CPUID's facts about the
+//!   TSC, and Linux's clocksource. Each is a [`Counter`](crate::Counter)
 //!   a [`Timekeeper`](crate::Timekeeper) of your own can run on.
 //! - [`tsc_sync`]: bounds on every CPU pair's TSC offset, by ping-pong between
 //!   pinned threads, as Linux checks at boot.
 
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-pub mod tsc_sync;
+#[cfg(target_arch = "x86_64")]
+pub use crate::hw::tsc_sync;
 
 /// The hardware counters and their facts; see the [module](self) docs.
 pub mod hw {
@@ -20,6 +20,5 @@ pub mod hw {
     pub use crate::hw::{
         CrystalRatio, FrequencySource, OrderedRead, ReadCost, StatedFrequency, Tsc, TscFacts,
     };
-    #[cfg(target_os = "linux")]
     pub use crate::hw::{KernelCounter, available_clocksources, kernel_clocksource};
 }

@@ -18,8 +18,8 @@
 use std::time::Duration;
 
 use crate::Error;
-pub use crate::host::kernel_clocks::LeapSecond;
-use crate::host::kernel_clocks::NtpState;
+pub use crate::os::LeapSecond;
+use crate::os::NtpState;
 
 /// Nanoseconds in a UTC day without a leap second, as Unix time counts it.
 const DAY_NS: u64 = 86_400 * 1_000_000_000;

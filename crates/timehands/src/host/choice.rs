@@ -7,7 +7,7 @@ use crate::Counter;
 use crate::host::brackets::Pair;
 #[cfg(target_arch = "x86_64")]
 use crate::host::kernel_clocks::SystemClocks;
-use crate::hw::{self, KernelCounter};
+use crate::hw::KernelCounter;
 
 /// One check that went into choosing the counter.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,7 +80,7 @@ pub(super) fn hardware(
     // The TSC against the kernel from here to the end of the checks: the
     // frequency measurement, if CPUID states none, and the steering's anchor.
     let anchor = crate::host::brackets::pair(&SystemClocks, crate::host::brackets::read_tsc);
-    let facts = hw::TscFacts::read();
+    let facts = crate::hw::TscFacts::read();
     verdicts.push(Verdict {
         check: "invariant TSC (CPUID 0x80000007)",
         passed: facts.invariant,
@@ -94,14 +94,19 @@ pub(super) fn hardware(
             }
         ),
     });
-    let source = hw::kernel_clocksource();
-    let kernel_uses_tsc = source.as_deref() == Some("tsc");
+    // Linux's clocksource is evidence where it shows: a kernel that keeps
+    // time with something else found the TSC wanting (or was told to). Where
+    // it does not show (another OS, a container without sysfs), CPUID's word
+    // stands, and the cross-CPU check and the watchdog have the last word.
+    let source = crate::hw::kernel_clocksource();
+    let kernel_distrusts = source.as_deref().is_some_and(|source| source != "tsc");
     verdicts.push(Verdict {
         check: "kernel clocksource",
-        passed: kernel_uses_tsc,
-        detail: source.unwrap_or_else(|| "unreadable".to_string()),
+        passed: !kernel_distrusts,
+        detail: source
+            .unwrap_or_else(|| format!("not shown on {}: not needed", std::env::consts::OS)),
     });
-    let trusted = facts.invariant && kernel_uses_tsc;
+    let trusted = facts.invariant && !kernel_distrusts;
     if !(forced || trusted) {
         return Err((
             "the TSC is not trusted here (see the verdicts)".to_string(),
@@ -133,7 +138,7 @@ pub(super) fn hardware(
         });
     }
     Ok(Choice {
-        counter: HostCounter::Tsc(hw::Tsc::new(hz)),
+        counter: HostCounter::Tsc(crate::hw::Tsc::new(hz)),
         frequency_source,
         verdicts,
         fallback: None,
@@ -148,7 +153,7 @@ pub(super) fn hardware(
     _forced: bool,
     mut verdicts: Vec<Verdict>,
 ) -> Result<Choice, (String, Vec<Verdict>)> {
-    let counter = hw::Cntvct::new();
+    let counter = crate::hw::Cntvct::new();
     verdicts.push(Verdict {
         check: "CNTFRQ_EL0",
         passed: true,
@@ -185,12 +190,12 @@ pub(super) const CROSS_CPU_CHECK: &str = "cross-CPU TSC check";
 
 /// Hand-offs per CPU pair in the cross-CPU check: some milliseconds a pair,
 /// on a thread of its own, with bounds about a round trip wide.
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(target_arch = "x86_64")]
 pub(super) const CROSS_CPU_HANDOFFS: u64 = 2_000;
 
 /// Each CPU's TSC against the first CPU's, as Linux checks at boot: the
 /// verdict, and why to fail over if the TSCs disagree.
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(target_arch = "x86_64")]
 pub(super) fn cross_cpu_verdict(hz: u64) -> (Verdict, Option<String>) {
     take_process_affinity();
     verdict_of(crate::diagnostics::tsc_sync::measure_against_first(
@@ -202,18 +207,18 @@ pub(super) fn cross_cpu_verdict(hz: u64) -> (Verdict, Option<String>) {
 /// Gives the calling thread the affinity of the process's main thread: a
 /// check on it then covers the CPUs the process was given (`taskset`, a
 /// cpuset), not only those of the reader whose windup started the thread.
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(target_arch = "x86_64")]
 pub(super) fn take_process_affinity() {
     // A failure leaves the affinity as it was: the check then covers this
     // thread's CPUs.
-    if let Ok(cpus) = crate::sys::process_cpus() {
-        let _ = crate::sys::pin_to_cpus(&cpus);
+    if let Ok(cpus) = crate::os::process_cpus() {
+        let _ = crate::os::pin_to_cpus(&cpus);
     }
 }
 
 /// The verdict of a cross-CPU measurement, and why to fail over if it found
 /// two CPUs apart.
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(target_arch = "x86_64")]
 pub(super) fn verdict_of(
     measured: Result<crate::diagnostics::tsc_sync::Report, crate::diagnostics::tsc_sync::SyncError>,
 ) -> (Verdict, Option<String>) {

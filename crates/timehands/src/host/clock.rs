@@ -566,7 +566,7 @@ impl HostClock {
 
     /// Follows TAI − UTC, which the kernel keeps in whole seconds (an NTP
     /// daemon sets it; 0 otherwise). A kernel that refuses (`adjtimex`
-    /// filtered by a sandbox) is asked once: TAI − UTC is 0 from then on, as
+    /// filtered by a sandbox, an OS without an NTP state) is asked once: TAI − UTC is 0 from then on, as
     /// the kernel's CLOCK_TAI is where nothing set it, and `info` says so.
     pub(crate) fn follow_tai(&self) {
         if self.ntp_refused.load(Ordering::Relaxed) {
@@ -580,7 +580,7 @@ impl HostClock {
                 if !self.ntp_refused.swap(true, Ordering::Relaxed) {
                     self.tai_offset.store(0, Ordering::Relaxed);
                     self.refused(format!(
-                        "adjtimex: {e}; TAI − UTC is taken as 0, as the kernel's CLOCK_TAI is unless an NTP daemon sets it"
+                        "the NTP state: {e}; TAI − UTC is taken as 0, as Linux's CLOCK_TAI is unless an NTP daemon sets it"
                     ));
                 }
             }

@@ -2,16 +2,16 @@
 //! generic, the host picks at run time.
 
 use crate::Counter;
-use crate::hw::{self, KernelCounter};
+use crate::hw::KernelCounter;
 
 /// The counters the host clock can run on.
 pub(crate) enum HostCounter {
     /// The x86_64 time-stamp counter.
     #[cfg(target_arch = "x86_64")]
-    Tsc(hw::Tsc),
+    Tsc(crate::hw::Tsc),
     /// The aarch64 generic timer.
     #[cfg(target_arch = "aarch64")]
-    Cntvct(hw::Cntvct),
+    Cntvct(crate::hw::Cntvct),
     /// The kernel's CLOCK_MONOTONIC, read through the vDSO.
     Kernel(KernelCounter),
     /// A test's counter: one that misbehaves, or runs through a suspend.

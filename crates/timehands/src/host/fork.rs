@@ -19,8 +19,8 @@
 //! let go (a windup publishes before it updates its own state, so a child
 //! sees it whole or not at all).
 //!
-//! The handlers are registered before `main` (an `.init_array` entry on
-//! Linux), so that a fork while another thread starts the clock cannot leave
+//! The handlers are registered before `main` (an `.init_array` entry in
+//! ELF, `__mod_init_func` in Mach-O), so that a fork while another thread starts the clock cannot leave
 //! the child waiting on a start that no thread of it makes; the clock's
 //! start registers them too, for a platform or a link without that entry. A
 //! fork from a signal handler that interrupted this thread's own steering
@@ -51,27 +51,23 @@ pub(super) fn register() {
     if REGISTERED.swap(true, Ordering::AcqRel) {
         return;
     }
-    // SAFETY: registers three functions with the C library, which calls them
-    // around fork() on the forking thread; they touch only this crate's
-    // statics. A failure (no memory) leaves fork as unsafe as without them.
-    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+    // The handlers touch only this crate's statics.
+    crate::os::on_fork(prepare, parent, child);
 }
 
 /// Whether the handlers were registered before `main` (for the test that
 /// the linker kept the entry).
+#[cfg(unix)]
 static BEFORE_MAIN: AtomicBool = AtomicBool::new(false);
 
-/// Registers the handlers before `main`, while the process has one thread.
-#[cfg(target_os = "linux")]
-#[used]
-#[unsafe(link_section = ".init_array")]
-static REGISTER_BEFORE_MAIN: extern "C" fn() = {
-    extern "C" fn register_before_main() {
-        BEFORE_MAIN.store(true, Ordering::Release);
-        register();
-    }
-    register_before_main
-};
+/// Registers the handlers before `main`, while the process has one thread:
+/// the OS boundary calls it from the loader's initializers, where the OS
+/// has `fork`.
+#[cfg(unix)]
+pub(crate) fn register_before_main() {
+    BEFORE_MAIN.store(true, Ordering::Release);
+    register();
+}
 
 /// The clock's locks (steering, facts, bound), held by the forking thread
 /// across the fork.
@@ -152,12 +148,12 @@ fn forget_threads(clock: &HostClock) {
 /// `process_tests.rs`): nothing outside them.
 #[inline(always)]
 pub(super) fn point(_name: &'static str) {
-    #[cfg(test)]
+    #[cfg(all(test, unix))]
     super::process_tests::pause_at(_name);
 }
 
 /// Whether the handlers were registered before `main` (test access).
-#[cfg(test)]
+#[cfg(all(test, unix))]
 pub(super) fn registered_before_main() -> bool {
     BEFORE_MAIN.load(Ordering::Acquire)
 }

@@ -118,19 +118,21 @@ impl SubAssign<Duration> for Instant {
     }
 }
 
-/// A `std::time::Instant` whose CLOCK_MONOTONIC nanoseconds are known, so that
-/// the two kinds of instant convert exactly: on Linux std's `Instant` is a
-/// CLOCK_MONOTONIC timespec, which its `Debug` shows. Should a future std show
-/// something else, the anchor is taken from a tight bracket instead, and the
-/// conversions are exact to within that bracket.
+/// A `std::time::Instant` whose Monotonic nanoseconds are known, so that the
+/// two kinds of instant convert exactly: on unix std's `Instant` is a
+/// timespec of the clock Monotonic is (CLOCK_MONOTONIC, Apple's
+/// CLOCK_UPTIME_RAW), which its `Debug` shows. Where it shows something else
+/// (Windows, wasm), the anchor is taken from a tight bracket of two reads of
+/// that same clock, and the conversions are exact to within that bracket.
 fn anchor() -> (std::time::Instant, u64) {
     static ANCHOR: OnceLock<(std::time::Instant, u64)> = OnceLock::new();
     *ANCHOR.get_or_init(|| {
-        // std's instant between two reads of CLOCK_MONOTONIC: its time is the
+        // std's instant between two reads of Monotonic: its time is the
         // middle, within half the bracket, where its `Debug` does not say.
-        let before = crate::sys::clock_nanos(libc::CLOCK_MONOTONIC).unwrap_or(0);
+        let monotonic = || crate::os::kernel_nanos(crate::os::KernelClock::Monotonic);
+        let before = monotonic().unwrap_or(0);
         let std_instant = std::time::Instant::now();
-        let after = crate::sys::clock_nanos(libc::CLOCK_MONOTONIC).unwrap_or(before);
+        let after = monotonic().unwrap_or(before);
         let nanos = timespec_nanos(&format!("{std_instant:?}"))
             .unwrap_or(before + after.saturating_sub(before) / 2);
         (std_instant, nanos)

@@ -107,7 +107,8 @@ mod clock;
 mod counter;
 mod fork;
 mod info;
-#[cfg(test)]
+// The clock under fork(), SIGSTOP and a sandbox: where those exist.
+#[cfg(all(test, unix))]
 mod process_tests;
 mod published;
 mod read;
@@ -129,6 +130,8 @@ pub(crate) mod watchdog;
 pub use choice::Verdict;
 pub(crate) use clock::clock;
 pub use counter::CounterKind;
+#[cfg(unix)]
+pub(crate) use fork::register_before_main as register_fork_handlers_before_main;
 pub use info::{Info, Resolution, getres, info};
 pub use read::{
     ClockId, gettime, now, now_coarse, now_coarse_coherent, now_coherent, now_unordered,

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::clock::HostClock;
-use crate::host::kernel_clocks::{KernelClock, KernelClocks, LeapSecond, NtpState};
+use crate::host::kernel_clocks::{KernelClock, KernelClocks, NtpState};
+use crate::os::LeapSecond;
 use crate::{BinTime, Counter};
 
 /// Kernel clocks that move only when the test moves them.

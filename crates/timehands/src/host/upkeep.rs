@@ -110,7 +110,7 @@ impl HostClock {
     /// two CPUs read apart are retired for the kernel's counter. The verdict
     /// is kept under the steering lock, with the failover it calls for.
     fn check_across_cpus(&self) {
-        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        #[cfg(target_arch = "x86_64")]
         if matches!(
             self.timekeeper().counter(),
             super::counter::HostCounter::Tsc(_)

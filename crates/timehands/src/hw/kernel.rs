@@ -1,22 +1,23 @@
-//! The kernel's clock as a counter, and which clocksource the kernel runs on.
-
-use core::mem::MaybeUninit;
+//! The OS's clock as a counter, and which clocksource Linux runs on.
 
 use crate::Counter;
+use crate::os::KernelClock;
 
-/// Where Linux lists its clocksources.
+/// Where Linux lists its clocksources (no other OS has the directory).
 const CLOCKSOURCE_DIR: &str = "/sys/devices/system/clocksource/clocksource0";
 
-/// A Linux clock (`clock_gettime`) as a 64-bit counter at 1 GHz: the clock's
-/// nanoseconds.
+/// One of the OS's clocks ([`KernelClock`]) as a 64-bit counter at 1 GHz:
+/// the clock's nanoseconds.
 ///
 /// For hosts whose hardware counter cannot be trusted or read, and as the
-/// reference to measure one against. Each read is a vDSO call, or a system call
-/// when the kernel's clocksource cannot be read from user space.
+/// reference to measure one against. Each read is a call: through the vDSO
+/// on Linux (a system call when the kernel's clocksource cannot be read
+/// from user space), the C library's `clock_gettime` on other unix,
+/// QueryPerformanceCounter on Windows.
 ///
-/// The vDSO fences its counter read against what comes before it. On aarch64
-/// it also keeps later reads after it; on x86_64 it does not (an `lfence`
-/// precedes its `rdtsc`, none follows), so there
+/// The call fences its counter read against what comes before it. On
+/// aarch64 it also keeps later reads after it; on x86_64 it does not (an
+/// `lfence` precedes Linux's `rdtsc`, none follows), so there
 /// [`order_after_read`](Counter::order_after_read) adds the `lfence`.
 ///
 /// ```no_run
@@ -29,26 +30,25 @@ const CLOCKSOURCE_DIR: &str = "/sys/devices/system/clocksource/clocksource0";
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelCounter {
-    clock: libc::clockid_t,
-    name: &'static str,
+    clock: KernelClock,
 }
 
 impl KernelCounter {
-    /// `CLOCK_MONOTONIC`: time since boot, not counting suspend, slewed by NTP.
+    /// [`KernelClock::Monotonic`] (CLOCK_MONOTONIC on Linux): time since
+    /// boot, not counting suspend (but on Windows), slewed by NTP.
     pub fn monotonic() -> KernelCounter {
         KernelCounter {
-            clock: libc::CLOCK_MONOTONIC,
-            name: "CLOCK_MONOTONIC",
+            clock: KernelClock::Monotonic,
         }
     }
 
-    /// `CLOCK_MONOTONIC_RAW`: as `CLOCK_MONOTONIC`, but at the clocksource's own
-    /// rate, never slewed: the one to use under a timekeeper that is
+    /// [`KernelClock::MonotonicRaw`] (CLOCK_MONOTONIC_RAW on Linux): as
+    /// `monotonic`, but at the clocksource's own rate, never slewed, where
+    /// the OS has such a clock: the one to use under a timekeeper that is
     /// disciplined itself.
     pub fn monotonic_raw() -> KernelCounter {
         KernelCounter {
-            clock: libc::CLOCK_MONOTONIC_RAW,
-            name: "CLOCK_MONOTONIC_RAW",
+            clock: KernelClock::MonotonicRaw,
         }
     }
 }
@@ -59,22 +59,13 @@ impl Counter for KernelCounter {
     /// hardware counter does not pay for its stack frame on the other path.
     #[inline(never)]
     fn read(&self) -> u64 {
-        let mut now = MaybeUninit::<libc::timespec>::zeroed();
-        // SAFETY: `now` is valid for writes for the call; all zeros is a valid
-        // timespec (integers and padding), so it is initialized even if the call
-        // wrote nothing.
-        let (result, now) = unsafe {
-            let result = libc::clock_gettime(self.clock, now.as_mut_ptr());
-            (result, now.assume_init())
-        };
-        // clock_gettime fails only with EINVAL (a clock id the kernel does not
-        // know: both are there since Linux 2.6.28) or EFAULT (a bad pointer:
-        // `now` is ours), so it cannot fail here. Were it to, the read would be
-        // 0, which the engine takes as a read behind its base and clamps.
-        debug_assert_eq!(result, 0, "clock_gettime({}) failed", self.name);
-        (now.tv_sec as u64)
-            .wrapping_mul(1_000_000_000)
-            .wrapping_add(now.tv_nsec as u64)
+        // The OSes' clocks fail only for an id the OS does not have (each is
+        // there on every version this builds for). Were one to, the read
+        // would be 0, which the engine takes as a read behind its base and
+        // clamps.
+        let nanos = crate::os::kernel_nanos(self.clock);
+        debug_assert!(nanos.is_ok(), "{} failed: {nanos:?}", self.clock.name());
+        nanos.unwrap_or(0)
     }
 
     fn frequency(&self) -> u64 {
@@ -94,13 +85,13 @@ impl Counter for KernelCounter {
     }
 
     fn name(&self) -> &str {
-        self.name
+        self.clock.name()
     }
 }
 
 /// The clocksource the kernel keeps time with (`current_clocksource`), such as
 /// `"tsc"`, `"kvm-clock"`, `"hpet"` or `"arch_sys_counter"`; `None` when sysfs
-/// does not show it (in some containers, say).
+/// does not show it (in some containers, say, and on every OS but Linux).
 pub fn kernel_clocksource() -> Option<String> {
     std::fs::read_to_string(format!("{CLOCKSOURCE_DIR}/current_clocksource"))
         .ok()

@@ -13,14 +13,17 @@
 //!   Every aarch64 system has it, it runs at the fixed rate CNTFRQ_EL0 gives, and
 //!   Linux lets user space read it. It is the aarch64 counterpart of an
 //!   invariant TSC.
-//! - [`KernelCounter`] (Linux): the kernel's own clock (`clock_gettime`) as a
-//!   1 GHz counter. It is right everywhere the kernel is, but each read is a
-//!   vDSO call (tens of nanoseconds) that itself reads one of the counters above,
-//!   or a system call when the kernel's clocksource cannot be read from user
-//!   space. `CLOCK_MONOTONIC` is slewed by NTP; `CLOCK_MONOTONIC_RAW` is not.
+//! - [`KernelCounter`] (every OS): the OS's own clock (`clock_gettime`,
+//!   QueryPerformanceCounter) as a 1 GHz counter. It is right everywhere the
+//!   OS is, but each read is a call (tens of nanoseconds, through Linux's
+//!   vDSO) that itself reads one of the counters above, or a system call
+//!   when the kernel's clocksource cannot be read from user space.
+//!   `CLOCK_MONOTONIC` is slewed by NTP; `CLOCK_MONOTONIC_RAW` is not.
+//! - `tsc_sync` (x86_64): how far apart the CPUs' TSCs are, the check the
+//!   host clock runs before it trusts the TSC across CPUs.
 //!
-//! Each is compiled only where it exists: `Tsc` and `TscFacts` on x86_64,
-//! `Cntvct` on aarch64, the kernel's clock on Linux.
+//! Each is compiled only where it exists: `Tsc`, `TscFacts` and `tsc_sync`
+//! on x86_64, `Cntvct` on aarch64, the OS's clock everywhere.
 //!
 //! Which to use: the hardware counter when it is trustworthy (an invariant TSC
 //! with the kernel on `tsc`; CNTVCT_EL0 always), the kernel's clock otherwise,
@@ -34,14 +37,14 @@
 
 #[cfg(target_arch = "aarch64")]
 mod cntvct;
-#[cfg(target_os = "linux")]
 mod kernel;
 #[cfg(target_arch = "x86_64")]
 mod tsc;
+#[cfg(target_arch = "x86_64")]
+pub mod tsc_sync;
 
 #[cfg(target_arch = "aarch64")]
 pub use cntvct::Cntvct;
-#[cfg(target_os = "linux")]
 pub use kernel::{KernelCounter, available_clocksources, kernel_clocksource};
 #[cfg(target_arch = "x86_64")]
 pub use tsc::{

@@ -127,12 +127,13 @@ pub enum SyncError {
     Pin {
         /// The CPU.
         cpu: usize,
-        /// What `sched_setaffinity` said.
+        /// What the OS said (`sched_setaffinity` on Linux).
         error: io::Error,
     },
     /// The CPUs this thread may run on could not be read.
     Affinity {
-        /// What `sched_getaffinity` said.
+        /// What the OS said (`sched_getaffinity` on Linux; an OS without
+        /// CPU affinity says so).
         error: io::Error,
     },
     /// A measuring thread could not be started.
@@ -177,7 +178,7 @@ impl fmt::Display for SyncError {
             ),
             SyncError::Affinity { error } => write!(
                 f,
-                "cannot read the CPUs this thread may run on (sched_getaffinity): {error}: measure the pairs one by one with measure_pair"
+                "cannot read the CPUs this thread may run on: {error}: measure the pairs one by one with measure_pair, where threads can be pinned"
             ),
             SyncError::Moved { cpu } => write!(
                 f,
@@ -347,7 +348,7 @@ fn measure_pairs(
     pairs: impl Fn(&[usize]) -> Vec<(usize, usize)>,
 ) -> Result<Report, SyncError> {
     check_arguments(handoffs, frequency_hz)?;
-    let cpus = crate::sys::allowed_cpus().map_err(|error| SyncError::Affinity { error })?;
+    let cpus = crate::os::allowed_cpus().map_err(|error| SyncError::Affinity { error })?;
     let pairs = pairs(&cpus)
         .into_iter()
         .map(|(a, b)| measure_pair(a, b, handoffs, frequency_hz))
@@ -437,17 +438,15 @@ fn play(
     handoffs: u64,
     deadline: Instant,
 ) -> Result<Seen, Halt> {
-    let played = crate::sys::pin_to_cpu(cpu)
+    let played = crate::os::pin_to_cpus(&[cpu])
         .map_err(|error| Halt::Pin { cpu, error })
         .and_then(|()| exchange(baton, tsc, role, handoffs, deadline))
         .and_then(|seen| {
-            // SAFETY: sched_getcpu takes nothing and only returns a number
-            // (-1 on error).
-            let current = unsafe { libc::sched_getcpu() };
-            if usize::try_from(current) == Ok(cpu) {
-                Ok(seen)
-            } else {
-                Err(Halt::Moved { cpu })
+            // Where the OS does not say which CPU a thread is on, the pin
+            // is taken at its word.
+            match crate::os::current_cpu() {
+                Some(current) if current != cpu => Err(Halt::Moved { cpu }),
+                _ => Ok(seen),
             }
         });
     if played.is_err() {

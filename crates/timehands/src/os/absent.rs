@@ -1,0 +1,43 @@
+//! What an OS family lacks, said once: each family's file re-exports the
+//! items here that it has no better answer for (so that each family takes
+//! some of them, and none takes all: hence the `allow` in `mod.rs`).
+
+use std::io;
+
+use super::{ForkHandler, NtpState, Policy, unsupported};
+
+/// No NTP state a program can read: no bound on real time.
+pub(crate) fn ntp() -> io::Result<NtpState> {
+    Err(unsupported("the kernel's NTP state"))
+}
+
+/// No CPU pinning: the thread runs where the OS puts it.
+pub(crate) fn allowed_cpus() -> io::Result<Vec<usize>> {
+    Err(unsupported("the CPU affinity"))
+}
+
+/// See [`allowed_cpus`].
+pub(crate) fn process_cpus() -> io::Result<Vec<usize>> {
+    Err(unsupported("the CPU affinity"))
+}
+
+/// See [`allowed_cpus`].
+pub(crate) fn pin_to_cpus(_cpus: &[usize]) -> io::Result<()> {
+    Err(unsupported("pinning a thread to CPUs"))
+}
+
+/// The OS does not say which CPU a thread runs on.
+pub(crate) fn current_cpu() -> Option<usize> {
+    None
+}
+
+/// No real-time scheduling policy.
+pub(crate) fn set_scheduling(policy: Policy, _priority: i32) -> io::Result<()> {
+    Err(unsupported(policy.name()))
+}
+
+/// No timer slack to set: nothing to do.
+pub(crate) fn set_minimal_timer_slack() {}
+
+/// No `fork()`: no handlers to register.
+pub(crate) fn on_fork(_prepare: ForkHandler, _parent: ForkHandler, _child: ForkHandler) {}

@@ -1,0 +1,208 @@
+//! Linux (glibc and musl) and Android: the clocks of `clock_gettime`, the
+//! NTP state of `adjtimex`, the CPU affinity of `sched_setaffinity`,
+//! RLIMIT_RTPRIO and the timer slack of `prctl`.
+
+use std::io;
+
+use super::cpu_mask::{MAX_CPUS, cpu_mask, cpus_in, pin_refused};
+use super::posix;
+use super::sched::{apply_scheduling, check_priority, scheduling_refused};
+use super::{NtpState, Policy};
+pub(crate) use posix::{clock_name, kernel_nanos, on_fork};
+
+/// The kernel's clocks (`clock_gettime(2)`).
+pub(super) const CLOCKS: posix::Clocks = posix::Clocks {
+    ids: [
+        (libc::CLOCK_MONOTONIC, "CLOCK_MONOTONIC"),
+        (libc::CLOCK_MONOTONIC_RAW, "CLOCK_MONOTONIC_RAW"),
+        (libc::CLOCK_BOOTTIME, "CLOCK_BOOTTIME"),
+        (libc::CLOCK_REALTIME, "CLOCK_REALTIME"),
+    ],
+};
+
+/// The kernel's NTP state: `adjtimex(2)` with modes 0, which reads only
+/// and needs no privilege.
+#[cfg(target_os = "linux")]
+pub(crate) fn ntp() -> io::Result<NtpState> {
+    // SAFETY: a zeroed timex is a valid argument (modes 0: read only).
+    let mut tx: libc::timex = unsafe { std::mem::zeroed() };
+    // SAFETY: `tx` is a valid timex to write; modes 0 changes nothing.
+    let state = unsafe { libc::adjtimex(&mut tx) };
+    if state < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(NtpState::from_kernel(
+        state,
+        tx.status,
+        tx.maxerror as i64,
+        tx.esterror as i64,
+        tx.tai,
+    ))
+}
+
+/// Android keeps the kernel's NTP state, but its C library's bindings do
+/// not give `adjtimex`, and its apps' seccomp policy is not ours to assume.
+#[cfg(target_os = "android")]
+pub(crate) fn ntp() -> io::Result<NtpState> {
+    Err(super::unsupported("the kernel's NTP state (adjtimex)"))
+}
+
+/// The CPUs the calling thread may run on, in increasing order.
+pub(crate) fn allowed_cpus() -> io::Result<Vec<usize>> {
+    affinity_of(0)
+}
+
+/// The CPUs the process may run on (its first thread's affinity).
+pub(crate) fn process_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: getpid takes nothing and cannot fail.
+    affinity_of(unsafe { libc::getpid() })
+}
+
+/// The affinity of thread `tid` (0: the calling one), read into a mask as
+/// large as the kernel's: glibc's `cpu_set_t` (1024 CPUs) to start with,
+/// doubled while the kernel refuses a mask smaller than its own.
+fn affinity_of(tid: libc::pid_t) -> io::Result<Vec<usize>> {
+    let mut words = 16;
+    loop {
+        let mut mask = vec![0u64; words];
+        // SAFETY: the kernel writes at most `words * 8` bytes, the size of
+        // `mask`, which is ours to write. The pointer is only cast for the
+        // signature: nothing reads it as a `cpu_set_t`.
+        let status = unsafe {
+            libc::sched_getaffinity(tid, words * 8, mask.as_mut_ptr().cast::<libc::cpu_set_t>())
+        };
+        if status == 0 {
+            return Ok(cpus_in(&mask));
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINVAL) || words * 64 >= MAX_CPUS {
+            return Err(error);
+        }
+        words *= 2;
+    }
+}
+
+/// Keeps the calling thread (and the threads it starts) on `cpus`.
+pub(crate) fn pin_to_cpus(cpus: &[usize]) -> io::Result<()> {
+    // The kernel ignores CPUs that do not exist, and refuses a mask with
+    // none it can use.
+    let mask = cpu_mask(cpus)?;
+    // SAFETY: pid 0 is the calling thread; the kernel reads `mask.len() * 8`
+    // bytes, the size of `mask`. The pointer is only cast for the signature.
+    let status = unsafe {
+        libc::sched_setaffinity(0, mask.len() * 8, mask.as_ptr().cast::<libc::cpu_set_t>())
+    };
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(pin_refused(cpus))
+    }
+}
+
+/// The CPU the calling thread runs on.
+pub(crate) fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu takes nothing and returns a number (-1 on error).
+    usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+}
+
+/// `policy` at `priority` for the calling thread. As cyclictest does, a
+/// refusal (EPERM) with a soft RLIMIT_RTPRIO below `priority` and a hard one
+/// at or above it raises the soft limit and tries again.
+pub(crate) fn set_scheduling(policy: Policy, priority: i32) -> io::Result<()> {
+    check_priority(policy, priority)?;
+    let refused = match apply_scheduling(policy, priority) {
+        Ok(()) => return Ok(()),
+        Err(refused) => refused,
+    };
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable rlimit.
+    unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut limit) };
+    let wanted = priority as libc::rlim_t;
+    if refused.raw_os_error() == Some(libc::EPERM)
+        && limit.rlim_cur < wanted
+        && wanted <= limit.rlim_max
+    {
+        let raised = libc::rlimit {
+            rlim_cur: wanted,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: `raised` is a valid rlimit, within the hard limit.
+        if unsafe { libc::setrlimit(libc::RLIMIT_RTPRIO, &raised) } == 0
+            && apply_scheduling(policy, priority).is_ok()
+        {
+            return Ok(());
+        }
+    }
+    let one = |v: libc::rlim_t| match v {
+        libc::RLIM_INFINITY => "unlimited".to_string(),
+        v => v.to_string(),
+    };
+    let limits = format!(
+        "; RLIMIT_RTPRIO soft {}, hard {}",
+        one(limit.rlim_cur),
+        one(limit.rlim_max)
+    );
+    Err(scheduling_refused(
+        policy,
+        priority,
+        refused,
+        &limits,
+        "run as root or with CAP_SYS_NICE, or raise `ulimit -r`",
+    ))
+}
+
+/// Sets the calling thread's timer slack to 1 ns, so that the kernel does
+/// not defer its wake-ups by the default 50 µs to batch them.
+pub(crate) fn set_minimal_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer and no pointers; it cannot
+    // fail for a positive value.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+}
+
+/// Refuses this process new threads (`clone3` says it does not exist,
+/// `clone` is not permitted) and `adjtimex`, as a container's seccomp
+/// profile may: a filter of the system calls, for good.
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
+pub(crate) fn refuse_threads_and_ntp() -> io::Result<()> {
+    use libc::{sock_filter, sock_fprog};
+    const ARCH: u32 = 0xc000_003e; // AUDIT_ARCH_X86_64
+    const LOAD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const IF: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
+    let op = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    let filter = [
+        op(LOAD, 0, 0, 4), // seccomp_data.arch
+        op(IF, 0, 8, ARCH),
+        op(LOAD, 0, 0, 0), // seccomp_data.nr
+        op(IF, 4, 0, libc::SYS_clone3 as u32),
+        op(IF, 4, 0, libc::SYS_clone as u32),
+        op(IF, 3, 0, libc::SYS_adjtimex as u32),
+        op(IF, 2, 0, libc::SYS_clock_adjtime as u32),
+        op(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW),
+        op(RETURN, 0, 0, errno(libc::ENOSYS)),
+        op(RETURN, 0, 0, errno(libc::EPERM)),
+        op(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let program = sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut sock_filter,
+    };
+    // SAFETY: no_new_privs and a filter that only makes four calls fail;
+    // `program` outlives the call, which copies it.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &program as *const sock_fprog,
+            ) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

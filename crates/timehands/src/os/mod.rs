@@ -1,0 +1,212 @@
+//! The operating system's boundary: everything the clock and its tools ask
+//! of the OS, behind one interface, one file per OS family.
+//!
+//! | file | OSes |
+//! |---|---|
+//! | `linux.rs` | Linux (glibc, musl), Android |
+//! | `apple.rs` | macOS, iOS and the other Apple OSes |
+//! | `windows.rs` | Windows |
+//! | `bsd.rs` | FreeBSD, NetBSD, OpenBSD, DragonFly |
+//! | `unix.rs` | other unix: illumos, Solaris, Haiku, AIX, … |
+//! | `fallback.rs` | anything else (wasm32-wasip1): std alone |
+//!
+//! `posix.rs` holds what the unix families share (`clock_gettime`,
+//! `pthread_atfork`), `sched.rs` POSIX real-time scheduling, `cpu_mask.rs`
+//! the CPU masks of the affinity calls, `ntp_model.rs` the kernel NTP
+//! model's numbers, and `absent.rs` what a family lacks (each error names
+//! the OS). Each family's file provides the same items:
+//!
+//! - `kernel_nanos(KernelClock)` and `clock_name(KernelClock)`: the OS's
+//!   clocks, in nanoseconds since their origin;
+//! - `ntp()`: the OS's NTP state, or an error naming the OS;
+//! - `allowed_cpus()`, `process_cpus()`, `pin_to_cpus()`, `current_cpu()`:
+//!   where a thread runs, or an error naming the OS;
+//! - `set_scheduling(Policy, priority)` and `set_minimal_timer_slack()`;
+//! - `on_fork(prepare, parent, child)`: the `pthread_atfork` handlers, and
+//!   their registration before `main`; nothing where there is no `fork`.
+//!
+//! The host clock and the engine hold no `cfg(target_os)`: what differs
+//! between OSes is here, and [`crate::sys`] shows it to the tools.
+
+// One family's file, as the table above says.
+#[cfg_attr(any(target_os = "linux", target_os = "android"), path = "linux.rs")]
+#[cfg_attr(target_vendor = "apple", path = "apple.rs")]
+#[cfg_attr(windows, path = "windows.rs")]
+#[cfg_attr(
+    any(
+        target_os = "freebsd",
+        target_os = "netbsd",
+        target_os = "openbsd",
+        target_os = "dragonfly"
+    ),
+    path = "bsd.rs"
+)]
+#[cfg_attr(
+    all(
+        unix,
+        not(any(
+            target_os = "linux",
+            target_os = "android",
+            target_vendor = "apple",
+            target_os = "freebsd",
+            target_os = "netbsd",
+            target_os = "openbsd",
+            target_os = "dragonfly"
+        ))
+    ),
+    path = "unix.rs"
+)]
+#[cfg_attr(not(any(unix, windows)), path = "fallback.rs")]
+mod family;
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[allow(dead_code)]
+mod absent;
+#[cfg(unix)]
+pub(crate) mod posix;
+
+// The pieces a few families share, compiled where one uses them.
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd",
+    windows
+))]
+mod cpu_mask;
+#[cfg(any(
+    target_os = "linux",
+    target_vendor = "apple",
+    target_os = "freebsd",
+    target_os = "netbsd"
+))]
+mod ntp_model;
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly"
+))]
+mod sched;
+
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
+pub(crate) use family::refuse_threads_and_ntp;
+pub(crate) use family::{
+    allowed_cpus, clock_name, current_cpu, kernel_nanos, ntp, on_fork, pin_to_cpus, process_cpus,
+    set_minimal_timer_slack, set_scheduling,
+};
+
+/// The OS's clocks, as the host clock follows them. What each is on each OS
+/// is in the table of the crate's `docs/platforms.md`; in short:
+///
+/// ```
+/// use timehands::sys::{KernelClock, kernel_nanos};
+///
+/// let before = kernel_nanos(KernelClock::Monotonic)?;
+/// let after = kernel_nanos(KernelClock::Monotonic)?;
+/// assert!(after >= before);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KernelClock {
+    /// The clock `std::time::Instant` reads on this OS: CLOCK_MONOTONIC on
+    /// Linux and the BSDs, CLOCK_UPTIME_RAW on Apple, QueryPerformanceCounter
+    /// on Windows.
+    Monotonic,
+    /// Monotonic at its source's own rate, never slewed by NTP, where the OS
+    /// has such a clock (CLOCK_MONOTONIC_RAW on Linux); Monotonic elsewhere.
+    MonotonicRaw,
+    /// Monotonic plus the time the machine was suspended: CLOCK_BOOTTIME on
+    /// Linux, CLOCK_MONOTONIC_RAW (mach_continuous_time) on Apple,
+    /// QueryPerformanceCounter on Windows (which counts suspend itself).
+    Boottime,
+    /// The OS's UTC, since the Unix epoch: CLOCK_REALTIME, or
+    /// GetSystemTimePreciseAsFileTime on Windows.
+    Realtime,
+}
+
+impl KernelClock {
+    /// The OS's name for the clock, such as `"CLOCK_MONOTONIC"`.
+    pub fn name(self) -> &'static str {
+        clock_name(self)
+    }
+}
+
+/// A real-time scheduling policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// SCHED_FIFO: runs until it blocks or a higher priority comes.
+    Fifo,
+    /// SCHED_RR: SCHED_FIFO with a time slice among equal priorities.
+    RoundRobin,
+}
+
+impl Policy {
+    /// The policy's name, as `chrt` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Fifo => "SCHED_FIFO",
+            Policy::RoundRobin => "SCHED_RR",
+        }
+    }
+}
+
+/// The leap second the kernel has announced for the end of the UTC day.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub enum LeapSecond {
+    /// None announced.
+    None,
+    /// 23:59:60 will be inserted: the kernel's Realtime repeats a second.
+    Insert,
+    /// 23:59:59 will be deleted: the kernel's Realtime skips a second.
+    Delete,
+    /// A leap second is being inserted now.
+    InProgress,
+}
+
+/// What the kernel's NTP state says of its synchronization
+/// (`adjtimex(2)` on Linux, `ntp_gettime(2)` on Apple and the BSDs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NtpState {
+    /// Whether an NTP daemon keeps the kernel synchronized (not STA_UNSYNC,
+    /// not TIME_ERROR).
+    pub synchronized: bool,
+    /// The kernel's bound on |Realtime − UTC|, in µs, growing at 500 ppm
+    /// between the daemon's updates.
+    pub maxerror_us: u64,
+    /// The daemon's estimate of that error, in µs.
+    pub esterror_us: u64,
+    /// TAI − UTC in seconds (0 where no daemon set it).
+    pub tai_offset_s: i32,
+    /// The leap second announced.
+    pub leap: LeapSecond,
+}
+
+/// The error for what this OS does not have: one line naming `what` and
+/// the OS. (Linux has everything asked of it.)
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn unsupported(what: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        format!("{what} is not available on {}", std::env::consts::OS),
+    )
+}
+
+/// For the process tests: a sandbox (a seccomp filter) that refuses new
+/// threads and the NTP state, where this crate knows how to build one.
+#[cfg(all(test, unix, target_arch = "x86_64", not(target_os = "linux")))]
+pub(crate) fn refuse_threads_and_ntp() -> std::io::Result<()> {
+    Err(unsupported("a sandbox for the tests"))
+}
+
+/// A handler `on_fork` registers: the host clock's `prepare`, `parent` and
+/// `child`.
+pub(crate) type ForkHandler = extern "C" fn();
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,101 @@
+//! The kernel NTP model (RFC 1589, Mills' "kernel model for precision
+//! timekeeping"): its clock states and status bits, numbered alike on every
+//! OS that has it, and the state they give.
+
+use super::{LeapSecond, NtpState};
+
+/// The clock state: a leap second will be inserted.
+const TIME_INS: i32 = 1;
+/// The clock state: a leap second will be deleted.
+const TIME_DEL: i32 = 2;
+/// The clock state: a leap second is being inserted.
+const TIME_OOP: i32 = 3;
+/// The clock state: not synchronized.
+const TIME_ERROR: i32 = 5;
+/// The status bit: insert a leap second at midnight.
+const STA_INS: i32 = 0x0010;
+/// The status bit: delete a leap second at midnight.
+const STA_DEL: i32 = 0x0020;
+/// The status bit: not synchronized.
+const STA_UNSYNC: i32 = 0x0040;
+
+impl NtpState {
+    /// The state from the kernel's clock `state` and its `status` bits
+    /// (`adjtimex`), or 0 where only the state is given (`ntp_gettime`).
+    pub(crate) fn from_kernel(
+        state: i32,
+        status: i32,
+        maxerror: i64,
+        esterror: i64,
+        tai: i32,
+    ) -> Self {
+        let leap = match state {
+            TIME_OOP => LeapSecond::InProgress,
+            _ if state == TIME_INS || status & STA_INS != 0 => LeapSecond::Insert,
+            _ if state == TIME_DEL || status & STA_DEL != 0 => LeapSecond::Delete,
+            _ => LeapSecond::None,
+        };
+        NtpState {
+            synchronized: status & STA_UNSYNC == 0 && state != TIME_ERROR,
+            maxerror_us: maxerror.max(0) as u64,
+            esterror_us: esterror.max(0) as u64,
+            tai_offset_s: tai,
+            leap,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ntp_states() {
+        const TIME_OK: i32 = 0;
+        let ok = NtpState::from_kernel(TIME_OK, 0, 5_000, 100, 37);
+        assert!(ok.synchronized);
+        assert_eq!(
+            (ok.maxerror_us, ok.esterror_us, ok.tai_offset_s),
+            (5_000, 100, 37)
+        );
+        assert_eq!(ok.leap, LeapSecond::None);
+        assert!(!NtpState::from_kernel(TIME_OK, STA_UNSYNC, 0, 0, 0).synchronized);
+        assert!(!NtpState::from_kernel(TIME_ERROR, 0, 0, 0, 0).synchronized);
+        // adjtimex gives the status bits; ntp_gettime only the state.
+        for (state, status) in [(TIME_INS, STA_INS), (TIME_INS, 0), (TIME_OK, STA_INS)] {
+            assert_eq!(
+                NtpState::from_kernel(state, status, 0, 0, 0).leap,
+                LeapSecond::Insert
+            );
+        }
+        for (state, status) in [(TIME_DEL, STA_DEL), (TIME_DEL, 0)] {
+            assert_eq!(
+                NtpState::from_kernel(state, status, 0, 0, 0).leap,
+                LeapSecond::Delete
+            );
+        }
+        assert_eq!(
+            NtpState::from_kernel(TIME_OOP, STA_INS, 0, 0, 0).leap,
+            LeapSecond::InProgress
+        );
+    }
+
+    /// The model's numbers are the OS's own, where the libc crate has them.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn the_numbers_are_the_kernels() {
+        assert_eq!(
+            (TIME_INS, TIME_DEL, TIME_OOP, TIME_ERROR),
+            (
+                libc::TIME_INS,
+                libc::TIME_DEL,
+                libc::TIME_OOP,
+                libc::TIME_ERROR
+            )
+        );
+        assert_eq!(
+            (STA_INS, STA_DEL, STA_UNSYNC),
+            (libc::STA_INS, libc::STA_DEL, libc::STA_UNSYNC)
+        );
+    }
+}

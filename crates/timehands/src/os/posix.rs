@@ -1,0 +1,110 @@
+//! What the unix families share: `clock_gettime`, the fork handlers and
+//! their registration before `main`.
+
+use std::io;
+
+use super::{ForkHandler, KernelClock};
+
+/// Nanoseconds in a second.
+const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+/// The clock `id` as a `timespec` (`clock_gettime(2)`).
+///
+/// # Errors
+/// The OS's: EINVAL for an id it does not have.
+#[inline]
+pub fn clock_timespec(id: libc::clockid_t) -> io::Result<libc::timespec> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the OS (or the vDSO) to write.
+    if unsafe { libc::clock_gettime(id, &mut ts) } == 0 {
+        Ok(ts)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `ts` in nanoseconds: 0 before the clock's origin, `u64::MAX` 584 years
+/// after it.
+#[inline]
+pub fn timespec_nanos(ts: &libc::timespec) -> u64 {
+    match u64::try_from(ts.tv_sec) {
+        Ok(sec) => sec
+            .saturating_mul(NANOS_PER_SEC)
+            .saturating_add(ts.tv_nsec as u64),
+        Err(_) => 0,
+    }
+}
+
+/// The clock `id` in nanoseconds since its origin (see [`timespec_nanos`]).
+///
+/// ```
+/// let before = timehands::sys::clock_nanos(libc::CLOCK_MONOTONIC)?;
+/// let after = timehands::sys::clock_nanos(libc::CLOCK_MONOTONIC)?;
+/// assert!(after >= before);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// # Errors
+/// The OS's: EINVAL for an id it does not have.
+#[inline]
+pub fn clock_nanos(id: libc::clockid_t) -> io::Result<u64> {
+    clock_timespec(id).map(|ts| timespec_nanos(&ts))
+}
+
+/// A unix family's ids for `clock_gettime` and names of the OS's clocks,
+/// in the order of [`KernelClock`]'s variants.
+pub(crate) struct Clocks {
+    /// Monotonic, MonotonicRaw, Boottime, Realtime.
+    pub(crate) ids: [(libc::clockid_t, &'static str); 4],
+}
+
+impl Clocks {
+    /// The id and the name of `clock`.
+    #[inline]
+    pub(crate) fn of(&self, clock: KernelClock) -> (libc::clockid_t, &'static str) {
+        self.ids[match clock {
+            KernelClock::Monotonic => 0,
+            KernelClock::MonotonicRaw => 1,
+            KernelClock::Boottime => 2,
+            KernelClock::Realtime => 3,
+        }]
+    }
+}
+
+/// `clock` in nanoseconds since its origin: on Linux a vDSO call.
+#[inline]
+pub(crate) fn kernel_nanos(clock: KernelClock) -> io::Result<u64> {
+    clock_nanos(super::family::CLOCKS.of(clock).0)
+}
+
+/// The OS's name for `clock`.
+pub(crate) fn clock_name(clock: KernelClock) -> &'static str {
+    super::family::CLOCKS.of(clock).1
+}
+
+/// Registers the fork handlers with the C library, which calls them around
+/// `fork()` on the forking thread.
+pub(crate) fn on_fork(prepare: ForkHandler, parent: ForkHandler, child: ForkHandler) {
+    // SAFETY: the handlers are plain functions that live for the program.
+    // A failure (no memory) leaves fork as unsafe as without them.
+    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+}
+
+/// Registers the host clock's fork handlers before `main`, while the
+/// process has one thread: an entry in the loader's list of initializers
+/// (`.init_array` in ELF, `__mod_init_func` in Mach-O).
+#[used]
+#[cfg_attr(
+    target_vendor = "apple",
+    unsafe(link_section = "__DATA,__mod_init_func")
+)]
+#[cfg_attr(not(target_vendor = "apple"), unsafe(link_section = ".init_array"))]
+static REGISTER_BEFORE_MAIN: extern "C" fn() = {
+    extern "C" fn register_before_main() {
+        crate::host::register_fork_handlers_before_main();
+    }
+    register_before_main
+};

@@ -1,0 +1,125 @@
+//! Windows: QueryPerformanceCounter (std's `Instant`, which counts the time
+//! suspended) and GetSystemTimePreciseAsFileTime for the clocks; the CPU
+//! affinity of the calling thread's processor group (64 CPUs). Windows has
+//! no `fork`, no POSIX real-time policy (its priority classes are another
+//! model), no timer slack, and keeps no NTP error bound a program can read.
+
+use std::io;
+use std::sync::OnceLock;
+
+use windows_sys::Win32::Foundation::FILETIME;
+use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
+use windows_sys::Win32::System::SystemInformation::GetSystemTimePreciseAsFileTime;
+use windows_sys::Win32::System::Threading::{
+    GetCurrentProcess, GetCurrentProcessorNumber, GetCurrentThread, GetProcessAffinityMask,
+    SetThreadAffinityMask,
+};
+
+use super::KernelClock;
+pub(crate) use super::absent::{ntp, on_fork, set_minimal_timer_slack, set_scheduling};
+use super::cpu_mask::{cpu_mask, cpus_in, pin_refused};
+
+/// 100 ns intervals from 1601-01-01 (FILETIME's origin) to the Unix epoch.
+const UNIX_EPOCH_FILETIME: u64 = 116_444_736_000_000_000;
+
+/// QueryPerformanceCounter's frequency, fixed at boot (10 MHz on Windows 10
+/// and later).
+fn qpc_frequency() -> u64 {
+    static FREQUENCY: OnceLock<u64> = OnceLock::new();
+    *FREQUENCY.get_or_init(|| {
+        let mut hz = 0i64;
+        // SAFETY: `hz` is a valid i64 to write; the call cannot fail on
+        // Windows XP and later.
+        unsafe { QueryPerformanceFrequency(&mut hz) };
+        u64::try_from(hz).unwrap_or(0).max(1)
+    })
+}
+
+/// `clock` in nanoseconds since its origin: QueryPerformanceCounter's
+/// counts since boot (suspend included) in nanoseconds, or FILETIME's
+/// 100 ns since 1601 moved to the Unix epoch.
+pub(crate) fn kernel_nanos(clock: KernelClock) -> io::Result<u64> {
+    match clock {
+        KernelClock::Realtime => {
+            let mut ft = FILETIME {
+                dwLowDateTime: 0,
+                dwHighDateTime: 0,
+            };
+            // SAFETY: `ft` is a valid FILETIME to write; the call cannot fail.
+            unsafe { GetSystemTimePreciseAsFileTime(&mut ft) };
+            let ticks = (u64::from(ft.dwHighDateTime) << 32) | u64::from(ft.dwLowDateTime);
+            Ok(ticks
+                .saturating_sub(UNIX_EPOCH_FILETIME)
+                .saturating_mul(100))
+        }
+        _ => {
+            let mut counts = 0i64;
+            // SAFETY: `counts` is a valid i64 to write; the call cannot fail
+            // on Windows XP and later.
+            unsafe { QueryPerformanceCounter(&mut counts) };
+            let nanos = u128::from(u64::try_from(counts).unwrap_or(0)) * 1_000_000_000
+                / u128::from(qpc_frequency());
+            Ok(u64::try_from(nanos).unwrap_or(u64::MAX))
+        }
+    }
+}
+
+/// Windows' name for `clock`.
+pub(crate) fn clock_name(clock: KernelClock) -> &'static str {
+    match clock {
+        KernelClock::Realtime => "GetSystemTimePreciseAsFileTime",
+        _ => "QueryPerformanceCounter",
+    }
+}
+
+/// The CPUs the process may run on, in its processor group.
+pub(crate) fn process_cpus() -> io::Result<Vec<usize>> {
+    let (mut process, mut system) = (0usize, 0usize);
+    // SAFETY: both are valid usizes to write; the pseudo-handle of the
+    // current process needs no closing.
+    if unsafe { GetProcessAffinityMask(GetCurrentProcess(), &mut process, &mut system) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cpus_in(&[process as u64]))
+}
+
+/// The CPUs the calling thread may run on. Windows reads a thread's
+/// affinity only by setting it: set to the process's, then put back.
+pub(crate) fn allowed_cpus() -> io::Result<Vec<usize>> {
+    let process = process_cpus()?;
+    let mask = cpu_mask(&process)?[0] as usize;
+    // SAFETY: the pseudo-handle of the current thread needs no closing; a
+    // mask within the process's is valid.
+    let own = unsafe { SetThreadAffinityMask(GetCurrentThread(), mask) };
+    if own == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above; `own` was this thread's mask a moment ago.
+    unsafe { SetThreadAffinityMask(GetCurrentThread(), own) };
+    Ok(cpus_in(&[own as u64]))
+}
+
+/// Keeps the calling thread on `cpus` (in its processor group: below 64).
+pub(crate) fn pin_to_cpus(cpus: &[usize]) -> io::Result<()> {
+    let words = cpu_mask(cpus)?;
+    if words.len() > 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "cannot run on CPUs {cpus:?}: a Windows thread runs on CPUs below 64, in its processor group"
+            ),
+        ));
+    }
+    // SAFETY: the pseudo-handle of the current thread needs no closing;
+    // Windows refuses a mask outside the process's (returns 0).
+    if unsafe { SetThreadAffinityMask(GetCurrentThread(), words[0] as usize) } == 0 {
+        return Err(pin_refused(cpus));
+    }
+    Ok(())
+}
+
+/// The CPU the calling thread runs on, in its processor group.
+pub(crate) fn current_cpu() -> Option<usize> {
+    // SAFETY: takes nothing, returns a number.
+    Some(unsafe { GetCurrentProcessorNumber() } as usize)
+}
