@@ -16,8 +16,9 @@ use timehands::Instant;
 /// On Linux and Android the sleep is absolute
 /// (`clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`): a signal or a
 /// preemption before the call does not push the wake-up later. Elsewhere it
-/// is relative (see the [module docs](self)), so a preemption between
-/// reading the clock and sleeping makes it later by as much.
+/// is relative (see the crate's [Per OS](crate#per-os) notes), so a
+/// preemption between reading the clock and sleeping makes it later by as
+/// much.
 ///
 /// ```
 /// use std::time::Duration;

@@ -267,7 +267,8 @@ fn the_hard_threads_scheduling_is_reported() {
     // process's rights and the OS's policies; either way it is said.
     match TimerService::new().unwrap().scheduling() {
         Scheduling::Fifo { priority } => assert_eq!(*priority, 50),
-        Scheduling::Normal { reason } => assert!(!reason.is_empty()),
+        // timehands' refusals name the policy, whatever the OS.
+        Scheduling::Normal { reason } => assert!(reason.contains("SCHED_FIFO"), "{reason}"),
     }
 }
 
