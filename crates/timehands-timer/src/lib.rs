@@ -46,8 +46,9 @@
 //!   that says so; the data structures and [`TimerService::simulated`] work.
 //!
 //! On every OS the hard thread asks for SCHED_FIFO, and a refusal (for
-//! lack of rights, or because the OS has no such policy) is reported as
-//! [`Scheduling::Normal`] with its reason.
+//! lack of rights, or because timehands has no such policy for the OS:
+//! illumos, Windows, WASI) is reported as [`Scheduling::Normal`] with its
+//! reason.
 //!
 //! The data structures ([`heap`], [`wheel`], [`periodic`]) know no clock:
 //! they take `now` as an argument, which makes them testable with time driven
