@@ -12,8 +12,10 @@
 //! locks are made afresh, what they guarded (timers, callbacks, statistics)
 //! is forgotten unread, and new expiry threads are started. Threads entering
 //! meanwhile wait for the reset to end.
+//!
+//! Windows and WASI have no fork: there the count stays 0 and no reset ever
+//! runs.
 
-use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Forks since the process started, as this process's ancestry counts them:
@@ -24,21 +26,40 @@ static FORKS: AtomicU64 = AtomicU64::new(0);
 /// fork count that thread is resetting for.
 const RESETTING: u64 = 1 << 63;
 
-extern "C" fn count_fork_in_child() {
-    FORKS.fetch_add(1, Ordering::AcqRel);
-}
-
 /// The fork count, with the handler that keeps it registered.
 fn forks() -> u64 {
-    static HANDLER: Once = Once::new();
-    HANDLER.call_once(|| {
-        // SAFETY: the handler is an `extern "C" fn` that lives as long as
-        // the process and only touches an atomic. The call fails only for
-        // lack of memory, and then the count stays at 0: forks go unseen,
-        // as before the service existed.
-        unsafe { libc::pthread_atfork(None, None, Some(count_fork_in_child)) };
-    });
+    atfork::register();
     FORKS.load(Ordering::Acquire)
+}
+
+#[cfg(unix)]
+mod atfork {
+    use std::sync::Once;
+    use std::sync::atomic::Ordering;
+
+    use super::FORKS;
+
+    extern "C" fn count_fork_in_child() {
+        FORKS.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Registers the child handler that counts forks, once.
+    pub(super) fn register() {
+        static HANDLER: Once = Once::new();
+        HANDLER.call_once(|| {
+            // SAFETY: the handler is an `extern "C" fn` that lives as long
+            // as the process and only touches an atomic. The call fails only
+            // for lack of memory, and then the count stays at 0: forks go
+            // unseen, as before the service existed.
+            unsafe { libc::pthread_atfork(None, None, Some(count_fork_in_child)) };
+        });
+    }
+}
+
+#[cfg(not(unix))]
+mod atfork {
+    /// No fork, so no handler: the count stays 0.
+    pub(super) fn register() {}
 }
 
 /// The process (as a fork count) a service was made or last reset in.

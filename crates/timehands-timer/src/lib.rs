@@ -13,15 +13,42 @@
 //!   slack, in a hierarchical timing [`wheel::Wheel`] with O(1) arm and
 //!   cancel, coalesced, expired by workers of their own.
 //!
-//! The hard side's lock inherits priority, so that threads arming hard
-//! timers cannot hold its real-time thread up; a forked child gets a
+//! On Linux the hard side's lock inherits priority, so that threads arming
+//! hard timers cannot hold its real-time thread up; a forked child gets a
 //! service of its own; dropping the service frees every callback; and
 //! [`TimerService::statistics`] counts soft timers that missed their bound
 //! and callbacks that panicked (see [`TimerService`]).
 //!
-//! Deadlines are [`timehands::Instant`]s, points on CLOCK_MONOTONIC, so the
-//! expiry threads sleep on timerfds with absolute deadlines, and
-//! [`sleep_until`] is `clock_nanosleep(TIMER_ABSTIME)`.
+//! Deadlines are [`timehands::Instant`]s, points on the kernel's monotonic
+//! clock (CLOCK_MONOTONIC on Linux), so the expiry threads sleep on alarms
+//! with absolute deadlines, and [`sleep_until`] sleeps to one.
+//!
+//! # Per OS
+//!
+//! The crate builds for each OS below, and says where one has less than
+//! Linux rather than pretend. Each difference lives in one
+//! module: `alarm`, `lock`, `sleep`, `fork` and [`sched`].
+//!
+//! - **Linux** (glibc or musl): everything above. The alarms are timerfds,
+//!   [`sleep_until`] is `clock_nanosleep(TIMER_ABSTIME)`, the hard side's
+//!   locks are `PTHREAD_PRIO_INHERIT` mutexes (PI futexes), the hard thread
+//!   gets a 1 ns timer slack and the soft workers nice 10.
+//! - **Android**: as Linux, but the locks inherit no priority (the libc
+//!   crate has no `pthread_mutexattr_setprotocol` for bionic).
+//! - **macOS, FreeBSD, NetBSD, illumos**: the alarms are condition
+//!   variables' timed waits and [`sleep_until`] a relative sleep repeated to
+//!   the deadline, both on std's monotonic clock; no lock inherits priority,
+//!   there is no timer slack to set, and the soft workers keep the process's
+//!   nice value (a nice value is per process there). Forks are handled as
+//!   on Linux.
+//! - **Windows**: as macOS, without fork.
+//! - **wasm32-wasip1**: no threads, so [`TimerService::new`] is an error
+//!   that says so; the data structures and [`TimerService::simulated`] work.
+//!
+//! On every OS the hard thread asks for SCHED_FIFO, and a refusal (for
+//! lack of rights, or because timehands has no such policy for the OS:
+//! illumos, Windows, WASI) is reported as [`Scheduling::Normal`] with its
+//! reason.
 //!
 //! The data structures ([`heap`], [`wheel`], [`periodic`]) know no clock:
 //! they take `now` as an argument, which makes them testable with time driven

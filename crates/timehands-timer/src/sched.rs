@@ -1,11 +1,16 @@
 //! Scheduling of the expiry threads: SCHED_FIFO for the hard one when the
-//! process may have it, and a minimal timer slack.
+//! process may have it, a minimal timer slack, and a higher nice value for
+//! the soft workers.
 //!
 //! A hard timer is only as precise as the thread that expires it is quick to
-//! run: under SCHED_OTHER it waits behind whatever else is runnable. So the
-//! hard expiry thread asks for SCHED_FIFO; an unprivileged process (no
-//! CAP_SYS_NICE, RLIMIT_RTPRIO too low) is refused, and the refusal is kept as
-//! a [`Scheduling::Normal`] with the reason, for the program to report.
+//! run: under the default policy it waits behind whatever else is runnable.
+//! So the hard expiry thread asks for SCHED_FIFO; a refusal is kept as a
+//! [`Scheduling::Normal`] with the reason, for the program to report. Linux
+//! refuses an unprivileged process (no CAP_SYS_NICE, RLIMIT_RTPRIO too low);
+//! an OS without a real-time policy refuses every process, with a reason
+//! that names it.
+//!
+//! Every call into timehands' OS layer is made here.
 
 use std::fmt;
 
@@ -17,7 +22,7 @@ pub enum Scheduling {
         /// The SCHED_FIFO priority (1..=99 on Linux).
         priority: i32,
     },
-    /// The default policy (SCHED_OTHER), and why.
+    /// The default policy (SCHED_OTHER on POSIX systems), and why.
     Normal {
         /// Why the thread is not real-time: not asked, or refused and why.
         reason: String,
@@ -33,8 +38,10 @@ impl fmt::Display for Scheduling {
     }
 }
 
-/// Asks for SCHED_FIFO at `priority` for the calling thread (raising a soft
-/// RLIMIT_RTPRIO below it where the hard one allows), and says what it got.
+/// Asks for SCHED_FIFO at `priority` for the calling thread (on Linux,
+/// raising a soft RLIMIT_RTPRIO below it where the hard one allows), and
+/// says what it got: where the OS has no real-time policy, a refusal that
+/// names the OS.
 pub fn request_fifo(priority: i32) -> Scheduling {
     match timehands::sys::set_scheduling(timehands::sys::Policy::Fifo, priority) {
         Ok(()) => Scheduling::Fifo { priority },
@@ -57,14 +64,16 @@ pub fn precise_thread(priority: Option<i32>) -> Scheduling {
 }
 
 /// Sets the calling thread's timer slack to 1 ns, so that the kernel does
-/// not defer its wake-ups by the default 50 µs to batch them.
+/// not defer its wake-ups by the default 50 µs to batch them. Only Linux
+/// (and Android) has a timer slack: elsewhere there is nothing to set.
 pub fn minimal_timer_slack() {
     timehands::sys::set_minimal_timer_slack();
 }
 
-/// Sets the calling thread's nice value (on Linux nice values are per
-/// thread), so that without real-time scheduling the fair scheduler still
-/// favours the threads left at the default of 0.
+/// Sets the calling thread's nice value, so that without real-time
+/// scheduling the fair scheduler still favours the threads left at the
+/// default of 0. Only on Linux and Android, where nice values are per thread.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn lower_priority(nice: i32) {
     // SAFETY: gettid and setpriority take no pointers; a failure leaves the
     // thread at its old nice value, which is harmless.
@@ -73,3 +82,8 @@ pub(crate) fn lower_priority(nice: i32) {
         libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
     }
 }
+
+/// Elsewhere a nice value is the whole process's (POSIX), or the OS has
+/// none: the soft workers keep the process's priority.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn lower_priority(_nice: i32) {}

@@ -114,6 +114,12 @@ impl Builder {
     }
 
     /// Starts the expiry threads: the hard one and the soft workers.
+    ///
+    /// # Errors
+    ///
+    /// A thread the OS would not start, named with the OS and the remedy:
+    /// always on a target without threads, such as wasm32-wasip1, where
+    /// only [`simulated`](Builder::simulated) time runs.
     pub fn build(self) -> io::Result<TimerService> {
         // The service exists before its threads so that, if one cannot be
         // started, dropping it stops and joins those that were; the
@@ -140,26 +146,29 @@ impl Builder {
 ///
 /// - hard timers live in a [`DeadlineHeap`], under their own lock, expired by
 ///   a thread that asks for SCHED_FIFO (see [`TimerService::scheduling`]) and
-///   a 1 ns timer slack;
+///   a 1 ns timer slack (where the OS has timer slack);
 /// - soft timers live in a [`Wheel`], under another (plain) lock, expired by
-///   workers at a lower nice value (two by default:
-///   [`Builder::soft_workers`]), coalesced within their slack.
+///   workers (two by default: [`Builder::soft_workers`]), at a lower nice
+///   value where nice values are per thread (Linux, Android), coalesced
+///   within their slack.
 ///
-/// The hard side's locks inherit priority: a thread that arms or cancels a hard timer
-/// while the hard thread waits for the lock runs at the hard thread's
-/// priority until it lets go, so a caller preempted inside the lock cannot
-/// hold up a real-time deadline (priority inversion); the wait is one
-/// critical section.
+/// On Linux the hard side's locks inherit priority: a thread that arms or
+/// cancels a hard timer while the hard thread waits for the lock runs at
+/// the hard thread's priority until it lets go, so a caller preempted inside
+/// the lock cannot hold up a real-time deadline (priority inversion); the
+/// wait is one critical section. Elsewhere they are plain mutexes, and such
+/// a caller can.
 ///
-/// Each thread sleeps on a timerfd set to the absolute deadline of its queue
-/// (CLOCK_MONOTONIC, the origin of `timehands::Instant`); arming an earlier
-/// timer moves the timerfd earlier. Each expiry round takes at most a batch
-/// of timers out under the lock (on the soft side, the moves down the wheel
-/// that reach them count against the same batch), then runs their
-/// callbacks without it (so a callback may arm, cancel or reschedule
-/// timers, its own included), and records each one's lateness (callback
-/// start minus deadline, or minus the time it was armed if that was later)
-/// in the side's histogram.
+/// Each thread sleeps on an alarm set to the absolute deadline of its queue
+/// (on Linux and Android a timerfd on CLOCK_MONOTONIC, the origin of
+/// `timehands::Instant`; elsewhere a condition variable's timed wait on
+/// std's monotonic clock); arming an earlier timer moves the alarm
+/// earlier. Each expiry round takes at most a batch of timers out under the
+/// lock (on the soft side, the moves down the wheel that reach them count
+/// against the same batch), then runs their callbacks without it (so a
+/// callback may arm, cancel or reschedule timers, its own included), and
+/// records each one's lateness (callback start minus deadline, or minus the
+/// time it was armed if that was later) in the side's histogram.
 ///
 /// A callback runs on its side's thread, so one that blocks holds that
 /// thread: a hard callback that sleeps 300 ms makes every hard timer due
@@ -171,9 +180,9 @@ impl Builder {
 ///
 /// What is due is decided on timehands' clock, so that no callback sees
 /// `timehands::now()` before its deadline, while the kernel wakes the thread
-/// on CLOCK_MONOTONIC: should timehands' clock trail the kernel's, a thread
-/// woken at the deadline finds nothing due yet and sets its alarm again,
-/// spinning for as long as the clocks differ.
+/// on its monotonic clock: should timehands' clock trail the kernel's, a
+/// thread woken at the deadline finds nothing due yet and sets its alarm
+/// again, spinning for as long as the clocks differ.
 ///
 /// ```
 /// use std::sync::mpsc;
@@ -198,7 +207,7 @@ impl Builder {
 ///
 /// # Fork
 ///
-/// A child process forked while the service runs gets a service of its own,
+/// On Unix, a child process forked while the service runs gets a service of its own,
 /// on the first call it makes to it (or to a [`Timer`]): new expiry threads
 /// (the parent's are not in the child), no timers (those armed before the
 /// fork stay the parent's, as POSIX timers do: in the child they never fire,
@@ -267,23 +276,19 @@ impl Shared {
         let (tx, rx) = mpsc::channel();
         let shared = Arc::clone(self);
         let priority = self.builder.priority;
-        let hard = thread::Builder::new()
-            .name("timehands-hard".into())
-            .spawn(move || {
-                let scheduling = sched::precise_thread(priority);
-                // `start` waits for this; it cannot have gone.
-                let _ = tx.send(scheduling);
-                shared.hard.run();
-            })?;
+        let hard = spawn("timehands-hard", move || {
+            let scheduling = sched::precise_thread(priority);
+            // `start` waits for this; it cannot have gone.
+            let _ = tx.send(scheduling);
+            shared.hard.run();
+        })?;
         self.threads.lock().push(hard);
         for _ in 0..self.builder.soft_workers {
             let shared = Arc::clone(self);
-            let soft = thread::Builder::new()
-                .name("timehands-soft".into())
-                .spawn(move || {
-                    sched::lower_priority(10);
-                    shared.soft.run();
-                })?;
+            let soft = spawn("timehands-soft", move || {
+                sched::lower_priority(10);
+                shared.soft.run();
+            })?;
             self.threads.lock().push(soft);
         }
         rx.recv().map_err(|_| io::Error::other("hard thread died"))
@@ -325,6 +330,10 @@ impl TimerService {
     }
 
     /// A service with the [`Builder`]'s defaults.
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::build`].
     pub fn new() -> io::Result<TimerService> {
         Builder::new().build()
     }
@@ -563,6 +572,32 @@ impl Timer {
     }
 }
 
+/// Starts the expiry thread `name`, or says why it could not.
+fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
+    thread::Builder::new()
+        .name(name.into())
+        .spawn(body)
+        .map_err(|refused| not_started(name, &refused))
+}
+
+/// The error for expiry thread `name`, which the OS would not start: a
+/// target without threads (wasm32-wasip1) can have no timer service.
+fn not_started(name: &str, refused: &io::Error) -> io::Error {
+    let remedy = if refused.kind() == io::ErrorKind::Unsupported {
+        "this target has no threads: only TimerService::simulated, which needs none, runs here"
+    } else {
+        "the process may be at its limit of threads or memory"
+    };
+    io::Error::new(
+        refused.kind(),
+        format!(
+            "the timer service's thread {name} could not start on {}-{} ({refused}): {remedy}",
+            std::env::consts::ARCH,
+            std::env::consts::OS
+        ),
+    )
+}
+
 fn saturating_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -577,4 +612,26 @@ fn period_nanos(method: &str, period: Duration) -> io::Result<u64> {
         ));
     }
     Ok(saturating_nanos(period))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_the_os_refuses_is_named_with_the_os_and_the_remedy() {
+        // What std's spawn returns on wasm32-wasip1, which has no threads.
+        let refused = io::Error::from(io::ErrorKind::Unsupported);
+        let error = not_started("timehands-hard", &refused);
+        assert_eq!(error.kind(), io::ErrorKind::Unsupported);
+        let message = error.to_string();
+        for part in [
+            "timehands-hard",
+            std::env::consts::OS,
+            "no threads",
+            "simulated",
+        ] {
+            assert!(message.contains(part), "{message:?} does not name {part:?}");
+        }
+    }
 }

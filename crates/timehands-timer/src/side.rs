@@ -208,7 +208,7 @@ struct Counters {
 }
 
 /// One kind of timer; see the module docs. The hard side's locks inherit
-/// priority (see `lock`): its expiry thread is real-time.
+/// priority where the OS can (see `lock`): its expiry thread is real-time.
 pub(crate) struct Side<Q: Queue> {
     state: Lock<State<Q>>,
     alarm: Alarm,
@@ -248,13 +248,12 @@ impl<Q: Queue> Side<Q> {
     }
 
     /// After a fork: the side afresh around `queue`, its timers, callbacks
-    /// and statistics forgotten unread (see `fork`).
+    /// and statistics forgotten unread (see `fork`). An error if the side's
+    /// alarm could not be replaced: its expiry threads must not start.
     ///
     /// # Safety
     ///
     /// No other thread may use the side during the call.
-    /// An error if the side's alarm could not be replaced: its expiry
-    /// threads must not start.
     pub(crate) unsafe fn reset_after_fork(&self, queue: Q) -> io::Result<()> {
         // SAFETY: passed on from the caller.
         unsafe {
@@ -269,7 +268,8 @@ impl<Q: Queue> Side<Q> {
         ] {
             counter.store(0, Ordering::Relaxed);
         }
-        self.alarm.reset_after_fork()
+        // SAFETY: passed on from the caller.
+        unsafe { self.alarm.reset_after_fork() }
     }
 
     pub(crate) fn lateness(&self) -> Histogram<u64> {
@@ -556,7 +556,8 @@ impl<Q: Queue> Side<Q> {
     }
 }
 
-#[cfg(test)]
+// Priority inheritance is Linux's (see `lock`), and so is /proc/thread-self.
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use std::sync::{Arc, mpsc};
     use std::time::Duration;

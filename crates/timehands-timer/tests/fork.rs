@@ -6,6 +6,8 @@
 //! reports by its exit status. The parent asserts: a child that hangs is
 //! killed after a generous wait and fails the test, as does one that exits
 //! with anything but success or dies of a signal. No timing threshold.
+// fork is POSIX: Windows and WASI have none.
+#![cfg(unix)]
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;

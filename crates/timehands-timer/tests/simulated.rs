@@ -279,6 +279,10 @@ fn timers_armed_by_callbacks_fire_in_the_same_advance_and_a_panic_loses_only_its
 }
 
 #[test]
+#[cfg_attr(
+    target_os = "wasi",
+    ignore = "spawns threads, which wasm32-wasip1 has not"
+)]
 fn sleepers_on_the_simulated_clock_wake_when_it_reaches_their_deadline() {
     let (_service, simulation) = TimerService::simulated().unwrap();
     let deadline = simulation.now() + ms(10);
@@ -335,6 +339,10 @@ fn within_a_minute(f: impl FnOnce() + Send + 'static) {
 }
 
 #[test]
+#[cfg_attr(
+    target_os = "wasi",
+    ignore = "spawns threads, which wasm32-wasip1 has not"
+)]
 fn advance_and_jump_by_any_duration_or_to_the_end_of_time_neither_panic_nor_hang() {
     type Move = fn(&Simulation);
     // `advance` fires a periodic timer every period, so its periods here are

@@ -58,10 +58,17 @@ pub enum Error {
     /// The kernel's real time is not synchronized to UTC (no NTP daemon, or
     /// it lost its sources): no bound on it exists.
     Unsynchronized,
-    /// `adjtimex(2)` failed with this errno.
+    /// Reading the kernel's NTP state (`adjtimex(2)`, `ntp_gettime(2)`)
+    /// failed with this errno.
     Ntp {
         /// The error number.
         errno: i32,
+    },
+    /// The OS keeps no NTP state a program can read: no bound on real time
+    /// exists there.
+    NoNtpState {
+        /// The OS, as `std::env::consts::OS` names it.
+        os: &'static str,
     },
 }
 
@@ -105,7 +112,14 @@ impl fmt::Display for Error {
             Error::Unsynchronized => f.write_str(
                 "the kernel's real time is not synchronized to UTC: run an NTP daemon (chrony, ntpd, systemd-timesyncd) to get bounds on it"
             ),
-            Error::Ntp { errno } => write!(f, "adjtimex(2) failed with errno {errno}"),
+            Error::Ntp { errno } => write!(
+                f,
+                "reading the kernel's NTP state failed with errno {errno}"
+            ),
+            Error::NoNtpState { os } => write!(
+                f,
+                "{os} keeps no NTP state a program can read, so no bound on real time exists here: Linux, Apple's OSes, FreeBSD and NetBSD have one"
+            ),
         }
     }
 }

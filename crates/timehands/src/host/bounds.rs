@@ -93,6 +93,7 @@ pub(crate) fn bounds(
 /// match timehands::realtime_bounds() {
 ///     Ok(bounds) => assert!(bounds.earliest <= bounds.realtime && bounds.realtime <= bounds.latest),
 ///     Err(timehands::Error::Unsynchronized) => println!("no NTP daemon keeps this machine's time"),
+///     Err(timehands::Error::NoNtpState { os }) => println!("{os} keeps no NTP state"),
 ///     Err(other) => panic!("{other}"),
 /// }
 /// ```
@@ -100,11 +101,17 @@ pub(crate) fn bounds(
 /// # Errors
 /// [`Error::Unsynchronized`] when the kernel is not synchronized (no daemon,
 /// or it lost its sources), so that no bound exists; [`Error::Ntp`] when
-/// `adjtimex(2)` fails.
+/// `adjtimex(2)` (or `ntp_gettime(2)`) fails; [`Error::NoNtpState`] on an OS
+/// that keeps no NTP state (Windows, OpenBSD, wasm).
 pub fn realtime_bounds() -> Result<RealtimeBounds, Error> {
     let clock = crate::host::clock();
-    let ntp = clock.kernel.ntp().map_err(|e| Error::Ntp {
-        errno: e.raw_os_error().unwrap_or(0),
+    let ntp = clock.kernel.ntp().map_err(|e| match e.kind() {
+        std::io::ErrorKind::Unsupported => Error::NoNtpState {
+            os: std::env::consts::OS,
+        },
+        _ => Error::Ntp {
+            errno: e.raw_os_error().unwrap_or(0),
+        },
     })?;
     let realtime = crate::gettime(crate::ClockId::Realtime).as_nanos() as u64;
     bounds(
@@ -189,6 +196,7 @@ mod tests {
                 assert!(b.earliest < b.realtime && b.realtime < b.latest, "{b:?}");
                 assert!(b.latest - b.realtime >= b.kernel_max_error, "{b:?}");
             }
+            Err(Error::NoNtpState { os }) => assert_eq!(os, std::env::consts::OS),
             Err(e) => assert_eq!(e, Error::Unsynchronized),
         }
     }

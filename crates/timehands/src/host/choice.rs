@@ -8,6 +8,7 @@ use crate::host::brackets::Pair;
 #[cfg(target_arch = "x86_64")]
 use crate::host::kernel_clocks::SystemClocks;
 use crate::hw::KernelCounter;
+use crate::os::KernelClock;
 
 /// One check that went into choosing the counter.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,7 +58,7 @@ pub(super) fn choose() -> Choice {
     };
     let kernel = |reason: String, verdicts: Vec<Verdict>| Choice {
         counter: HostCounter::Kernel(KernelCounter::monotonic()),
-        frequency_source: KERNEL_FREQUENCY_SOURCE.to_string(),
+        frequency_source: kernel_frequency_source(),
         verdicts,
         fallback: Some(reason),
         anchor: None,
@@ -126,7 +127,10 @@ pub(super) fn hardware(
             (
                 measured.hz,
                 Some(measured.uncertainty_ppb),
-                "measured against CLOCK_MONOTONIC at startup".to_string(),
+                format!(
+                    "measured against {} at startup",
+                    KernelClock::Monotonic.name()
+                ),
             )
         }
     };
@@ -183,7 +187,9 @@ pub(super) fn hardware(
 }
 
 /// Where the frequency of the kernel's clock comes from, as `info` says.
-pub(super) const KERNEL_FREQUENCY_SOURCE: &str = "CLOCK_MONOTONIC counts nanoseconds";
+pub(super) fn kernel_frequency_source() -> String {
+    format!("{} counts nanoseconds", KernelClock::Monotonic.name())
+}
 
 /// What the cross-CPU check is called in the verdicts.
 pub(super) const CROSS_CPU_CHECK: &str = "cross-CPU TSC check";

@@ -7,7 +7,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use super::choice::Verdict;
-use super::choice::{Choice, KERNEL_FREQUENCY_SOURCE, choose};
+use super::choice::{Choice, choose, kernel_frequency_source};
 use super::counter::HostCounter;
 use super::fork;
 use super::published::{
@@ -132,7 +132,7 @@ impl HostClock {
         fork::register();
         let startup = Choice {
             counter: HostCounter::Kernel(KernelCounter::monotonic()),
-            frequency_source: KERNEL_FREQUENCY_SOURCE.to_string(),
+            frequency_source: kernel_frequency_source(),
             verdicts: Vec::new(),
             fallback: None,
             anchor: None,
@@ -299,7 +299,7 @@ impl HostClock {
                     .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
                 *steering = Steering::new(1_000_000_000, Some(0), None);
                 Facts {
-                    frequency_source: KERNEL_FREQUENCY_SOURCE.to_string(),
+                    frequency_source: kernel_frequency_source(),
                     fallback: Some(format!("the hardware counter was refused: {refused}")),
                     ..kept
                 }
@@ -442,9 +442,10 @@ impl HostClock {
             .hand_over(HostCounter::Kernel(KernelCounter::monotonic()), false, 0)
             .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
         let mut facts = self.facts();
-        facts.frequency_source = KERNEL_FREQUENCY_SOURCE.to_string();
+        facts.frequency_source = kernel_frequency_source();
         facts.fallback = Some(format!(
-            "{why}: CLOCK_MONOTONIC took over at {retired_at} s"
+            "{why}: {} took over at {retired_at} s",
+            KernelClock::Monotonic.name()
         ));
         drop(facts);
         // The kernel's counter counts nanoseconds exactly; Realtime and

@@ -111,12 +111,13 @@ pub enum CounterKind {
 }
 
 impl CounterKind {
-    /// The name tools print: `TSC`, `CNTVCT_EL0`, `CLOCK_MONOTONIC`.
+    /// The name tools print: `TSC`, `CNTVCT_EL0`, or the OS's name for its
+    /// monotonic clock (`CLOCK_MONOTONIC` on Linux).
     pub fn name(self) -> &'static str {
         match self {
             CounterKind::Tsc => "TSC",
             CounterKind::Cntvct => "CNTVCT_EL0",
-            CounterKind::Kernel => "CLOCK_MONOTONIC",
+            CounterKind::Kernel => crate::os::KernelClock::Monotonic.name(),
             #[cfg(test)]
             CounterKind::Simulated => "a test's counter",
         }

@@ -390,9 +390,31 @@ fn first_100_ms() -> Result<(), String> {
     Ok(())
 }
 
+/// This test binary, run as cargo ran it: under the emulator that
+/// `TIMEHANDS_TEST_RUNNER` names (CI's qemu-user), if any.
+fn this_binary() -> Command {
+    let exe = std::env::current_exe().expect("this test binary");
+    let runner = std::env::var("TIMEHANDS_TEST_RUNNER").unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    match words.next() {
+        Some(emulator) => {
+            let mut command = Command::new(emulator);
+            command.args(words).arg(exe);
+            command
+        }
+        None => Command::new(exe),
+    }
+}
+
+/// Why this run cannot fork, where it cannot: `TIMEHANDS_TEST_NO_FORK`
+/// (qemu-user aborts on a fork in a process with threads).
+fn no_fork() -> Option<String> {
+    std::env::var("TIMEHANDS_TEST_NO_FORK").ok()
+}
+
 /// Runs the child half with `plan` (and `env`), with its output piped.
 fn child_half(plan: &str, env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(std::env::current_exe().expect("this test binary"));
+    let mut command = this_binary();
     command
         .args([
             "--exact",
@@ -440,6 +462,10 @@ fn trials(default: u64) -> u64 {
 #[test]
 #[cfg_attr(miri, ignore = "forks")]
 fn a_fork_at_each_step_of_the_clocks_life_leaves_a_working_clock() {
+    if let Some(why) = no_fork() {
+        println!("skipped: cannot fork here ({why})");
+        return;
+    }
     for point in POINTS {
         assert_child_passes("point", &[(PAUSE_AT, point)]);
     }
@@ -451,6 +477,10 @@ fn a_fork_at_each_step_of_the_clocks_life_leaves_a_working_clock() {
 #[test]
 #[cfg_attr(miri, ignore = "forks")]
 fn forks_in_the_first_milliseconds_leave_working_clocks() {
+    if let Some(why) = no_fork() {
+        println!("skipped: cannot fork here ({why})");
+        return;
+    }
     for pattern in ["one", "two", "continuous"] {
         for _ in 0..trials(4) {
             assert_child_passes(&format!("startup:{pattern}"), &[]);
@@ -462,6 +492,10 @@ fn forks_in_the_first_milliseconds_leave_working_clocks() {
 #[test]
 #[cfg_attr(miri, ignore = "forks")]
 fn forks_while_the_clock_steers_leave_working_clocks() {
+    if let Some(why) = no_fork() {
+        println!("skipped: cannot fork here ({why})");
+        return;
+    }
     assert_child_passes(&format!("warm:{}", trials(20)), &[]);
 }
 

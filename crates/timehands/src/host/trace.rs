@@ -104,7 +104,8 @@ pub fn clock_description() -> ClockDescription {
         name: "timehands_monotonic".to_string(),
         uuid: uuid(),
         description: format!(
-            "timehands: CLOCK_MONOTONIC in ns, read from the {}",
+            "timehands: {} in ns, read from the {}",
+            KernelClock::Monotonic.name(),
             timekeeper.counter().name()
         ),
         frequency: 1_000_000_000,

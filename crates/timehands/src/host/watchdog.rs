@@ -12,6 +12,7 @@
 //! a backward step.
 
 use crate::host::brackets::{Measured, Pair};
+use crate::os::KernelClock;
 
 /// How far the counter's rate over one steering interval may stray from the
 /// rate it has kept against CLOCK_MONOTONIC_RAW: a healthy counter and the raw
@@ -47,11 +48,13 @@ impl core::fmt::Display for Misbehaviour {
             }
             Misbehaviour::Stopped { kernel_ns } => write!(
                 f,
-                "the counter stopped while CLOCK_MONOTONIC_RAW advanced {kernel_ns} ns"
+                "the counter stopped while {} advanced {kernel_ns} ns",
+                KernelClock::MonotonicRaw.name()
             ),
             Misbehaviour::Rate { ppm } => write!(
                 f,
-                "the counter ran {ppm:+.0} ppm off the rate it kept against CLOCK_MONOTONIC_RAW (bound ±{RATE_BOUND_PPM} ppm)"
+                "the counter ran {ppm:+.0} ppm off the rate it kept against {} (bound ±{RATE_BOUND_PPM} ppm)",
+                KernelClock::MonotonicRaw.name()
             ),
         }
     }
