@@ -205,7 +205,9 @@ impl Family {
     pub fn name(self) -> &'static str {
         match self {
             Family::Timehands => "timehands (ours)",
-            Family::Kernel => "the kernel's",
+            // Windows' clocks are calls of their own names.
+            Family::Kernel if cfg!(windows) => "the kernel's",
+            Family::Kernel => "the kernel's (clock_gettime)",
             Family::Std => "std",
         }
     }

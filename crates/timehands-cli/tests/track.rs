@@ -32,7 +32,10 @@ fn a_row_per_sample_then_the_summary() {
 fn json_has_the_samples_and_the_summary() {
     let doc = json(&["track", "--duration", "0.1", "--interval", "20", "--json"]);
     assert_eq!(doc["clock"], "timehands now()");
-    assert_eq!(doc["against"], timehands::sys::KernelClock::Monotonic.name());
+    assert_eq!(
+        doc["against"],
+        timehands::sys::KernelClock::Monotonic.name()
+    );
     assert_eq!(doc["upkeep"], false);
     let samples = doc["samples"].as_array().expect("samples");
     assert_eq!(samples.len(), 6, "{doc}");
