@@ -50,6 +50,30 @@ pub fn fails_in_one_line(args: &[&str], naming: &str) -> i32 {
     status
 }
 
+/// How many clocks `bench` and `report` measure here: ours and std's (7),
+/// the kernel's that are clocks of their own on this OS (Windows' three are
+/// one counter), and the kernel's two coarse ones on Linux and FreeBSD.
+pub fn clocks_here() -> usize {
+    use timehands::sys::KernelClock;
+
+    let mut kernel = [
+        KernelClock::Monotonic,
+        KernelClock::Realtime,
+        KernelClock::MonotonicRaw,
+        KernelClock::Boottime,
+    ]
+    .map(KernelClock::name)
+    .to_vec();
+    kernel.sort_unstable();
+    kernel.dedup();
+    let coarse = if cfg!(any(target_os = "linux", target_os = "freebsd")) {
+        2
+    } else {
+        0
+    };
+    7 + kernel.len() + coarse
+}
+
 /// A fresh, empty directory for one test's files.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
