@@ -10,9 +10,10 @@
 //!
 //! The kernel's clocks are the OS's ([`KernelClock`]), by the OS's names,
 //! each once (macOS's MonotonicRaw is its Monotonic, Windows' three are one
-//! counter); the coarse one is Linux's and FreeBSD's alone. Every peer builds on every OS, but minstant
-//! and fastant read the TSC only on x86 Linux: elsewhere (or where the TSC is
-//! not usable) their `now()` is std's `Instant`, and their names say so.
+//! counter); the coarse one is Linux's and FreeBSD's alone. Every peer builds
+//! on every OS, but minstant and fastant read the TSC only on x86 Linux:
+//! elsewhere (or where the TSC is not usable) their `now()` is std's
+//! `Instant`, and their names end in `(std)`.
 
 use std::hint::black_box;
 use std::sync::OnceLock;

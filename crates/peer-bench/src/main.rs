@@ -100,6 +100,12 @@ fn main() {
         }
     };
     let clocks = clocks::clocks();
+    for clock in clocks.iter().filter(|c| c.name.ends_with("(std)")) {
+        eprintln!(
+            "{}: no TSC it reads here (only on x86 Linux, where usable): its now() is std's Instant",
+            clock.name
+        );
+    }
 
     let mut report = Report {
         cost: None,

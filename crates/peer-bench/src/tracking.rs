@@ -1,5 +1,6 @@
 //! Tracking: how each clock's time runs against the kernel's monotonic clock
-//! (Linux's CLOCK_MONOTONIC), called CLOCK_MONOTONIC below.
+//! (`KernelClock::Monotonic`, Linux's CLOCK_MONOTONIC, whose name it has
+//! below).
 //!
 //! Every 100 ms, one loop samples every clock that counts time since an origin
 //! (raw counters are left out: their rate is our own calibration). A sample is

@@ -9,8 +9,8 @@
 //! The kernel's clocks are the OS's own, by the OS's names ([`KernelClock`]:
 //! on Linux those of `clock_gettime(2)`, on macOS CLOCK_UPTIME_RAW and its
 //! kin, on Windows QueryPerformanceCounter). The coarse ones, the value at
-//! the last tick, are Linux's and FreeBSD's (which calls its `_FAST` clocks by Linux's
-//! names too), and exist only there.
+//! the last tick, are Linux's and FreeBSD's (which gives its `_FAST` clocks
+//! Linux's names too), and exist only there.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -58,7 +58,7 @@ clocks! {
     GettimeRealtimeCoarse,
     /// The kernel's monotonic clock (Linux's CLOCK_MONOTONIC, from the vDSO).
     KernelMonotonic,
-    /// The kernel's realtime clock (CLOCK_REALTIME).
+    /// The kernel's realtime clock (Linux's CLOCK_REALTIME).
     KernelRealtime,
     /// The kernel's unsteered clock (Linux's CLOCK_MONOTONIC_RAW).
     KernelMonotonicRaw,
