@@ -38,7 +38,7 @@
 extern crate alloc;
 
 pub mod design {
-    #![doc = include_str!("../../../docs/DESIGN.md")]
+    #![doc = include_str!("../DESIGN.md")]
 }
 #[cfg(feature = "std")]
 pub mod diagnostics;

@@ -6,8 +6,8 @@
 //!   CNTVCT_EL0, the OS's clock as a counter), CPUID's facts about the
 //!   TSC, and Linux's clocksource. Each is a [`Counter`](crate::Counter)
 //!   a [`Timekeeper`](crate::Timekeeper) of your own can run on.
-//! - [`tsc_sync`]: bounds on every CPU pair's TSC offset, by ping-pong between
-//!   pinned threads, as Linux checks at boot.
+//! - `tsc_sync` (x86_64): bounds on every CPU pair's TSC offset, by
+//!   ping-pong between pinned threads, as Linux checks at boot.
 
 #[cfg(target_arch = "x86_64")]
 pub use crate::hw::tsc_sync;
