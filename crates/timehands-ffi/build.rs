@@ -6,7 +6,8 @@
 //! - Apple's: the install name `@rpath/libtimehands.MAJOR.dylib`, found
 //!   through the program's rpath (`-Wl,-rpath,DIR`); `make install` rewrites
 //!   it to the installed file's path.
-//! - Windows: nothing; the library does not build there (README.md).
+//! - Windows (any OS but unix): nothing to name; the library is empty there,
+//!   and this script says so (README.md, "Each OS").
 fn main() {
     let major = env!("CARGO_PKG_VERSION_MAJOR");
     let family = std::env::var("CARGO_CFG_TARGET_FAMILY").unwrap_or_default();
@@ -15,6 +16,11 @@ fn main() {
         println!("cargo:rustc-cdylib-link-arg=-Wl,-install_name,@rpath/libtimehands.{major}.dylib");
     } else if family.split(',').any(|f| f == "unix") {
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libtimehands.so.{major}");
+    } else {
+        let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+        println!(
+            "cargo:warning=libtimehands is empty on {os}: its API is clock_gettime(2)'s (clockid_t, struct timespec, errno), which {os} lacks; see crates/timehands-ffi/README.md"
+        );
     }
     println!("cargo:rerun-if-changed=build.rs");
 }

@@ -166,8 +166,10 @@ extern "C" {
  * second too. When no NTP daemon keeps the kernel synchronized, `synchronized`
  * is false and no bound is given.
  *
- * Returns 0, or -1 with errno EFAULT if `bounds` is NULL, or the errno of
- * adjtimex(2) if it fails (EIO should the library hit a bug).
+ * Returns 0, or -1 with errno EFAULT if `bounds` is NULL, ENOTSUP on an OS
+ * whose NTP state timehands does not read (Android, OpenBSD), or the errno
+ * of adjtimex(2) or ntp_gettime(2) if it fails (EIO should the library hit
+ * a bug).
  *
  * # Safety
  * `bounds` is NULL or points to a writable `struct th_realtime_bounds`.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use libc::{EFAULT, EIO, c_int, timespec};
+use libc::{EFAULT, EIO, ENOTSUP, c_int, timespec};
 use timehands_rs::{Error, LeapSecond, RealtimeBounds};
 
 use crate::boundary::{contain, fail};
@@ -98,8 +98,10 @@ fn unsynchronized() -> th_realtime_bounds {
 /// second too. When no NTP daemon keeps the kernel synchronized, `synchronized`
 /// is false and no bound is given.
 ///
-/// Returns 0, or -1 with errno EFAULT if `bounds` is NULL, or the errno of
-/// adjtimex(2) if it fails (EIO should the library hit a bug).
+/// Returns 0, or -1 with errno EFAULT if `bounds` is NULL, ENOTSUP on an OS
+/// whose NTP state timehands does not read (Android, OpenBSD), or the errno
+/// of adjtimex(2) or ntp_gettime(2) if it fails (EIO should the library hit
+/// a bug).
 ///
 /// # Safety
 /// `bounds` is NULL or points to a writable `struct th_realtime_bounds`.
@@ -113,6 +115,7 @@ pub unsafe extern "C" fn th_clock_getbounds(bounds: *mut th_realtime_bounds) -> 
             Ok(b) => Ok(to_c(&b)),
             Err(Error::Unsynchronized) => Ok(unsynchronized()),
             Err(Error::Ntp { errno }) => Err(errno),
+            Err(Error::NoNtpState { .. }) => Err(ENOTSUP),
             Err(_) => Err(EIO),
         },
         || Err(EIO),

@@ -1,7 +1,9 @@
 //! `th_info` shows the clock as it is at each call, also when it changed
 //! after the first call: the cross-CPU verdict arrives later, measured on a
 //! thread of its own (and a failover would change the counter). This file
-//! holds one test, so that its first call is the process's first.
+//! holds one test, so that its first call is the process's first. The
+//! library has the API on unix only (README.md, "Each OS").
+#![cfg(unix)]
 
 use std::ffi::CStr;
 use std::mem::MaybeUninit;

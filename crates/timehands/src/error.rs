@@ -64,8 +64,8 @@ pub enum Error {
         /// The error number.
         errno: i32,
     },
-    /// The OS keeps no NTP state a program can read: no bound on real time
-    /// exists there.
+    /// timehands reads no NTP state on this OS (none a program can read, or
+    /// none implemented here): it gives no bound on real time there.
     NoNtpState {
         /// The OS, as `std::env::consts::OS` names it.
         os: &'static str,
@@ -118,7 +118,7 @@ impl fmt::Display for Error {
             ),
             Error::NoNtpState { os } => write!(
                 f,
-                "{os} keeps no NTP state a program can read, so no bound on real time exists here: Linux, Apple's OSes, FreeBSD and NetBSD have one"
+                "timehands reads no NTP state on {os}, so it gives no bound on real time here: it does on Linux, Apple's OSes, FreeBSD, NetBSD, DragonFly and illumos"
             ),
         }
     }

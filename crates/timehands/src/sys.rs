@@ -37,18 +37,22 @@ pub fn kernel_nanos(clock: KernelClock) -> io::Result<u64> {
     crate::os::kernel_nanos(clock)
 }
 
-/// The CPUs the calling thread may run on, in increasing order.
+/// The CPUs the calling thread may run on, in increasing order (on Windows,
+/// in its processor group).
 ///
 /// # Errors
-/// What the OS says (`sched_getaffinity(2)` on Linux); on an OS without CPU
-/// affinity (Apple's, NetBSD, OpenBSD, wasm), one naming it.
+/// What the OS says, naming the call (`sched_getaffinity(2)` on Linux,
+/// FreeBSD and DragonFly; `GetThreadGroupAffinity` on Windows); where CPU
+/// affinity is not implemented (Apple's OSes, which have only hints;
+/// NetBSD, OpenBSD, illumos and the other unix; wasm), one naming the OS.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     crate::os::allowed_cpus()
 }
 
-/// The CPUs the process may run on (its first thread's affinity), in
-/// increasing order: what a thread started from a pinned one can widen its
-/// own to.
+/// The CPUs the process may run on, in increasing order: what a thread
+/// started from a pinned one can widen its own to. On Linux the affinity of
+/// its first thread; on FreeBSD and DragonFly the process's set; on Windows
+/// the process's mask in its processor group.
 ///
 /// # Errors
 /// As [`allowed_cpus`].
@@ -56,12 +60,15 @@ pub fn process_cpus() -> io::Result<Vec<usize>> {
     crate::os::process_cpus()
 }
 
-/// Keeps the calling thread (and the threads it starts) on `cpus`.
+/// Keeps the calling thread on `cpus`; on Linux, FreeBSD and DragonFly the
+/// threads it starts inherit that (on Windows they take the process's).
 ///
 /// # Errors
 /// An empty list, or a CPU numbered beyond any machine's, named in the
-/// message; what the OS says otherwise (EINVAL when none of `cpus` is
-/// online or allowed), or on an OS without CPU affinity, one naming it.
+/// message; what the OS says otherwise (on Linux, EINVAL when none of
+/// `cpus` is online or allowed; on Windows, a refusal when any is outside
+/// the process's mask, and CPUs from 64 on are refused), or where CPU
+/// affinity is not implemented (see [`allowed_cpus`]), one naming the OS.
 pub fn pin_to_cpus(cpus: &[usize]) -> io::Result<()> {
     crate::os::pin_to_cpus(cpus)
 }
@@ -75,8 +82,8 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
 }
 
 /// The CPU the calling thread runs on (it may have moved by the time the
-/// caller looks); `None` where the OS does not say (Apple's, NetBSD,
-/// OpenBSD, wasm).
+/// caller looks); `None` where this is not implemented (see
+/// [`allowed_cpus`]).
 pub fn current_cpu() -> Option<usize> {
     crate::os::current_cpu()
 }
@@ -87,9 +94,11 @@ pub fn current_cpu() -> Option<usize> {
 ///
 /// # Errors
 /// A priority outside the policy's range, or a refusal: the message names
-/// the priority, the limits and the remedy (root or CAP_SYS_NICE, or
-/// `ulimit -r`); on an OS without POSIX real-time policies (Windows, wasm),
-/// one naming it.
+/// the priority and the remedy (on Linux the RLIMIT_RTPRIO limits, and root
+/// or CAP_SYS_NICE, or `ulimit -r`; elsewhere root); where POSIX real-time
+/// scheduling is not implemented (Windows, OpenBSD, whose threads library
+/// accepts a policy and ignores it, illumos and the other unix, wasm), one
+/// naming the OS.
 pub fn set_scheduling(policy: Policy, priority: i32) -> io::Result<()> {
     crate::os::set_scheduling(policy, priority)
 }

@@ -8,6 +8,9 @@
 #![cfg(not(miri))]
 
 use std::process::Command;
+
+#[path = "support/emulator.rs"]
+mod support;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -275,8 +278,7 @@ fn now_never_goes_backwards_across_threads() {
 #[cfg(unix)]
 #[test]
 fn a_forked_child_reads_time() {
-    // qemu-user aborts on a fork in a process with threads.
-    if let Ok(why) = std::env::var("TIMEHANDS_TEST_NO_FORK") {
+    if let Some(why) = support::no_fork() {
         println!("skipped: cannot fork here ({why})");
         return;
     }
@@ -326,18 +328,7 @@ fn child_with_counter(value: &str, test: &str) -> std::process::Output {
 /// This test binary again, filtered to `test`, a child half (ignored unless
 /// a test runs it, so that it never counts as a test of its own).
 fn child(test: &str) -> Command {
-    // Under the emulator cargo ran this binary with, if any (CI's qemu-user).
-    let exe = std::env::current_exe().unwrap();
-    let runner = std::env::var("TIMEHANDS_TEST_RUNNER").unwrap_or_default();
-    let mut words = runner.split_whitespace();
-    let mut command = match words.next() {
-        Some(emulator) => {
-            let mut command = Command::new(emulator);
-            command.args(words).arg(exe);
-            command
-        }
-        None => Command::new(exe),
-    };
+    let mut command = support::this_binary();
     command
         .args([
             "--exact",

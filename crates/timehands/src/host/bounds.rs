@@ -93,7 +93,7 @@ pub(crate) fn bounds(
 /// match timehands::realtime_bounds() {
 ///     Ok(bounds) => assert!(bounds.earliest <= bounds.realtime && bounds.realtime <= bounds.latest),
 ///     Err(timehands::Error::Unsynchronized) => println!("no NTP daemon keeps this machine's time"),
-///     Err(timehands::Error::NoNtpState { os }) => println!("{os} keeps no NTP state"),
+///     Err(timehands::Error::NoNtpState { os }) => println!("no NTP state is read on {os}"),
 ///     Err(other) => panic!("{other}"),
 /// }
 /// ```
@@ -102,7 +102,7 @@ pub(crate) fn bounds(
 /// [`Error::Unsynchronized`] when the kernel is not synchronized (no daemon,
 /// or it lost its sources), so that no bound exists; [`Error::Ntp`] when
 /// `adjtimex(2)` (or `ntp_gettime(2)`) fails; [`Error::NoNtpState`] on an OS
-/// that keeps no NTP state (Windows, OpenBSD, wasm).
+/// whose NTP state timehands does not read (Android, Windows, OpenBSD, wasm).
 pub fn realtime_bounds() -> Result<RealtimeBounds, Error> {
     let clock = crate::host::clock();
     let ntp = clock.kernel.ntp().map_err(|e| match e.kind() {

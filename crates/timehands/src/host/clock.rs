@@ -37,8 +37,8 @@ pub(super) struct Facts {
     pub(super) frequency_source: String,
     pub(super) verdicts: Vec<Verdict>,
     pub(super) fallback: Option<String>,
-    /// What the operating system refused the clock (a thread, `adjtimex`),
-    /// asked once and remembered.
+    /// What the operating system refused the clock (a thread, the NTP
+    /// state), asked once and remembered.
     pub(super) refused: Vec<String>,
 }
 
@@ -110,7 +110,8 @@ pub(crate) struct HostClock {
     pub(crate) realtime_uncertainty: AtomicU64,
     /// TAI − UTC, in seconds, as the kernel has it; [`TAI_UNREAD`] until
     /// the first read of TAI or the first steering; 0 for good once the
-    /// kernel refused to say (`adjtimex` filtered by a sandbox).
+    /// kernel refused to say (`adjtimex` filtered by a sandbox, an OS whose
+    /// NTP state is not read).
     pub(super) tai_offset: AtomicI64,
     /// Whether the kernel refused its NTP state: not asked again.
     pub(super) ntp_refused: AtomicBool,
@@ -593,8 +594,8 @@ impl HostClock {
         self.facts().refused.push(what);
     }
 
-    /// TAI − UTC in seconds, read from the kernel the first time (0 if
-    /// `adjtimex` is refused, as CLOCK_TAI is Realtime then).
+    /// TAI − UTC in seconds, read from the kernel the first time (0 if the
+    /// NTP state is refused, as Linux's CLOCK_TAI is Realtime then).
     #[inline]
     pub(crate) fn tai_offset(&self) -> i64 {
         match self.tai_offset.load(Ordering::Relaxed) {

@@ -12,7 +12,7 @@ pub(crate) enum HostCounter {
     /// The aarch64 generic timer.
     #[cfg(target_arch = "aarch64")]
     Cntvct(crate::hw::Cntvct),
-    /// The kernel's CLOCK_MONOTONIC, read through the vDSO.
+    /// The OS's Monotonic (CLOCK_MONOTONIC through Linux's vDSO).
     Kernel(KernelCounter),
     /// A test's counter: one that misbehaves, or runs through a suspend.
     #[cfg(test)]
@@ -103,7 +103,7 @@ pub enum CounterKind {
     Tsc,
     /// The aarch64 generic timer's virtual count, CNTVCT_EL0.
     Cntvct,
-    /// The kernel's CLOCK_MONOTONIC, read through the vDSO.
+    /// The OS's Monotonic (CLOCK_MONOTONIC through Linux's vDSO).
     Kernel,
     /// A test's counter (the crate's own tests).
     #[cfg(test)]

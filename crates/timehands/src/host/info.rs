@@ -104,8 +104,9 @@ pub struct Info {
     /// Reads that found their hands' promise passed (no windup for two
     /// intervals: a stop, a suspend) and waited for a windup.
     pub standing_reads: u64,
-    /// What the operating system refused the clock (a thread, `adjtimex`:
-    /// a sandbox), asked once, and what the clock does instead.
+    /// What the operating system refused the clock (a thread, in a sandbox or
+    /// on wasm; the NTP state, `adjtimex` under seccomp or an OS whose state
+    /// is not read), asked once, and what the clock does instead.
     pub refused: Vec<String>,
     /// The bounds on real time against UTC ([`realtime_bounds`](crate::realtime_bounds)),
     /// or why there are none (the kernel is not synchronized). In JSON, the

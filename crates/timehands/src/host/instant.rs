@@ -1,11 +1,13 @@
-//! `Instant`: a point on the kernel's CLOCK_MONOTONIC, in nanoseconds.
+//! `Instant`: a point on the OS's monotonic clock, in nanoseconds.
 //!
 //! An `Instant` is what [`now`](crate::now) returns: nanoseconds since the
-//! origin of CLOCK_MONOTONIC (the kernel's boot, less suspend), the same origin
-//! as `clock_gettime(CLOCK_MONOTONIC)` and `std::time::Instant` on Linux. So an
-//! `Instant` can be handed to `clock_nanosleep(TIMER_ABSTIME)` or a timerfd as
-//! it is, stored in 8 bytes, and converted to and from `std::time::Instant`
-//! exactly.
+//! origin of the OS's Monotonic ([`KernelClock::Monotonic`](crate::sys::KernelClock::Monotonic),
+//! the clock `std::time::Instant` reads there). On Linux that is
+//! CLOCK_MONOTONIC (the kernel's boot, less suspend), so an `Instant` can be
+//! handed to `clock_nanosleep(TIMER_ABSTIME)` or a timerfd as it is; on
+//! macOS CLOCK_UPTIME_RAW, on Windows QueryPerformanceCounter in
+//! nanoseconds. On every OS it is stored in 8 bytes and converts to and from
+//! `std::time::Instant` exactly.
 //!
 //! ```
 //! use std::time::Duration;
@@ -23,7 +25,8 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// A point on CLOCK_MONOTONIC, with nanosecond resolution.
+/// A point on the OS's Monotonic (CLOCK_MONOTONIC on Linux), with
+/// nanosecond resolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(transparent))]

@@ -12,6 +12,9 @@
 //! second; `info` that returns (an alarm ends a child that hangs); the
 //! counter chosen, or the reason it is not.
 
+#[path = "../../tests/support/emulator.rs"]
+mod emulator;
+use emulator::{no_fork, this_binary};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -390,28 +393,6 @@ fn first_100_ms() -> Result<(), String> {
     Ok(())
 }
 
-/// This test binary, run as cargo ran it: under the emulator that
-/// `TIMEHANDS_TEST_RUNNER` names (CI's qemu-user), if any.
-fn this_binary() -> Command {
-    let exe = std::env::current_exe().expect("this test binary");
-    let runner = std::env::var("TIMEHANDS_TEST_RUNNER").unwrap_or_default();
-    let mut words = runner.split_whitespace();
-    match words.next() {
-        Some(emulator) => {
-            let mut command = Command::new(emulator);
-            command.args(words).arg(exe);
-            command
-        }
-        None => Command::new(exe),
-    }
-}
-
-/// Why this run cannot fork, where it cannot: `TIMEHANDS_TEST_NO_FORK`
-/// (qemu-user aborts on a fork in a process with threads).
-fn no_fork() -> Option<String> {
-    std::env::var("TIMEHANDS_TEST_NO_FORK").ok()
-}
-
 /// Runs the child half with `plan` (and `env`), with its output piped.
 fn child_half(plan: &str, env: &[(&str, &str)]) -> Command {
     let mut command = this_binary();
@@ -510,12 +491,15 @@ fn the_bound_holds_from_the_first_read() {
     }
 }
 
-/// The fork handlers are registered before `main`: a fork while another
-/// thread starts the clock finds them.
+/// The fork handlers are registered before `main` where the loader can
+/// (ELF, Mach-O): a fork while another thread starts the clock finds them.
 #[test]
 #[cfg_attr(miri, ignore = "runs no program before main")]
 fn the_fork_handlers_are_registered_before_main() {
-    assert!(super::fork::registered_before_main());
+    assert_eq!(
+        super::fork::registered_before_main(),
+        crate::os::posix::FORK_HANDLERS_BEFORE_MAIN
+    );
 }
 
 /// `kill -STOP`, then `kill -CONT` after `stop_ms`, `at_ms` after the first

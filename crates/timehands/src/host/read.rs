@@ -148,8 +148,9 @@ pub(super) fn start_and_read<const REALTIME: bool, const ORDERED: bool>() -> u64
     read_nanos::<REALTIME, ORDERED>()
 }
 
-/// Now, on CLOCK_MONOTONIC: the fastest correct clock this machine has. Never
-/// goes backwards, on one thread or across threads.
+/// Now, on the OS's Monotonic (CLOCK_MONOTONIC on Linux; see
+/// [`KernelClock`](crate::sys::KernelClock)): the fastest correct clock this
+/// machine has. Never goes backwards, on one thread or across threads.
 ///
 /// ```
 /// let a = timehands::now();
@@ -179,7 +180,7 @@ pub fn now_coarse() -> Instant {
     Instant::from_nanos(coarse_nanos())
 }
 
-/// The coarse time in ns, on CLOCK_MONOTONIC: one load while the upkeep
+/// The coarse time in ns, on Monotonic: one load while the upkeep
 /// thread keeps it.
 #[inline(always)]
 pub(super) fn coarse_nanos() -> u64 {
@@ -263,7 +264,8 @@ pub enum ClockId {
     Monotonic,
     /// Time since boot, counting suspend.
     Boottime,
-    /// The kernel's CLOCK_MONOTONIC_RAW (not slewed by NTP), read from the kernel.
+    /// The kernel's CLOCK_MONOTONIC_RAW (not slewed by NTP), read from the
+    /// kernel; the OS's equivalent elsewhere ([`KernelClock::MonotonicRaw`](crate::sys::KernelClock::MonotonicRaw)).
     MonotonicRaw,
     /// Realtime at the last windup.
     RealtimeCoarse,

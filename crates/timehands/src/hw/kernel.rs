@@ -15,10 +15,12 @@ const CLOCKSOURCE_DIR: &str = "/sys/devices/system/clocksource/clocksource0";
 /// from user space), the C library's `clock_gettime` on other unix,
 /// QueryPerformanceCounter on Windows.
 ///
-/// The call fences its counter read against what comes before it. On
+/// Linux's vDSO fences its counter read against what comes before it. On
 /// aarch64 it also keeps later reads after it; on x86_64 it does not (an
-/// `lfence` precedes Linux's `rdtsc`, none follows), so there
-/// [`order_after_read`](Counter::order_after_read) adds the `lfence`.
+/// `lfence` precedes its `rdtsc`, none follows), so there
+/// [`order_after_read`](Counter::order_after_read) adds the `lfence`. The
+/// other OSes' calls are taken to fence as Linux's does (unverified: no
+/// runtime for them here).
 ///
 /// ```no_run
 /// use timehands::Timekeeper;

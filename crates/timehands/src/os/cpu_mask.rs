@@ -39,6 +39,29 @@ pub(crate) fn pin_refused(cpus: &[usize]) -> io::Error {
     )
 }
 
+/// An affinity mask as `read` (a `sched_getaffinity` of Linux or the BSDs)
+/// fills it: 1024 CPUs to start with, doubled while the OS refuses a mask
+/// smaller than its own (with an errno of `too_small`: Linux's EINVAL,
+/// FreeBSD's ERANGE). `call` names the call in the error.
+#[cfg(unix)]
+pub(crate) fn read_affinity(
+    call: &str,
+    too_small: &[i32],
+    mut read: impl FnMut(&mut [u64]) -> libc::c_int,
+) -> io::Result<Vec<usize>> {
+    let mut mask = vec![0u64; 16];
+    loop {
+        if read(&mut mask) == 0 {
+            return Ok(cpus_in(&mask));
+        }
+        let errno = io::Error::last_os_error().raw_os_error();
+        if !errno.is_some_and(|e| too_small.contains(&e)) || mask.len() * 64 >= MAX_CPUS {
+            return Err(super::last_error(call));
+        }
+        mask = vec![0u64; mask.len() * 2];
+    }
+}
+
 /// The CPU numbers set in `mask`, in increasing order.
 pub(crate) fn cpus_in(mask: &[u64]) -> Vec<usize> {
     mask.iter()

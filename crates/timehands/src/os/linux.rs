@@ -4,7 +4,7 @@
 
 use std::io;
 
-use super::cpu_mask::{MAX_CPUS, cpu_mask, cpus_in, pin_refused};
+use super::cpu_mask::{cpu_mask, pin_refused, read_affinity};
 use super::posix;
 use super::sched::{apply_scheduling, check_priority, scheduling_refused};
 use super::{NtpState, Policy};
@@ -29,7 +29,7 @@ pub(crate) fn ntp() -> io::Result<NtpState> {
     // SAFETY: `tx` is a valid timex to write; modes 0 changes nothing.
     let state = unsafe { libc::adjtimex(&mut tx) };
     if state < 0 {
-        return Err(io::Error::last_os_error());
+        return Err(super::last_error("adjtimex"));
     }
     Ok(NtpState::from_kernel(
         state,
@@ -40,11 +40,14 @@ pub(crate) fn ntp() -> io::Result<NtpState> {
     ))
 }
 
-/// Android keeps the kernel's NTP state, but its C library's bindings do
-/// not give `adjtimex`, and its apps' seccomp policy is not ours to assume.
+/// Android's kernel keeps the NTP state, and bionic has `adjtimex` from
+/// API 24, but the libc crate binds no `struct timex` for Android: not
+/// read here.
 #[cfg(target_os = "android")]
 pub(crate) fn ntp() -> io::Result<NtpState> {
-    Err(super::unsupported("the kernel's NTP state (adjtimex)"))
+    Err(super::unsupported(
+        "reading the kernel's NTP state (adjtimex)",
+    ))
 }
 
 /// The CPUs the calling thread may run on, in increasing order.
@@ -59,27 +62,21 @@ pub(crate) fn process_cpus() -> io::Result<Vec<usize>> {
 }
 
 /// The affinity of thread `tid` (0: the calling one), read into a mask as
-/// large as the kernel's: glibc's `cpu_set_t` (1024 CPUs) to start with,
-/// doubled while the kernel refuses a mask smaller than its own.
+/// large as the kernel's (glibc's `cpu_set_t` holds 1024 CPUs; the kernel's
+/// may hold more, and refuses a smaller one with EINVAL).
 fn affinity_of(tid: libc::pid_t) -> io::Result<Vec<usize>> {
-    let mut words = 16;
-    loop {
-        let mut mask = vec![0u64; words];
-        // SAFETY: the kernel writes at most `words * 8` bytes, the size of
-        // `mask`, which is ours to write. The pointer is only cast for the
-        // signature: nothing reads it as a `cpu_set_t`.
-        let status = unsafe {
-            libc::sched_getaffinity(tid, words * 8, mask.as_mut_ptr().cast::<libc::cpu_set_t>())
-        };
-        if status == 0 {
-            return Ok(cpus_in(&mask));
+    read_affinity("sched_getaffinity", &[libc::EINVAL], |mask| {
+        // SAFETY: the kernel writes at most the size of `mask`, which is
+        // ours to write. The pointer is only cast for the signature:
+        // nothing reads it as a `cpu_set_t`.
+        unsafe {
+            libc::sched_getaffinity(
+                tid,
+                std::mem::size_of_val(mask),
+                mask.as_mut_ptr().cast::<libc::cpu_set_t>(),
+            )
         }
-        let error = io::Error::last_os_error();
-        if error.raw_os_error() != Some(libc::EINVAL) || words * 64 >= MAX_CPUS {
-            return Err(error);
-        }
-        words *= 2;
-    }
+    })
 }
 
 /// Keeps the calling thread (and the threads it starts) on `cpus`.

@@ -70,6 +70,7 @@ pub(crate) mod posix;
     target_os = "linux",
     target_os = "android",
     target_os = "freebsd",
+    target_os = "dragonfly",
     windows
 ))]
 mod cpu_mask;
@@ -77,7 +78,10 @@ mod cpu_mask;
     target_os = "linux",
     target_vendor = "apple",
     target_os = "freebsd",
-    target_os = "netbsd"
+    target_os = "netbsd",
+    target_os = "dragonfly",
+    target_os = "illumos",
+    target_os = "solaris"
 ))]
 mod ntp_model;
 #[cfg(any(
@@ -86,7 +90,6 @@ mod ntp_model;
     target_vendor = "apple",
     target_os = "freebsd",
     target_os = "netbsd",
-    target_os = "openbsd",
     target_os = "dragonfly"
 ))]
 mod sched;
@@ -185,6 +188,14 @@ pub(crate) struct NtpState {
     pub tai_offset_s: i32,
     /// The leap second announced.
     pub leap: LeapSecond,
+}
+
+/// The OS's last error (errno, GetLastError), with the `call` that failed
+/// named in front of it.
+#[cfg(any(unix, windows))]
+pub(crate) fn last_error(call: &str) -> std::io::Error {
+    let error = std::io::Error::last_os_error();
+    std::io::Error::new(error.kind(), format!("{call}: {error}"))
 }
 
 /// The error for what this OS does not have: one line naming `what` and

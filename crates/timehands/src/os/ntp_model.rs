@@ -45,6 +45,28 @@ impl NtpState {
     }
 }
 
+/// The kernel's NTP state from `ntp_gettime(2)`, which reads only: Apple's
+/// OSes, FreeBSD, NetBSD, DragonFly (the same `struct ntptimeval` on each).
+#[cfg(not(any(target_os = "linux", target_os = "illumos", target_os = "solaris")))]
+pub(crate) fn ntp_gettime() -> std::io::Result<NtpState> {
+    // SAFETY: all zeros is a valid ntptimeval (integers) for the OS to fill.
+    let mut tv: libc::ntptimeval = unsafe { std::mem::zeroed() };
+    // SAFETY: `tv` is a valid ntptimeval to write.
+    let state = unsafe { libc::ntp_gettime(&mut tv) };
+    if state < 0 {
+        return Err(super::last_error("ntp_gettime"));
+    }
+    // `long`s: 64 bits on the 64-bit targets, 32 on the others.
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    Ok(NtpState::from_kernel(
+        state,
+        0,
+        i64::from(tv.maxerror),
+        i64::from(tv.esterror),
+        tv.tai as i32,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

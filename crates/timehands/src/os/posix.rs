@@ -88,18 +88,49 @@ pub(crate) fn clock_name(clock: KernelClock) -> &'static str {
 /// Registers the fork handlers with the C library, which calls them around
 /// `fork()` on the forking thread.
 pub(crate) fn on_fork(prepare: ForkHandler, parent: ForkHandler, child: ForkHandler) {
-    // SAFETY: the handlers are plain functions that live for the program.
-    // A failure (no memory) leaves fork as unsafe as without them.
+    // SAFETY: the handlers are plain functions of this library, which lives
+    // as long as the program: Rust's std cannot be unloaded safely (its
+    // thread-local destructors), and glibc drops the handlers of a library
+    // it unloads. A failure (no memory) leaves fork as unsafe as without
+    // them.
     unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
 }
 
-/// Registers the host clock's fork handlers before `main`, while the
-/// process has one thread: an entry in the loader's list of initializers
-/// (`.init_array` in ELF, `__mod_init_func` in Mach-O).
+/// Whether the loader registers the fork handlers before `main`: on ELF
+/// systems (`.init_array`) and Apple's (`__mod_init_func`). Elsewhere (AIX's
+/// XCOFF, Cygwin's PE) the clock's start registers them. (For the test
+/// that the linker kept the entry.)
+#[cfg(test)]
+pub(crate) const FORK_HANDLERS_BEFORE_MAIN: bool = cfg!(any(
+    target_vendor = "apple",
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly",
+    target_os = "illumos",
+    target_os = "solaris"
+));
+
+/// Registers the host clock's fork handlers before `main` (before anything
+/// runs, in a program; when it is loaded, in a library `dlopen`ed later): an
+/// entry in the loader's list of initializers.
+#[cfg(any(
+    target_vendor = "apple",
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly",
+    target_os = "illumos",
+    target_os = "solaris"
+))]
 #[used]
 #[cfg_attr(
     target_vendor = "apple",
-    unsafe(link_section = "__DATA,__mod_init_func")
+    unsafe(link_section = "__DATA,__mod_init_func,mod_init_funcs")
 )]
 #[cfg_attr(not(target_vendor = "apple"), unsafe(link_section = ".init_array"))]
 static REGISTER_BEFORE_MAIN: extern "C" fn() = {

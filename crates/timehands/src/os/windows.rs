@@ -1,18 +1,21 @@
 //! Windows: QueryPerformanceCounter (std's `Instant`, which counts the time
 //! suspended) and GetSystemTimePreciseAsFileTime for the clocks; the CPU
-//! affinity of the calling thread's processor group (64 CPUs). Windows has
-//! no `fork`, no POSIX real-time policy (its priority classes are another
-//! model), no timer slack, and keeps no NTP error bound a program can read.
+//! affinity of the calling thread's processor group (64 CPUs, 32 on 32-bit
+//! Windows). Windows has no `fork`, no POSIX real-time policy (its priority
+//! classes are another model), no timer slack, and keeps no NTP error bound
+//! a program can read.
 
 use std::io;
 use std::sync::OnceLock;
 
 use windows_sys::Win32::Foundation::FILETIME;
 use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
-use windows_sys::Win32::System::SystemInformation::GetSystemTimePreciseAsFileTime;
+use windows_sys::Win32::System::SystemInformation::{
+    GROUP_AFFINITY, GetSystemTimePreciseAsFileTime,
+};
 use windows_sys::Win32::System::Threading::{
     GetCurrentProcess, GetCurrentProcessorNumber, GetCurrentThread, GetProcessAffinityMask,
-    SetThreadAffinityMask,
+    GetThreadGroupAffinity, SetThreadAffinityMask,
 };
 
 use super::KernelClock;
@@ -23,13 +26,14 @@ use super::cpu_mask::{cpu_mask, cpus_in, pin_refused};
 const UNIX_EPOCH_FILETIME: u64 = 116_444_736_000_000_000;
 
 /// QueryPerformanceCounter's frequency, fixed at boot (10 MHz on Windows 10
-/// and later).
+/// and later). Windows XP and later always have the counter, so the call
+/// cannot fail; were it to say 0 Hz, the clock would stand at 0 rather than
+/// divide by it.
 fn qpc_frequency() -> u64 {
     static FREQUENCY: OnceLock<u64> = OnceLock::new();
     *FREQUENCY.get_or_init(|| {
         let mut hz = 0i64;
-        // SAFETY: `hz` is a valid i64 to write; the call cannot fail on
-        // Windows XP and later.
+        // SAFETY: `hz` is a valid i64 to write.
         unsafe { QueryPerformanceFrequency(&mut hz) };
         u64::try_from(hz).unwrap_or(0).max(1)
     })
@@ -57,9 +61,12 @@ pub(crate) fn kernel_nanos(clock: KernelClock) -> io::Result<u64> {
             // SAFETY: `counts` is a valid i64 to write; the call cannot fail
             // on Windows XP and later.
             unsafe { QueryPerformanceCounter(&mut counts) };
-            let nanos = u128::from(u64::try_from(counts).unwrap_or(0)) * 1_000_000_000
-                / u128::from(qpc_frequency());
-            Ok(u64::try_from(nanos).unwrap_or(u64::MAX))
+            // Whole seconds and the counts left, so that nothing overflows
+            // a u64 and no 128-bit division runs (as std does).
+            let (counts, hz) = (u64::try_from(counts).unwrap_or(0), qpc_frequency());
+            Ok((counts / hz)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(counts % hz * 1_000_000_000 / hz))
         }
     }
 }
@@ -72,46 +79,56 @@ pub(crate) fn clock_name(clock: KernelClock) -> &'static str {
     }
 }
 
-/// The CPUs the process may run on, in its processor group.
+/// CPUs a processor group's mask holds: 64 (32 on 32-bit Windows).
+const GROUP_CPUS: usize = usize::BITS as usize;
+
+/// The CPUs the process may run on, in its processor group. A process with
+/// threads in several groups (on machines with more than 64 CPUs) has no
+/// one mask: an error says so.
 pub(crate) fn process_cpus() -> io::Result<Vec<usize>> {
     let (mut process, mut system) = (0usize, 0usize);
     // SAFETY: both are valid usizes to write; the pseudo-handle of the
     // current process needs no closing.
     if unsafe { GetProcessAffinityMask(GetCurrentProcess(), &mut process, &mut system) } == 0 {
-        return Err(io::Error::last_os_error());
+        return Err(super::last_error("GetProcessAffinityMask"));
+    }
+    if process == 0 {
+        return Err(io::Error::other(
+            "the process runs in several processor groups: its CPUs have no one mask",
+        ));
     }
     Ok(cpus_in(&[process as u64]))
 }
 
-/// The CPUs the calling thread may run on. Windows reads a thread's
-/// affinity only by setting it: set to the process's, then put back.
+/// The CPUs the calling thread may run on, in its processor group.
 pub(crate) fn allowed_cpus() -> io::Result<Vec<usize>> {
-    let process = process_cpus()?;
-    let mask = cpu_mask(&process)?[0] as usize;
-    // SAFETY: the pseudo-handle of the current thread needs no closing; a
-    // mask within the process's is valid.
-    let own = unsafe { SetThreadAffinityMask(GetCurrentThread(), mask) };
-    if own == 0 {
-        return Err(io::Error::last_os_error());
+    let mut affinity = GROUP_AFFINITY {
+        Mask: 0,
+        Group: 0,
+        Reserved: [0; 3],
+    };
+    // SAFETY: `affinity` is a valid GROUP_AFFINITY to write; the
+    // pseudo-handle of the current thread needs no closing.
+    if unsafe { GetThreadGroupAffinity(GetCurrentThread(), &mut affinity) } == 0 {
+        return Err(super::last_error("GetThreadGroupAffinity"));
     }
-    // SAFETY: as above; `own` was this thread's mask a moment ago.
-    unsafe { SetThreadAffinityMask(GetCurrentThread(), own) };
-    Ok(cpus_in(&[own as u64]))
+    Ok(cpus_in(&[affinity.Mask as u64]))
 }
 
-/// Keeps the calling thread on `cpus` (in its processor group: below 64).
+/// Keeps the calling thread on `cpus`, in its processor group. (The threads
+/// it starts take the process's affinity, not this.)
 pub(crate) fn pin_to_cpus(cpus: &[usize]) -> io::Result<()> {
     let words = cpu_mask(cpus)?;
-    if words.len() > 1 {
+    if cpus.iter().any(|&cpu| cpu >= GROUP_CPUS) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "cannot run on CPUs {cpus:?}: a Windows thread runs on CPUs below 64, in its processor group"
+                "cannot run on CPUs {cpus:?}: a Windows thread runs on CPUs below {GROUP_CPUS}, in its processor group"
             ),
         ));
     }
     // SAFETY: the pseudo-handle of the current thread needs no closing;
-    // Windows refuses a mask outside the process's (returns 0).
+    // Windows refuses (returns 0) a mask outside the process's.
     if unsafe { SetThreadAffinityMask(GetCurrentThread(), words[0] as usize) } == 0 {
         return Err(pin_refused(cpus));
     }
