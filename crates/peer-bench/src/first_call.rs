@@ -63,6 +63,9 @@ pub fn run(runs: usize) -> Outcome {
             return outcome;
         }
     };
+    if let Err(e) = build_missing_children(&dir) {
+        outcome.errors.push(e);
+    }
     for library in LIBRARIES {
         eprintln!("first call: {library}");
         match measure(&dir, library, runs) {
@@ -105,6 +108,46 @@ fn measure(dir: &Path, library: &str, runs: usize) -> Result<Row, String> {
         extra_before_main_ns: None,
         first_call_ns: median(&mut first_call),
     })
+}
+
+/// Builds the children when one is missing and cargo ran us: `cargo run`
+/// builds only the binary it runs. They go where we are, in our profile
+/// (the folder we run from: `release`, or `debug` for the `dev` profile).
+fn build_missing_children(dir: &Path) -> Result<(), String> {
+    if LIBRARIES
+        .iter()
+        .all(|library| child_path(dir, library).is_file())
+    {
+        return Ok(());
+    }
+    let Ok(cargo) = std::env::var("CARGO") else {
+        return Ok(()); // Not run by cargo: each missing child says so.
+    };
+    let profile = match dir.file_name().and_then(|name| name.to_str()) {
+        Some("debug") => "dev",
+        Some(other) => other,
+        None => "release",
+    };
+    eprintln!("first call: building the first-call-* children ({profile})");
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--bins",
+            "--profile",
+            profile,
+            "--manifest-path",
+        ])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .status()
+        .map_err(|e| format!("cannot run cargo to build the first-call children: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "cargo could not build the first-call children ({status}): build them with `cargo build --release -p peer-bench`"
+        ))
+    }
 }
 
 fn child_path(dir: &Path, library: &str) -> PathBuf {
