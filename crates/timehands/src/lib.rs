@@ -19,6 +19,17 @@
 //! How it works, the invariants it keeps and the test that checks each: the
 //! [`design`] module (the repository's `docs/DESIGN.md`).
 //!
+//! With `std` (the default), the process's clock is ready to read on every OS,
+//! over that OS's own clocks ([`sys::KernelClock`]; the repository's
+//! `docs/platforms.md` has the table):
+//!
+//! ```
+//! let start = timehands::now();
+//! let std_start: std::time::Instant = start.into(); // exact, both ways
+//! assert_eq!(timehands::Instant::from(std_start), start);
+//! println!("{:?} since start", start.elapsed());
+//! ```
+//!
 //! The engine is `no_std` (turn off the default `std` feature) and has no
 //! dependencies: bring a [`Counter`] (an RTOS timer register, say), call
 //! [`Timekeeper::windup`] from a tick, and read.

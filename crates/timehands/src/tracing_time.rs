@@ -145,6 +145,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+    use crate::sys::KernelClock;
 
     fn format(timer: impl FormatTime) -> String {
         let mut text = String::new();
