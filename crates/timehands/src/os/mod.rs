@@ -13,8 +13,8 @@
 //! `posix.rs` holds what the unix families share (`clock_gettime`,
 //! `pthread_atfork`), `sched.rs` POSIX real-time scheduling, `cpu_mask.rs`
 //! the CPU masks of the affinity calls, `ntp_model.rs` the kernel NTP
-//! model's numbers, and `absent.rs` what a family lacks (each error names
-//! the OS). Each family's file provides the same items:
+//! model's numbers and `ntp_gettime`, and `absent.rs` what a family lacks
+//! (each error names the OS). Each family's file provides the same items:
 //!
 //! - `kernel_nanos(KernelClock)` and `clock_name(KernelClock)`: the OS's
 //!   clocks, in nanoseconds since their origin;
@@ -102,7 +102,7 @@ pub(crate) use family::{
 };
 
 /// The OS's clocks, as the host clock follows them. What each is on each OS
-/// is in the table of the crate's `docs/platforms.md`; in short:
+/// is in the table of the repository's `docs/platforms.md`; in short:
 ///
 /// ```
 /// use timehands::sys::{KernelClock, kernel_nanos};
@@ -123,8 +123,10 @@ pub enum KernelClock {
     /// has such a clock (CLOCK_MONOTONIC_RAW on Linux); Monotonic elsewhere.
     MonotonicRaw,
     /// Monotonic plus the time the machine was suspended: CLOCK_BOOTTIME on
-    /// Linux, CLOCK_MONOTONIC_RAW (mach_continuous_time) on Apple,
-    /// QueryPerformanceCounter on Windows (which counts suspend itself).
+    /// Linux and OpenBSD, CLOCK_MONOTONIC_RAW (mach_continuous_time) on
+    /// Apple, QueryPerformanceCounter on Windows (which counts suspend
+    /// itself); Monotonic where the OS has no such clock (FreeBSD, NetBSD,
+    /// DragonFly, illumos).
     Boottime,
     /// The OS's UTC, since the Unix epoch: CLOCK_REALTIME, or
     /// GetSystemTimePreciseAsFileTime on Windows.
