@@ -149,7 +149,7 @@ pub(super) fn start_and_read<const REALTIME: bool, const ORDERED: bool>() -> u64
 }
 
 /// Now, on the OS's Monotonic (CLOCK_MONOTONIC on Linux; see
-/// [`KernelClock`](crate::sys::KernelClock)): the fastest correct clock this
+/// [`KernelClock`]): the fastest correct clock this
 /// machine has. Never goes backwards, on one thread or across threads.
 ///
 /// ```
@@ -265,7 +265,7 @@ pub enum ClockId {
     /// Time since boot, counting suspend.
     Boottime,
     /// The kernel's CLOCK_MONOTONIC_RAW (not slewed by NTP), read from the
-    /// kernel; the OS's equivalent elsewhere ([`KernelClock::MonotonicRaw`](crate::sys::KernelClock::MonotonicRaw)).
+    /// kernel; the OS's equivalent elsewhere ([`KernelClock::MonotonicRaw`]).
     MonotonicRaw,
     /// Realtime at the last windup.
     RealtimeCoarse,
