@@ -44,7 +44,7 @@ pub(super) const CLOCKS: posix::Clocks = posix::Clocks {
 mod affinity {
     use std::io;
 
-    use crate::os::cpu_mask::{cpu_mask, pin_refused, read_affinity};
+    use crate::os::cpu_mask::{pin_affinity, read_affinity};
 
     /// The C library's CPU set type, only named for the calls' signatures.
     #[cfg(target_os = "freebsd")]
@@ -79,28 +79,20 @@ mod affinity {
 
     /// Keeps the calling thread on `cpus`.
     pub(crate) fn pin_to_cpus(cpus: &[usize]) -> io::Result<()> {
-        let mask = cpu_mask(cpus)?;
-        // SAFETY: pid 0 is the calling thread; the OS reads the size of
-        // `mask`. The pointer is only cast for the signature.
-        let status = unsafe {
-            libc::sched_setaffinity(
-                0,
-                std::mem::size_of_val(mask.as_slice()),
-                mask.as_ptr().cast::<CpuSet>(),
-            )
-        };
-        if status == 0 {
-            Ok(())
-        } else {
-            Err(pin_refused(cpus))
-        }
-    }
-
-    /// The CPU the calling thread runs on.
-    pub(crate) fn current_cpu() -> Option<usize> {
-        // SAFETY: sched_getcpu takes nothing and returns a number.
-        usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+        pin_affinity(cpus, |mask| {
+            // SAFETY: pid 0 is the calling thread; the OS reads the size of
+            // `mask`. The pointer is only cast for the signature.
+            unsafe {
+                libc::sched_setaffinity(
+                    0,
+                    std::mem::size_of_val(mask),
+                    mask.as_ptr().cast::<CpuSet>(),
+                )
+            }
+        })
     }
 }
 #[cfg(any(target_os = "freebsd", target_os = "dragonfly"))]
-pub(crate) use affinity::{allowed_cpus, current_cpu, pin_to_cpus, process_cpus};
+pub(crate) use super::cpu_mask::current_cpu;
+#[cfg(any(target_os = "freebsd", target_os = "dragonfly"))]
+pub(crate) use affinity::{allowed_cpus, pin_to_cpus, process_cpus};

@@ -39,6 +39,29 @@ pub(crate) fn pin_refused(cpus: &[usize]) -> io::Error {
     )
 }
 
+/// Keeps the calling thread on `cpus` through `set` (a `sched_setaffinity`
+/// of Linux or the BSDs, given the mask): the OS ignores CPUs that do not
+/// exist, and refuses a mask with none it can use.
+#[cfg(unix)]
+pub(crate) fn pin_affinity(
+    cpus: &[usize],
+    set: impl FnOnce(&[u64]) -> libc::c_int,
+) -> io::Result<()> {
+    if set(&cpu_mask(cpus)?) == 0 {
+        Ok(())
+    } else {
+        Err(pin_refused(cpus))
+    }
+}
+
+/// The CPU the calling thread runs on: `sched_getcpu`, which the OSes with
+/// these masks share (Linux, Android, FreeBSD, DragonFly).
+#[cfg(unix)]
+pub(crate) fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu takes nothing and returns a number (-1 on error).
+    usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+}
+
 /// An affinity mask as `read` (a `sched_getaffinity` of Linux or the BSDs)
 /// fills it: 1024 CPUs to start with, doubled while the OS refuses a mask
 /// smaller than its own (with an errno of `too_small`: Linux's EINVAL,

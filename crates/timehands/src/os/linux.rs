@@ -4,7 +4,8 @@
 
 use std::io;
 
-use super::cpu_mask::{cpu_mask, pin_refused, read_affinity};
+pub(crate) use super::cpu_mask::current_cpu;
+use super::cpu_mask::{pin_affinity, read_affinity};
 use super::posix;
 use super::sched::{apply_scheduling, check_priority, scheduling_refused};
 use super::{NtpState, Policy};
@@ -81,25 +82,17 @@ fn affinity_of(tid: libc::pid_t) -> io::Result<Vec<usize>> {
 
 /// Keeps the calling thread (and the threads it starts) on `cpus`.
 pub(crate) fn pin_to_cpus(cpus: &[usize]) -> io::Result<()> {
-    // The kernel ignores CPUs that do not exist, and refuses a mask with
-    // none it can use.
-    let mask = cpu_mask(cpus)?;
-    // SAFETY: pid 0 is the calling thread; the kernel reads `mask.len() * 8`
-    // bytes, the size of `mask`. The pointer is only cast for the signature.
-    let status = unsafe {
-        libc::sched_setaffinity(0, mask.len() * 8, mask.as_ptr().cast::<libc::cpu_set_t>())
-    };
-    if status == 0 {
-        Ok(())
-    } else {
-        Err(pin_refused(cpus))
-    }
-}
-
-/// The CPU the calling thread runs on.
-pub(crate) fn current_cpu() -> Option<usize> {
-    // SAFETY: sched_getcpu takes nothing and returns a number (-1 on error).
-    usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+    pin_affinity(cpus, |mask| {
+        // SAFETY: pid 0 is the calling thread; the kernel reads the size of
+        // `mask`. The pointer is only cast for the signature.
+        unsafe {
+            libc::sched_setaffinity(
+                0,
+                std::mem::size_of_val(mask),
+                mask.as_ptr().cast::<libc::cpu_set_t>(),
+            )
+        }
+    })
 }
 
 /// `policy` at `priority` for the calling thread. As cyclictest does, a

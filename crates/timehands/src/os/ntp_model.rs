@@ -1,8 +1,10 @@
 //! The kernel NTP model (RFC 1589, Mills' "kernel model for precision
-//! timekeeping"): its clock states and status bits, numbered alike on every
-//! OS that has it, and the state they give.
+//! timekeeping"): its clock states, numbered alike on every OS that has it
+//! (the status bits are the engine's own [`NtpStatus`]), and the state they
+//! give.
 
 use super::{LeapSecond, NtpState};
+use crate::NtpStatus;
 
 /// The clock state: a leap second will be inserted.
 const TIME_INS: i32 = 1;
@@ -12,12 +14,6 @@ const TIME_DEL: i32 = 2;
 const TIME_OOP: i32 = 3;
 /// The clock state: not synchronized.
 const TIME_ERROR: i32 = 5;
-/// The status bit: insert a leap second at midnight.
-const STA_INS: i32 = 0x0010;
-/// The status bit: delete a leap second at midnight.
-const STA_DEL: i32 = 0x0020;
-/// The status bit: not synchronized.
-const STA_UNSYNC: i32 = 0x0040;
 
 impl NtpState {
     /// The state from the kernel's clock `state` and its `status` bits
@@ -29,14 +25,15 @@ impl NtpState {
         esterror: i64,
         tai: i32,
     ) -> Self {
+        let status = NtpStatus(status as u32);
         let leap = match state {
             TIME_OOP => LeapSecond::InProgress,
-            _ if state == TIME_INS || status & STA_INS != 0 => LeapSecond::Insert,
-            _ if state == TIME_DEL || status & STA_DEL != 0 => LeapSecond::Delete,
+            _ if state == TIME_INS || status.contains(NtpStatus::INS) => LeapSecond::Insert,
+            _ if state == TIME_DEL || status.contains(NtpStatus::DEL) => LeapSecond::Delete,
             _ => LeapSecond::None,
         };
         NtpState {
-            synchronized: status & STA_UNSYNC == 0 && state != TIME_ERROR,
+            synchronized: !status.contains(NtpStatus::UNSYNC) && state != TIME_ERROR,
             maxerror_us: maxerror.max(0) as u64,
             esterror_us: esterror.max(0) as u64,
             tai_offset_s: tai,
@@ -70,6 +67,10 @@ pub(crate) fn ntp_gettime() -> std::io::Result<NtpState> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const STA_INS: i32 = NtpStatus::INS.0 as i32;
+    const STA_DEL: i32 = NtpStatus::DEL.0 as i32;
+    const STA_UNSYNC: i32 = NtpStatus::UNSYNC.0 as i32;
 
     #[test]
     fn ntp_states() {
