@@ -1,8 +1,8 @@
 //! The host clock on test counters: the move to the chosen counter, failovers,
 //! and the choice's verdicts.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -25,15 +25,28 @@ fn monotonic() -> u64 {
 #[derive(Clone, Default)]
 pub(crate) struct Faulty {
     jump: Arc<AtomicU64>,
-    stopped_at: Arc<AtomicU64>,
+    /// Where the counter stands, once stopped. Reads take the lock, so that
+    /// a stop lands after every read made before it.
+    stopped_at: Arc<Mutex<Option<u64>>>,
+}
+
+impl Faulty {
+    /// Stops the counter where it is: no read made before is past it.
+    fn stop(&self) {
+        let mut stopped = self.stopped_at.lock().expect("the counter's lock");
+        *stopped = Some(monotonic() + self.jump.load(Ordering::Relaxed));
+    }
+
+    /// Stops the counter at `count`, wherever reads were.
+    fn stop_at(&self, count: u64) {
+        *self.stopped_at.lock().expect("the counter's lock") = Some(count);
+    }
 }
 
 impl Counter for Faulty {
     fn read(&self) -> u64 {
-        match self.stopped_at.load(Ordering::Relaxed) {
-            0 => monotonic() + self.jump.load(Ordering::Relaxed),
-            stopped => stopped,
-        }
+        let stopped = self.stopped_at.lock().expect("the counter's lock");
+        stopped.unwrap_or_else(|| monotonic() + self.jump.load(Ordering::Relaxed))
     }
     fn frequency(&self) -> u64 {
         1_000_000_000
@@ -273,12 +286,9 @@ fn a_counter_that_jumps_is_replaced_by_the_kernel_clock_without_a_step_back() {
 #[test]
 #[cfg_attr(miri, ignore = "reads the kernel's clocks and sleeps")]
 fn a_counter_that_stops_is_replaced_by_the_kernel_clock_without_a_step_back() {
-    let (clock, seen) = fail_over_after(Faulty::default(), |c| {
-        // Stopped a little ahead of now, so that no read the reader is
-        // making meanwhile is past it (which would be a step back).
-        c.stopped_at
-            .store(monotonic() + 1_000_000, Ordering::Relaxed)
-    });
+    // Stopped where it is: past no read the reader made (which would be a
+    // step back of the counter's own, not the clock's).
+    let (clock, seen) = fail_over_after(Faulty::default(), Faulty::stop);
     assert_eq!(seen.steps_back, []);
     let why = clock
         .facts()
@@ -302,10 +312,9 @@ fn a_counter_that_stops_is_replaced_by_the_kernel_clock_without_a_step_back() {
 #[test]
 #[cfg_attr(miri, ignore = "reads the kernel's clocks and sleeps")]
 fn a_counter_that_goes_backwards_is_replaced_by_the_kernel_clock() {
+    // Stopped a second in the past: behind every earlier read.
     let (clock, seen) = fail_over_after(Faulty::default(), |c| {
-        // Stopped a second in the past: behind every earlier read.
-        c.stopped_at
-            .store(monotonic() - 1_000_000_000, Ordering::Relaxed)
+        c.stop_at(monotonic() - 1_000_000_000)
     });
     let why = clock
         .facts()
