@@ -1,8 +1,8 @@
 //! How late a 1 ms hard periodic timer fires while other threads arm and
-//! cancel timers as fast as they can: hard ones (which take the hard
-//! thread's lock, priority inversion if it does not inherit), then soft ones
-//! (another lock: the baseline). Prints each run's lateness and the ratio of
-//! the maxima.
+//! cancel timers as fast as they can: hard ones (whose requests reach the
+//! hard thread's queue, the priority inversion this service must not
+//! have), then soft ones (another queue, another lock: the baseline).
+//! Prints each run's lateness and the ratio of the maxima.
 //!
 //! ```text
 //! cargo run --release -p timehands-timer --example arming -- [THREADS] [TIMERS] [ROUNDS]

@@ -22,6 +22,19 @@ impl Key {
     pub(crate) fn index(self) -> u32 {
         self.index
     }
+
+    /// The key in one word, for an atomic.
+    pub(crate) fn to_bits(self) -> u64 {
+        u64::from(self.generation) << 32 | u64::from(self.index)
+    }
+
+    /// The key whose [`to_bits`](Key::to_bits) gave `bits`.
+    pub(crate) fn from_bits(bits: u64) -> Key {
+        Key {
+            index: bits as u32,
+            generation: (bits >> 32) as u32,
+        }
+    }
 }
 
 struct Slot<T> {

@@ -33,6 +33,18 @@ use crate::arena::{Arena, Key};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct HeapKey(Key);
 
+impl HeapKey {
+    /// The key in one word, for an atomic.
+    pub(crate) fn to_bits(self) -> u64 {
+        self.0.to_bits()
+    }
+
+    /// The key whose [`to_bits`](HeapKey::to_bits) gave `bits`.
+    pub(crate) fn from_bits(bits: u64) -> HeapKey {
+        HeapKey(Key::from_bits(bits))
+    }
+}
+
 struct Entry<T> {
     deadline: u64,
     seq: u64,

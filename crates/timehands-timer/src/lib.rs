@@ -13,11 +13,11 @@
 //!   slack, in a hierarchical timing [`wheel::Wheel`] with O(1) arm and
 //!   cancel, coalesced, expired by workers of their own.
 //!
-//! On Linux the hard side's lock inherits priority, so that threads arming
-//! hard timers cannot hold its real-time thread up; a forked child gets a
-//! service of its own; dropping the service frees every callback; and
-//! [`TimerService::statistics`] counts soft timers that missed their bound
-//! and callbacks that panicked (see [`TimerService`]).
+//! Threads that arm, cancel or reschedule hard timers never wait for a lock
+//! the real-time thread takes, so none of them, preempted, can hold it up;
+//! a forked child gets a service of its own; dropping the service frees
+//! every callback; and [`TimerService::statistics`] counts soft timers that
+//! missed their bound and callbacks that panicked (see [`TimerService`]).
 //!
 //! Deadlines are [`timehands::Instant`]s, points on the kernel's monotonic
 //! clock (CLOCK_MONOTONIC on Linux), so the expiry threads sleep on alarms
@@ -31,8 +31,9 @@
 //!
 //! - **Linux** (glibc or musl): everything above. The alarms are timerfds,
 //!   [`sleep_until`] is `clock_nanosleep(TIMER_ABSTIME)`, the hard side's
-//!   locks are `PTHREAD_PRIO_INHERIT` mutexes (PI futexes), the hard thread
-//!   gets a 1 ns timer slack and the soft workers nice 10.
+//!   locks (which callers only ever try) are `PTHREAD_PRIO_INHERIT` mutexes
+//!   (PI futexes), the hard thread gets a 1 ns timer slack and the soft
+//!   workers nice 10.
 //! - **Android**: as Linux, but the locks inherit no priority (the libc
 //!   crate has no `pthread_mutexattr_setprotocol` for bionic).
 //! - **macOS, FreeBSD, NetBSD, illumos**: the alarms are condition
@@ -56,15 +57,21 @@
 
 mod alarm;
 mod arena;
+mod control;
 mod fork;
+mod hard;
 pub mod heap;
 mod lock;
 pub mod periodic;
+mod record;
+mod requests;
 pub mod sched;
 mod service;
 mod side;
 mod simulated;
 mod sleep;
+mod soft;
+mod sync;
 pub mod wheel;
 
 pub use sched::Scheduling;

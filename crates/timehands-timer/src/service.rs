@@ -12,10 +12,11 @@ use timehands::{Clock, Instant};
 
 use crate::arena::Key;
 use crate::fork::Epoch;
-use crate::heap::DeadlineHeap;
+use crate::hard::{Hard, HardControl};
 use crate::lock::Lock;
 use crate::sched::{self, Scheduling};
-use crate::side::{Armed, Callback, Side};
+use crate::side::{Armed, Callback};
+use crate::soft::Soft;
 use crate::wheel::Wheel;
 
 /// What a callback is told when its timer fires.
@@ -96,16 +97,9 @@ impl Builder {
     /// The two queues, on `clock`, with expiry threads to come if
     /// `threaded` (none on simulated time).
     pub(crate) fn shared(&self, clock: Clock, threaded: bool) -> io::Result<Arc<Shared>> {
-        let tick = 1 << self.soft_tick_shift;
         Ok(Arc::new(Shared {
-            hard: Side::new(DeadlineHeap::new(), self.batch, None, true, clock.clone())?,
-            soft: Side::new(
-                Wheel::new(self.soft_tick_shift),
-                self.batch,
-                Some(tick),
-                false,
-                clock,
-            )?,
+            hard: Hard::new(self.batch, clock.clone())?,
+            soft: Soft::new(Wheel::new(self.soft_tick_shift), self.batch, clock)?,
             builder: self.clone(),
             threaded,
             threads: Lock::new(Vec::new(), false),
@@ -144,20 +138,26 @@ impl Builder {
 /// real-time thread. Here the two kinds never share anything on the expiry
 /// path:
 ///
-/// - hard timers live in a [`DeadlineHeap`], under their own lock, expired by
-///   a thread that asks for SCHED_FIFO (see [`TimerService::scheduling`]) and
-///   a 1 ns timer slack (where the OS has timer slack);
+/// - hard timers live in a [`DeadlineHeap`](crate::heap::DeadlineHeap),
+///   expired by a thread that asks for SCHED_FIFO (see
+///   [`TimerService::scheduling`]) and a 1 ns timer slack (where the OS has
+///   timer slack);
 /// - soft timers live in a [`Wheel`], under another (plain) lock, expired by
 ///   workers (two by default: [`Builder::soft_workers`]), at a lower nice
 ///   value where nice values are per thread (Linux, Android), coalesced
 ///   within their slack.
 ///
-/// On Linux the hard side's locks inherit priority: a thread that arms or
-/// cancels a hard timer while the hard thread waits for the lock runs at
-/// the hard thread's priority until it lets go, so a caller preempted inside
-/// the lock cannot hold up a real-time deadline (priority inversion); the
-/// wait is one critical section. Elsewhere they are plain mutexes, and such
-/// a caller can.
+/// Arming, cancelling or rescheduling a hard timer never waits for a lock
+/// the hard thread takes: the caller pushes a request onto a lock-free
+/// stack, and applies pending requests itself, a few dozen at a time, only
+/// if the hard lock is free (otherwise its holder, or the hard thread, does).
+/// A cancel still answers at once and truly: each hard timer's state is one
+/// atomic word that says who has its callback. So a caller preempted at any
+/// point holds nothing the hard thread needs, and the hard thread waits for
+/// the lock at most while one caller applies one such batch (on Linux the
+/// lock inherits priority, so even a preempted caller finishes it at once).
+/// Soft timers are armed under their side's lock, which no real-time thread
+/// takes.
 ///
 /// Each thread sleeps on an alarm set to the absolute deadline of its queue
 /// (on Linux and Android a timerfd on CLOCK_MONOTONIC, the origin of
@@ -226,11 +226,19 @@ pub struct TimerService {
 #[derive(Clone)]
 pub struct Timer {
     shared: Arc<Shared>,
-    id: Key,
-    hard: bool,
+    kind: Kind,
     /// The process it was armed in (see [`Epoch`]): in a forked child, a
     /// handle from the parent names nothing.
     epoch: u64,
+}
+
+/// Which side a [`Timer`] is on, and what names it there.
+#[derive(Clone)]
+enum Kind {
+    /// Its state, shared with the hard thread (see `control`).
+    Hard(Arc<HardControl>),
+    /// Its key in the soft side's registry.
+    Soft(Key),
 }
 
 /// What the service has done since it started, from
@@ -261,8 +269,8 @@ pub struct SideStatistics {
 }
 
 pub(crate) struct Shared {
-    pub(crate) hard: Side<DeadlineHeap<Key>>,
-    pub(crate) soft: Side<Wheel<Key>>,
+    pub(crate) hard: Hard,
+    pub(crate) soft: Soft,
     builder: Builder,
     /// Whether the service has expiry threads (not on simulated time).
     threaded: bool,
@@ -306,7 +314,7 @@ impl Shared {
                 // Joining a thread of the parent fails; its handle is
                 // forgotten.
                 self.threads.reset(Vec::new());
-                let hard = self.hard.reset_after_fork(DeadlineHeap::new());
+                let hard = self.hard.reset_after_fork();
                 let soft = self
                     .soft
                     .reset_after_fork(Wheel::new(self.builder.soft_tick_shift));
@@ -426,7 +434,7 @@ impl TimerService {
     /// histogram at the thread's next expiry.
     pub fn hard_lateness(&self) -> Histogram<u64> {
         self.shared.enter();
-        self.shared.hard.lateness()
+        self.shared.hard.record().lateness()
     }
 
     /// The soft timers' lateness so far (from the deadline, so slack
@@ -434,7 +442,7 @@ impl TimerService {
     /// is.
     pub fn soft_lateness(&self) -> Histogram<u64> {
         self.shared.enter();
-        self.shared.soft.lateness()
+        self.shared.soft.record().lateness()
     }
 
     /// The service's counts: expiries, soft ones beyond their bound, and
@@ -455,8 +463,8 @@ impl TimerService {
     pub fn statistics(&self) -> Statistics {
         self.shared.enter();
         Statistics {
-            hard: self.shared.hard.statistics(),
-            soft: self.shared.soft.statistics(),
+            hard: self.shared.hard.record().statistics(),
+            soft: self.shared.soft.record().statistics(),
         }
     }
 
@@ -475,15 +483,14 @@ impl TimerService {
             period,
             callback,
         };
-        let id = if hard {
-            self.shared.hard.arm(timer)
+        let kind = if hard {
+            Kind::Hard(self.shared.hard.arm(timer))
         } else {
-            self.shared.soft.arm(timer)
+            Kind::Soft(self.shared.soft.arm(timer))
         };
         Timer {
             shared: Arc::clone(&self.shared),
-            id,
-            hard,
+            kind,
             epoch: Epoch::current(),
         }
     }
@@ -525,10 +532,12 @@ impl fmt::Debug for TimerService {
 
 impl fmt::Debug for Timer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Timer")
-            .field("hard", &self.hard)
-            .field("id", &self.id)
-            .finish()
+        let mut timer = f.debug_struct("Timer");
+        match &self.kind {
+            Kind::Hard(control) => timer.field("hard", &Arc::as_ptr(control)),
+            Kind::Soft(id) => timer.field("soft", id),
+        };
+        timer.finish()
     }
 }
 
@@ -544,10 +553,9 @@ impl Timer {
         if !self.enter() {
             return false;
         }
-        if self.hard {
-            self.shared.hard.cancel(self.id)
-        } else {
-            self.shared.soft.cancel(self.id)
+        match &self.kind {
+            Kind::Hard(control) => self.shared.hard.cancel(control),
+            Kind::Soft(id) => self.shared.soft.cancel(*id),
         }
     }
 
@@ -558,10 +566,9 @@ impl Timer {
         if !self.enter() {
             return false;
         }
-        if self.hard {
-            self.shared.hard.reschedule(self.id, deadline.as_nanos())
-        } else {
-            self.shared.soft.reschedule(self.id, deadline.as_nanos())
+        match &self.kind {
+            Kind::Hard(control) => self.shared.hard.reschedule(control, deadline.as_nanos()),
+            Kind::Soft(id) => self.shared.soft.reschedule(*id, deadline.as_nanos()),
         }
     }
 

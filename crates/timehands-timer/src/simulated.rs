@@ -8,8 +8,10 @@ use std::time::Duration;
 use timehands::{Clock, Instant, Mock};
 
 use crate::Scheduling;
+use crate::hard::{Hard, HardRounds};
 use crate::service::{Builder, Shared, TimerService};
-use crate::side::{Queue, Round, Rounds, Side};
+use crate::side::Round;
+use crate::soft::{Soft, SoftRounds};
 
 impl Builder {
     /// A service on simulated time, and the [`Simulation`] that moves it: no
@@ -124,7 +126,7 @@ impl Simulation {
     /// nothing.
     pub fn advance_to(&self, target: Instant) {
         let target = target.as_nanos();
-        let mut rounds = Rounds::new();
+        let mut rounds = (HardRounds::new(), SoftRounds::new());
         loop {
             self.fire_due(&mut rounds);
             let now = self.now().as_nanos();
@@ -161,7 +163,7 @@ impl Simulation {
     /// back (as a test may want); nothing fires early for it.
     pub fn jump_to(&self, t: Instant) {
         self.set(t.as_nanos());
-        self.fire_due(&mut Rounds::new());
+        self.fire_due(&mut (HardRounds::new(), SoftRounds::new()));
     }
 
     /// Blocks the calling thread until the clock reaches `deadline`; returns
@@ -196,19 +198,62 @@ impl Simulation {
 
     /// Fires every timer due now, hard ones first, until none is (callbacks
     /// may arm timers that are due already).
-    fn fire_due(&self, rounds: &mut Rounds) {
+    fn fire_due(&self, (hard, soft): &mut (HardRounds, SoftRounds)) {
         let shared = &self.inner.shared;
         shared.enter();
-        while fire_side(&shared.hard, rounds) | fire_side(&shared.soft, rounds) {}
+        while fire_side(&shared.hard, hard) | fire_side(&shared.soft, soft) {}
+    }
+}
+
+/// A side as the simulation runs it: its expiry rounds on the calling
+/// thread.
+trait Expire {
+    type Rounds;
+    /// Whether the last round left callbacks for the next to give back.
+    fn lent(rounds: &Self::Rounds) -> bool;
+    fn next_deadline(&self) -> Option<u64>;
+    fn now(&self) -> Instant;
+    fn round(&self, rounds: &mut Self::Rounds) -> Round;
+}
+
+impl Expire for Hard {
+    type Rounds = HardRounds;
+    fn lent(rounds: &HardRounds) -> bool {
+        rounds.lent()
+    }
+    fn next_deadline(&self) -> Option<u64> {
+        Hard::next_deadline(self)
+    }
+    fn now(&self) -> Instant {
+        Hard::now(self)
+    }
+    fn round(&self, rounds: &mut HardRounds) -> Round {
+        Hard::round(self, rounds)
+    }
+}
+
+impl Expire for Soft {
+    type Rounds = SoftRounds;
+    fn lent(rounds: &SoftRounds) -> bool {
+        rounds.lent()
+    }
+    fn next_deadline(&self) -> Option<u64> {
+        Soft::next_deadline(self)
+    }
+    fn now(&self) -> Instant {
+        Soft::now(self)
+    }
+    fn round(&self, rounds: &mut SoftRounds) -> Round {
+        Soft::round(self, rounds)
     }
 }
 
 /// Runs `side`'s expiry rounds while it has work due on its clock, or
 /// callbacks to give back; whether any timer fired.
-fn fire_side<Q: Queue>(side: &Side<Q>, rounds: &mut Rounds) -> bool {
+fn fire_side<S: Expire>(side: &S, rounds: &mut S::Rounds) -> bool {
     let mut fired = false;
     // A last round gives back the callbacks the one before lent out.
-    while rounds.lent()
+    while S::lent(rounds)
         || side
             .next_deadline()
             .is_some_and(|deadline| deadline <= side.now().as_nanos())

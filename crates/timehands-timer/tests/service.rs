@@ -5,7 +5,9 @@
 //! timer armed by a callback on the other side's thread; a panicking callback
 //! and a callback that drops the service; the hard thread's scheduling;
 //! `sleep_until` returns not before its deadline; a periodic soft timer on
-//! two workers never runs twice at once nor loses an expiry. No timing thresholds: the
+//! two workers never runs twice at once nor loses an expiry; threads that
+//! arm, reschedule and cancel hard timers at once, racing their expiries,
+//! get answers the expiries agree with. No timing thresholds: the
 //! generous `recv_timeout`s only turn a hang into a failure, and "during
 //! expiry" is made by holding the expiry thread in a callback. What needs no
 //! thread (deadline order, periodic timers and overruns, callbacks that
@@ -137,6 +139,86 @@ fn thousands_of_timers_armed_and_cancelled_while_others_fire_each_fire_once() {
         drop(service);
         assert!(rx.recv().is_err(), "a timer fired twice or after cancel");
     }
+}
+
+/// What one caller did to one hard timer: the deadline it last set, and
+/// whether its cancel said the callback would not run.
+struct Fate {
+    deadline: Instant,
+    cancelled: bool,
+}
+
+#[test]
+fn threads_arming_rescheduling_and_cancelling_hard_timers_get_answers_the_expiries_agree_with() {
+    // Hard requests reach the hard thread through a lock-free stack and are
+    // applied by whoever holds the hard lock; a cancel and a reschedule
+    // decide at once, racing the expiry (see the crate's `control`).
+    const THREADS: u64 = 4;
+    const EACH: u64 = 5_000;
+    let service = Arc::new(TimerService::new().unwrap());
+    let (tx, rx) = mpsc::channel();
+    let callers: Vec<_> = (0..THREADS)
+        .map(|thread| {
+            let (service, tx) = (Arc::clone(&service), tx.clone());
+            std::thread::spawn(move || {
+                let mut seed = thread + 1;
+                let mut random = move |below: u64| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (seed >> 33) % below
+                };
+                let mut fates = Vec::new();
+                for n in 0..EACH {
+                    let id = thread * EACH + n;
+                    let tx = tx.clone();
+                    let mut deadline = soon(random(2000));
+                    let timer = service.hard_at(deadline, move |expiry| {
+                        let _ = tx.send((id, expiry.deadline, timehands::now()));
+                    });
+                    if random(2) == 0 {
+                        let moved = soon(random(2000));
+                        if timer.reschedule(moved) {
+                            deadline = moved;
+                        }
+                    }
+                    let cancelled = random(3) == 0 && timer.cancel();
+                    fates.push(Fate {
+                        deadline,
+                        cancelled,
+                    });
+                }
+                fates
+            })
+        })
+        .collect();
+    drop(tx);
+    let fates: Vec<Fate> = callers
+        .into_iter()
+        .flat_map(|caller| caller.join().unwrap())
+        .collect();
+    let expected = fates.iter().filter(|fate| !fate.cancelled).count();
+    let mut fired = vec![false; fates.len()];
+    for _ in 0..expected {
+        let (id, deadline, at) = rx.recv_timeout(HANG).unwrap();
+        let fate = &fates[id as usize];
+        assert!(!fate.cancelled, "timer {id} fired after its cancel said no");
+        assert!(!fired[id as usize], "timer {id} fired twice");
+        fired[id as usize] = true;
+        assert_eq!(
+            deadline, fate.deadline,
+            "timer {id} fired for another deadline"
+        );
+        assert!(
+            at >= deadline,
+            "timer {id} due {deadline:?} fired at {at:?}"
+        );
+    }
+    drop(Arc::into_inner(service).expect("the callers are gone"));
+    assert!(
+        rx.recv().is_err(),
+        "a timer fired twice or after its cancel"
+    );
 }
 
 #[test]

@@ -1,0 +1,139 @@
+//! `Record`: what a side keeps of its expiries (a lateness histogram, counts,
+//! the last panic's message), and the one way both sides run a callback.
+//!
+//! The expiry threads write it, users read it ([`TimerService::statistics`],
+//! the lateness histograms), and no expiry thread ever waits for a reader:
+//! the counts are atomics, the histogram is filled only when its lock is
+//! free (figures are kept aside meanwhile), and the last panic's message is
+//! taken, rarely, under a lock that a reader holds only to clone it.
+//!
+//! [`TimerService::statistics`]: crate::TimerService::statistics
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hdrhistogram::Histogram;
+
+use crate::lock::Lock;
+use crate::service::{Expiry, SideStatistics};
+use crate::side::Callback;
+
+/// The lateness histograms count nanoseconds up to an hour; later is
+/// recorded as an hour.
+const LATENESS_MAX_NS: u64 = 3_600_000_000_000;
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_max(LATENESS_MAX_NS, 3).expect("valid histogram bounds")
+}
+
+/// An expiry about to run: when it is late from (its deadline, or when it
+/// was armed if that was later), and by when a soft timer's bound has it
+/// run (`None` on the hard side, which promises no bound).
+pub(crate) struct Due {
+    pub(crate) expiry: Expiry,
+    pub(crate) late_from: u64,
+    pub(crate) bound: Option<u64>,
+}
+
+/// One side's record; see the module docs.
+pub(crate) struct Record {
+    lateness: Lock<Histogram<u64>>,
+    fired: AtomicU64,
+    beyond_bound: AtomicU64,
+    panics: AtomicU64,
+    last_panic: Lock<Option<String>>,
+}
+
+impl Record {
+    /// An empty record; its locks inherit priority if `realtime` (the hard
+    /// thread takes them).
+    pub(crate) fn new(realtime: bool) -> Record {
+        Record {
+            lateness: Lock::new(histogram(), realtime),
+            fired: AtomicU64::new(0),
+            beyond_bound: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+            last_panic: Lock::new(None, realtime),
+        }
+    }
+
+    /// After a fork: the record from zero, the parent's forgotten unread.
+    ///
+    /// # Safety
+    ///
+    /// No other thread may use the record during the call.
+    pub(crate) unsafe fn reset_after_fork(&self) {
+        // SAFETY: passed on from the caller.
+        unsafe {
+            self.lateness.reset(histogram());
+            self.last_panic.reset(None);
+        }
+        for counter in [&self.fired, &self.beyond_bound, &self.panics] {
+            counter.store(0, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn lateness(&self) -> Histogram<u64> {
+        self.lateness.lock().clone()
+    }
+
+    pub(crate) fn statistics(&self) -> SideStatistics {
+        SideStatistics {
+            fired: self.fired.load(Ordering::Relaxed),
+            beyond_bound: self.beyond_bound.load(Ordering::Relaxed),
+            panics: self.panics.load(Ordering::Relaxed),
+            last_panic: self.last_panic.lock().clone(),
+        }
+    }
+
+    /// Runs `callback` for `due`, which starts at `start`, and records it
+    /// (`unrecorded` is the expiry thread's own buffer of lateness figures
+    /// that a reader kept out of the histogram); whether it returned (a
+    /// panic is caught, counted and its message kept: a panicking callback
+    /// loses its timer, not the thread).
+    pub(crate) fn run(
+        &self,
+        callback: &mut Callback,
+        due: Due,
+        start: u64,
+        unrecorded: &mut Vec<u64>,
+    ) -> bool {
+        unrecorded.push(start.saturating_sub(due.late_from));
+        self.record_lateness(unrecorded);
+        self.fired.fetch_add(1, Ordering::Relaxed);
+        if due.bound.is_some_and(|bound| start > bound) {
+            self.beyond_bound.fetch_add(1, Ordering::Relaxed);
+        }
+        match catch_unwind(AssertUnwindSafe(|| callback(due.expiry))) {
+            Ok(()) => true,
+            Err(payload) => {
+                self.record_panic(payload.as_ref());
+                false
+            }
+        }
+    }
+
+    /// Counts a callback's panic and keeps its message.
+    fn record_panic(&self, payload: &(dyn Any + Send)) {
+        self.panics.fetch_add(1, Ordering::Relaxed);
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic with a payload that is not a string".into());
+        *self.last_panic.lock() = Some(message);
+    }
+
+    /// Moves `unrecorded` lateness figures into the histogram, unless a
+    /// reader is copying it: the copy of a histogram with an hour's range
+    /// (some 270 kB) takes microseconds, which a timer must not wait for.
+    fn record_lateness(&self, unrecorded: &mut Vec<u64>) {
+        let Some(mut histogram) = self.lateness.try_lock() else {
+            return;
+        };
+        for lateness in unrecorded.drain(..) {
+            histogram.saturating_record(lateness);
+        }
+    }
+}
