@@ -20,9 +20,10 @@
 //!
 //! A round: periodic timers whose callbacks ran in the last round are queued
 //! again at their next expiry (unless cancelled or rescheduled meanwhile),
-//! due timers are taken out (at most a batch), and if none was due a batch
-//! of requests is applied and what it made due is taken. The alarm is set
-//! to the heap's earliest deadline; then the callbacks run, without the
+//! due timers are taken out (at most a batch); if none was due, the pending
+//! requests are applied and what they made due is taken, and if still none
+//! is, the alarm is set to the heap's earliest deadline (see `requests` for
+//! the requests pushed meanwhile). Then the callbacks run, without the
 //! lock, so that one may arm, cancel or reschedule timers, its own included.
 
 use std::io;
@@ -39,6 +40,7 @@ use crate::record::{Due, Record};
 use crate::requests::{Requests, Taken};
 use crate::service::Expiry;
 use crate::side::{Armed, Callback, Round};
+use crate::sync::{Ordering, fence};
 
 /// How many requests a caller applies per hold of the hard lock: the most
 /// the hard thread waits for (some microseconds; a batch that freed the
@@ -106,6 +108,13 @@ impl State {
             },
         );
         control.set_queued(Some(key.to_bits()));
+        // A cancel that ran meanwhile may have looked at `queued` before it
+        // was set, and sent no request (see `Hard::cancel`): each side
+        // writes, fences, then reads the other's word.
+        fence(Ordering::SeqCst);
+        if control.version().is_none() {
+            self.unqueue(control);
+        }
     }
 
     /// Takes `control`'s queued expiry out of the heap, if it has one.
@@ -230,6 +239,8 @@ impl Hard {
             late_from: timer.deadline.max(now),
             version: 0,
         };
+        // Refused only once the service has stopped: the timer is then
+        // cancelled, and its handle's cancel says `false`.
         self.submit(&control, Some(place));
         control
     }
@@ -243,10 +254,11 @@ impl Hard {
         drop(callback);
         // A timer not in the heap (its arm not applied yet, or its expiry
         // taken) needs nothing more: a request still to come finds it done.
-        // (Read without the lock, `queued` may be stale in the instant an
-        // arm is applied: the entry then stays until its deadline, when it
-        // is dropped unfired.)
+        // One being queued right now either is seen here or sees the
+        // cancel (`State::queue`).
+        fence(Ordering::SeqCst);
         if control.queued().is_some() {
+            // Refused once the service has stopped: it cleared the heap.
             self.submit(control, None);
         }
         true
@@ -263,14 +275,13 @@ impl Hard {
             late_from: deadline.max(now),
             version,
         };
-        self.submit(control, Some(place));
-        true
+        self.submit(control, Some(place))
     }
 
     /// Hands the hard thread a request, ringing its alarm if the timer is
     /// due before it; once the service has stopped, cancels the timer
-    /// instead (nobody would apply the request).
-    fn submit(&self, control: &Arc<HardControl>, place: Option<Place>) {
+    /// instead (nobody would apply the request) and returns `false`.
+    fn submit(&self, control: &Arc<HardControl>, place: Option<Place>) -> bool {
         let due = place.as_ref().map(|place| place.deadline);
         let request = Request {
             control: Arc::clone(control),
@@ -284,10 +295,12 @@ impl Hard {
                     self.alarm.set(Some(0));
                 }
                 self.help();
+                true
             }
             Err(refused) => {
                 drop(refused);
                 drop(control.cancel());
+                false
             }
         }
     }
@@ -383,19 +396,22 @@ impl Hard {
                 // ring taken for a deadline that timehands' clock has not
                 // reached yet (it may trail the kernel's by a little) must
                 // ring again.
-                let next = state.heap.peek().unwrap_or(u64::MAX);
-                self.set_alarm(&mut state, next);
-                // A caller that pushed before the alarm was set may have
-                // seen an earlier one and not rung: its request is taken
-                // now. (One that pushes later sees this alarm, and rings if
-                // its timer is due before it.) What it queues can only move
-                // the alarm earlier.
-                self.requests.take_after_alarm(&mut state.taken);
-                self.apply_pending(&mut state);
-                if let Some(earlier) = state.heap.peek().filter(|&at| at < next) {
-                    self.set_alarm(&mut state, earlier);
+                let mut at = state.heap.peek().unwrap_or(u64::MAX);
+                loop {
+                    self.set_alarm(&mut state, at);
+                    // A caller that pushed before the alarm was set may
+                    // have seen an earlier one and not rung: its request is
+                    // taken now. (One that pushes later sees this alarm, and
+                    // rings if its timer is due before it.) What it queues
+                    // can only move the alarm earlier; setting it again
+                    // drops any ring meanwhile, so the look is made again.
+                    self.requests.take_after_alarm(&mut state.taken);
+                    self.apply_taken(&mut state);
+                    match state.heap.peek().filter(|&earlier| earlier < at) {
+                        Some(earlier) => at = earlier,
+                        None => return Round::Idle,
+                    }
                 }
-                return Round::Idle;
             }
         }
         for Fired {
@@ -432,9 +448,14 @@ impl Hard {
     /// hands the lock to its waiter). It stops once it has applied what it
     /// took: requests pushed meanwhile have callers of their own.
     fn help(&self) {
+        let mut took = false;
         while let Some(mut state) = self.state.try_lock() {
             if state.taken.is_empty() {
+                if took {
+                    return;
+                }
                 self.requests.take(&mut state.taken);
+                took = true;
             }
             for _ in 0..HELP_BATCH {
                 let Some(request) = state.taken.pop() else {
@@ -448,10 +469,13 @@ impl Hard {
     /// Applies every request taken so far, then every request on the stack
     /// now (one take: requests pushed meanwhile wait for the next).
     fn apply_pending(&self, state: &mut State) {
-        while let Some(request) = state.taken.pop() {
-            self.apply(state, request);
-        }
+        self.apply_taken(state);
         self.requests.take(&mut state.taken);
+        self.apply_taken(state);
+    }
+
+    /// Applies every request taken so far.
+    fn apply_taken(&self, state: &mut State) {
         while let Some(request) = state.taken.pop() {
             self.apply(state, request);
         }
@@ -633,5 +657,27 @@ mod tests {
         // periodic timer, moved to 5 ns, is due; the one-shot is gone.
         assert_eq!(shared.hard.next_deadline(), Some(5));
         assert_eq!(shared.hard.armed(), 1);
+    }
+
+    /// Once the service has stopped (it is being dropped), nobody applies
+    /// requests: a timer armed then is cancelled at once, and a reschedule
+    /// says it moved nothing.
+    #[test]
+    fn after_the_service_stops_a_hard_timer_is_neither_armed_nor_moved() {
+        let shared = crate::Builder::new().shared(Clock::new(), false).unwrap();
+        let side = &shared.hard;
+        let armed = || Armed {
+            deadline: u64::MAX,
+            slack: 0,
+            period: None,
+            callback: Box::new(|_| {}),
+        };
+        let before = side.arm(armed());
+        side.stop();
+        assert_eq!(side.clear().len(), 1, "the armed timer's callback");
+        assert!(!side.reschedule(&before, 5));
+        let after = side.arm(armed());
+        assert!(!side.cancel(&after), "cancelled when it was refused");
+        assert_eq!(side.next_deadline(), None);
     }
 }

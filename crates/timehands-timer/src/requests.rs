@@ -22,12 +22,15 @@
 //! rings if it must) or the hard thread sees the request. The model
 //! checker's test below runs every interleaving of that.
 //!
-//! The hard thread frees nothing a caller allocated: freeing memory another
-//! thread allocated takes a lock of that thread's allocator arena (glibc's
-//! malloc, past its small per-thread cache), which the caller may hold,
-//! preempted. So an applied request goes, node and all, onto a second stack
-//! of spent requests, which the next caller to push takes whole and drops
-//! on its own thread.
+//! The hard thread frees no request: freeing memory another thread
+//! allocated takes a lock of that thread's allocator arena (glibc's malloc,
+//! past its small per-thread cache), which the caller may hold, preempted,
+//! and requests are the one thing callers allocate at their own rate. So an
+//! applied request goes, node and all, onto a second stack of spent
+//! requests, which the next caller to push takes whole and drops on its own
+//! thread. (The hard thread does drop what a timer service must: the
+//! callbacks of the timers that fired, and a timer's state once its last
+//! handle is gone.)
 //!
 //! When the service stops, the stack is closed: a push then hands the
 //! request back, for the caller to drop, instead of leaving it where
@@ -334,48 +337,58 @@ mod loom_tests {
     use super::*;
 
     /// The hard thread's alarm is set for a timer at 5, which it has just
-    /// fired, leaving its queue empty; meanwhile a caller arms a timer due
-    /// at 10 (after the alarm it may still see: it need not ring). The hard
-    /// thread takes the requests, sets its alarm and decides to sleep.
-    /// Whatever the interleaving, it either has the request or sleeps on an
-    /// alarm that rings by 10 (the alarm is a deadline under a mutex, as the
-    /// kernel's timerfd serializes its settings). Without the fences, it
-    /// would sleep past the request.
+    /// fired, leaving its queue empty; meanwhile one caller arms a timer
+    /// due at 3600 and another one due at 10 (after the alarm they may
+    /// still see: they need not ring). The hard thread takes the requests,
+    /// sets its alarm, takes again and, if what it found is due earlier,
+    /// sets the alarm again and takes again (as `Hard::round` does; setting
+    /// the alarm drops a ring not taken yet). Whatever the interleaving,
+    /// each timer is either seen or due no earlier than the alarm (the
+    /// alarm is a deadline under a mutex, as the kernel's timerfd serializes
+    /// its settings). Without the fences, or with no take after the second
+    /// setting, the hard thread sleeps past a request.
     #[test]
     fn the_hard_thread_never_sleeps_past_a_request_it_has_not_seen() {
         loom::model(|| {
             let requests = Arc::new(Requests::new());
             requests.set_alarm_at(5);
             let alarm = Arc::new(Mutex::new(5));
-            let caller = {
-                let (requests, alarm) = (Arc::clone(&requests), Arc::clone(&alarm));
-                thread::spawn(move || {
-                    if requests.push(10_u64, Some(10)).unwrap() {
-                        *alarm.lock().unwrap() = 0;
-                    }
+            let callers: Vec<_> = [3600_u64, 10]
+                .into_iter()
+                .map(|due| {
+                    let (requests, alarm) = (Arc::clone(&requests), Arc::clone(&alarm));
+                    thread::spawn(move || {
+                        if requests.push(due, Some(due)).unwrap() {
+                            *alarm.lock().unwrap() = 0;
+                        }
+                    })
                 })
-            };
-            // The hard thread's round with nothing due (see `Hard::round`):
-            // take, set the alarm, take again; what that finds can only
-            // move the alarm earlier.
+                .collect();
             let mut taken = Vec::new();
             requests.take(&mut taken);
-            let at = taken.iter().map(|t| **t).min().unwrap_or(u64::MAX);
-            requests.set_alarm_at(at);
-            *alarm.lock().unwrap() = at;
-            requests.take_after_alarm(&mut taken);
-            let seen: Vec<u64> = taken.iter().map(|t| **t).collect();
-            if let Some(earlier) = seen.iter().copied().min().filter(|&e| e < at) {
-                requests.set_alarm_at(earlier);
-                *alarm.lock().unwrap() = earlier;
+            let earliest = |taken: &[Taken<u64>]| taken.iter().map(|t| **t).min();
+            let mut at = earliest(&taken).unwrap_or(u64::MAX);
+            loop {
+                requests.set_alarm_at(at);
+                *alarm.lock().unwrap() = at;
+                requests.take_after_alarm(&mut taken);
+                match earliest(&taken).filter(|&earlier| earlier < at) {
+                    Some(earlier) => at = earlier,
+                    None => break,
+                }
             }
-            // The caller's ring, if any, comes before the sleep or wakes it.
-            caller.join().unwrap();
+            // A caller's ring, if any, comes before the sleep or wakes it.
+            for caller in callers {
+                caller.join().unwrap();
+            }
             let rings_by = *alarm.lock().unwrap();
-            assert!(
-                seen == [10] || rings_by <= 10,
-                "asleep until {rings_by} with {seen:?} seen"
-            );
+            let seen: Vec<u64> = taken.iter().map(|t| **t).collect();
+            for due in [3600, 10] {
+                assert!(
+                    seen.contains(&due) || rings_by <= due,
+                    "asleep until {rings_by} with {seen:?} seen, {due} pushed"
+                );
+            }
         });
     }
 
