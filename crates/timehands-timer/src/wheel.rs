@@ -2,27 +2,39 @@
 //!
 //! Soft timers are many (timeouts, retries, leases) and may fire anywhere in
 //! `[deadline, deadline + slack]`, so they are kept the cheap way: time is cut
-//! into ticks of 2^`tick_shift` ns, and a timer due at tick `t` goes into one
-//! of 64 slots on one of eleven levels. Level `L` holds the timers due within
-//! the current block of 64^(L+1) ticks but not within the current block of
-//! 64^L ticks; its slot is the timer's base-64 digit `L`. Eleven levels of six
-//! bits cover the whole 64-bit tick range, so no timer is ever too far away.
+//! into ticks of 2^`tick_shift` ns, and a timer due at tick `t` goes into a
+//! slot on one of eleven levels. A slot of level `L` spans 64^L ticks, and a
+//! block of the level is 64 of its slots (one slot of level `L + 1`). Each
+//! level has 128 slots, a ring for two blocks: the current one (where the
+//! elapsed tick is) and the next. A timer is on the lowest level whose two
+//! blocks hold its tick, in the slot of its tick's bits `6L..6L + 7`. Eleven
+//! levels cover the whole 64-bit tick range, so no timer is ever too far
+//! away.
 //!
 //! - Insert and cancel are O(1): a slot is a circular doubly-linked list
 //!   threaded through the entries (each list has a sentinel entry, so an
 //!   entry unlinks itself without knowing which list it is in), and each
-//!   level has a 64-bit occupancy bitmap, a bit per non-empty slot.
+//!   level has a 128-bit occupancy bitmap, a bit per non-empty slot.
 //! - Finding the next slot to expire is a rotate and a count of trailing
-//!   zeros per level, lowest level first: every timer on a lower level is due
-//!   before any timer on a higher one.
+//!   zeros per level, the earliest start of the levels' first slots.
 //! - Expiring a slot moves its whole list onto the pending list in O(1);
 //!   [`Wheel::poll`] then takes one entry at a time, firing it if it is due
 //!   or moving it down to the level it now belongs to (a cascade). Each move
 //!   is to a lower level, so a timer moves at most ten times in its life:
-//!   the work is O(1) per timer, amortized. A [`Wheel::poll`] that reaches
-//!   a slot on a high level moves the whole slot's list down before it
-//!   returns; [`Wheel::poll_bounded`] stops after a given number of steps,
-//!   so that a caller holding a lock can bound each round.
+//!   the work is O(1) per timer, amortized.
+//! - Cascading ahead: when the elapsed tick enters a new block of level
+//!   `L - 1`, the slot of level `L` after the elapsed tick's (which spans
+//!   the next block of level `L - 1`) comes within level `L - 1`'s two
+//!   blocks, and its timers may move down a whole block before any of them
+//!   is due. A poll that finds nothing
+//!   due spends what is left of its budget on those moves, so the moves of a
+//!   slot of 64^L ticks are spread over the polls of the block before it
+//!   rather than made in a burst in front of the timers due when it starts.
+//!   Only a wheel polled too seldom for that (a whole block without spare
+//!   steps) expires the slot as it starts, moving it down then.
+//!   [`Wheel::poll_bounded`] stops after a given number of steps, so that a
+//!   caller holding a lock can bound each round; timers that are due come
+//!   before any move ahead.
 //! - Coalescing: a timer is filed under the tick in its window
 //!   `[deadline, deadline + slack]` with the most trailing zero bits, so
 //!   timers with overlapping windows share one tick and fire together, and a
@@ -54,7 +66,10 @@ use crate::arena::{Arena, Key};
 pub struct WheelKey(Key);
 
 const SLOT_BITS: u32 = 6;
-const SLOTS: u32 = 1 << SLOT_BITS;
+/// Slots of a level in one of its blocks (a slot of the level above).
+const BLOCK: u32 = 1 << SLOT_BITS;
+/// Slots of a level: its current block and the next.
+const SLOTS: u32 = 2 * BLOCK;
 const LEVELS: u32 = 64_u32.div_ceil(SLOT_BITS);
 /// The sentinel of the pending list; the sentinels of the slots come first,
 /// level by level.
@@ -77,7 +92,7 @@ pub struct Wheel<T> {
     nodes: Arena<Node<T>>,
     /// Bit `s` of `occupied[L]` is set exactly when slot `s` of level `L` is
     /// not empty.
-    occupied: [u64; LEVELS as usize],
+    occupied: [u128; LEVELS as usize],
     /// The tick up to which the wheel has been processed: every timer filed
     /// under a tick at or before it is on the pending list.
     elapsed: u64,
@@ -155,8 +170,9 @@ impl<T> Wheel<T> {
     /// Returns one timer that is due at `now`, or `None` when none is.
     ///
     /// `now` must not go backwards from one call to the next. A call may
-    /// first move the timers of a higher-level slot down a level (at most
-    /// ten moves per timer in its life, so O(1) amortized);
+    /// first move the timers of a higher-level slot down a level, and one
+    /// that finds nothing due moves down the timers that may go ahead (at
+    /// most ten moves per timer in its life, so O(1) amortized);
     /// [`Wheel::poll_bounded`] bounds that work.
     pub fn poll(&mut self, now: u64) -> Option<T> {
         let mut unlimited = usize::MAX;
@@ -164,10 +180,12 @@ impl<T> Wheel<T> {
     }
 
     /// As [`Wheel::poll`], in at most `budget` steps (firing a timer, or
-    /// moving one down a level), counted off `budget`. `None` with `budget`
-    /// used up may mean that it stopped before finding out whether a timer
-    /// is due: poll again, with a new budget. (If it did stop short,
-    /// [`Wheel::next_deadline`] says that the work left is due already.)
+    /// moving one down a level), counted off `budget`. A timer due at `now`
+    /// is returned before any step is spent on moving timers ahead. `None`
+    /// with `budget` used up may mean that it stopped before finding out
+    /// whether a timer is due: poll again, with a new budget. (If it did stop
+    /// short, [`Wheel::next_deadline`] says that the work left is due
+    /// already.)
     ///
     /// ```
     /// use timehands_timer::wheel::Wheel;
@@ -213,11 +231,13 @@ impl<T> Wheel<T> {
             }
             match self.next_slot() {
                 Some((list, start)) if start <= now_tick => {
+                    debug_assert!(start >= self.elapsed);
                     self.elapsed = start;
                     self.take_slot(list);
                 }
                 _ => {
                     self.elapsed = self.elapsed.max(now_tick);
+                    self.cascade_ahead(budget);
                     return None;
                 }
             }
@@ -270,10 +290,7 @@ impl<T> Wheel<T> {
         let list = if tick <= self.elapsed {
             PENDING
         } else {
-            // The highest base-64 digit in which the tick differs from
-            // `elapsed` is the level; the tick's digit there is the slot.
-            let level =
-                (63 - ((self.elapsed ^ tick) | u64::from(SLOTS - 1)).leading_zeros()) / SLOT_BITS;
+            let level = self.level_of(tick);
             let slot = (tick >> (level * SLOT_BITS)) as u32 & (SLOTS - 1);
             self.occupied[level as usize] |= 1 << slot;
             level * SLOTS + slot
@@ -284,6 +301,24 @@ impl<T> Wheel<T> {
         node.next = list;
         self.nodes.at_mut(last).next = index;
         self.nodes.at_mut(list).prev = index;
+    }
+
+    /// The lowest level whose two blocks hold `tick`, which is after
+    /// `elapsed`.
+    fn level_of(&self, tick: u64) -> u32 {
+        // Above their highest differing base-64 digit the two agree: the
+        // current block of that digit's level holds the tick.
+        let mut level =
+            (63 - ((self.elapsed ^ tick) | u64::from(BLOCK - 1)).leading_zeros()) / SLOT_BITS;
+        // The blocks of the level below are this level's slots: its two
+        // blocks hold the tick when the tick's slot here is the elapsed
+        // tick's or the next. Once they do not, no lower level's do.
+        while level > 0
+            && (tick >> (level * SLOT_BITS)) - (self.elapsed >> (level * SLOT_BITS)) <= 1
+        {
+            level -= 1;
+        }
+        level
     }
 
     fn links(&self, index: u32) -> (u32, u32) {
@@ -303,26 +338,57 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// The list and start tick of the earliest non-empty slot.
+    /// The list and start tick of the earliest non-empty slot (of the
+    /// lowest level, if two start together).
     fn next_slot(&self) -> Option<(u32, u64)> {
-        (0..LEVELS).find_map(|level| {
+        let mut next: Option<(u32, u64)> = None;
+        for level in 0..LEVELS {
             let occupied = self.occupied[level as usize];
             if occupied == 0 {
-                return None;
+                continue;
             }
             let shift = level * SLOT_BITS;
-            let now_slot = (self.elapsed >> shift) as u32 & (SLOTS - 1);
-            let slot = (occupied.rotate_right(now_slot).trailing_zeros() + now_slot) & (SLOTS - 1);
-            // Every timer on this level is later in the current block of the
-            // level than `elapsed`, so its slot never wraps behind.
-            debug_assert!(slot > now_slot);
-            let block = self
-                .elapsed
-                .checked_shr(shift + SLOT_BITS)
-                .and_then(|b| b.checked_shl(shift + SLOT_BITS))
-                .unwrap_or(0);
-            Some((level * SLOTS + slot, block + (u64::from(slot) << shift)))
-        })
+            // Every slot of a level that has timers is the elapsed tick's
+            // (one about to expire with a slot of a level below that starts
+            // with it) or one of the 127 after it, so none wraps behind.
+            let elapsed_unit = self.elapsed >> shift;
+            let ahead = occupied
+                .rotate_right(elapsed_unit as u32 & (SLOTS - 1))
+                .trailing_zeros();
+            let start = (elapsed_unit + u64::from(ahead)) << shift;
+            if next.is_none_or(|(_, earliest)| start < earliest) {
+                let slot = (elapsed_unit as u32).wrapping_add(ahead) & (SLOTS - 1);
+                next = Some((level * SLOTS + slot, start));
+            }
+        }
+        next
+    }
+
+    /// Spends what is left of `budget` moving timers down ahead of time:
+    /// those of the slot after the elapsed tick's on each level above 0,
+    /// which the next block of the level below holds, lowest level first.
+    fn cascade_ahead(&mut self, budget: &mut usize) {
+        while *budget > 0 {
+            let ready = (1..LEVELS).find_map(|level| {
+                let shift = level * SLOT_BITS;
+                let slot = ((self.elapsed >> shift) as u32).wrapping_add(1) & (SLOTS - 1);
+                (self.occupied[level as usize] & (1 << slot) != 0).then_some(level * SLOTS + slot)
+            });
+            let Some(slot) = ready else {
+                return;
+            };
+            // Each timer goes to a lower level: the slot only empties.
+            loop {
+                let first = self.nodes.at(slot).next;
+                if first == slot || *budget == 0 {
+                    break;
+                }
+                *budget -= 1;
+                let tick = self.nodes.at(first).tick;
+                self.unlink(first);
+                self.file(first, tick);
+            }
+        }
     }
 
     /// Moves the whole list of `slot` onto the (empty) pending list.

@@ -193,6 +193,99 @@ fn deadlines_at_the_end_of_time_fire_and_do_not_wrap() {
     assert_eq!(fired, ["end", "last"]);
 }
 
+/// Drives `wheel` as the service's soft workers do: at every tick from 1 to
+/// `ticks`, rounds of at most 256 steps until a round has steps to spare.
+/// Each fired timer is checked to be in its window (`deadlines[id]` to
+/// `latest`), then re-armed `period(id)` later if it is periodic. Returns the most moves (steps
+/// that fired nothing) made at one tick before one of its due timers came
+/// out, and how many timers fired.
+fn most_moves_before_a_due_timer(
+    wheel: &mut Wheel<usize>,
+    deadlines: &mut [u64],
+    slack: u64,
+    ticks: u64,
+    period: impl Fn(usize) -> Option<u64>,
+) -> (usize, usize) {
+    const BATCH: usize = 256;
+    let (mut most, mut fired) = (0, 0);
+    for tick in 1..=ticks {
+        let now = tick * TICK;
+        let (mut steps, mut fired_here) = (0, 0);
+        loop {
+            let mut budget = BATCH;
+            while let Some(id) = wheel.poll_bounded(now, &mut budget) {
+                let deadline = deadlines[id];
+                assert!(deadline <= now && now <= latest(deadline, slack));
+                fired_here += 1;
+                most = most.max(steps + BATCH - budget - fired_here);
+                if let Some(period) = period(id) {
+                    deadlines[id] = deadline + period;
+                    wheel.insert(deadlines[id], slack, id);
+                }
+            }
+            steps += BATCH - budget;
+            if budget > 0 {
+                break;
+            }
+        }
+        fired += fired_here;
+    }
+    assert!(wheel.next_deadline().is_none_or(|next| next > ticks * TICK));
+    (most, fired)
+}
+
+#[test]
+fn due_timers_wait_behind_no_moves_at_nine_thousand_timers_a_slot() {
+    // The service's soft load, in ticks: 100 000 periodic timers with
+    // periods of 512 to 1024 ticks and almost a tick of slack, some 140
+    // expiries a tick, 9000 in each slot of level 1 (64 ticks). Moving a
+    // slot down when it starts put every one of its moves in front of the
+    // timers due at its first tick: some 9000 of them.
+    let mut wheel = Wheel::new(SHIFT);
+    let mut seed = 3;
+    let periods: Vec<u64> = (0..100_000)
+        .map(|_| (512 + lcg(&mut seed) % 513) * TICK + lcg(&mut seed) % TICK)
+        .collect();
+    let slack = TICK - 24;
+    let mut deadlines: Vec<u64> = periods
+        .iter()
+        .enumerate()
+        .map(|(id, &period)| {
+            let deadline = 1 + lcg(&mut seed) % period;
+            wheel.insert(deadline, slack, id);
+            deadline
+        })
+        .collect();
+    // Past a block of level 1 (4096 ticks), so slots of both levels above
+    // 0 come due.
+    let (most, fired) =
+        most_moves_before_a_due_timer(&mut wheel, &mut deadlines, slack, 4200, |id| {
+            Some(periods[id])
+        });
+    assert!(fired > 500_000, "only {fired} fired");
+    assert_eq!(most, 0, "a due timer came out after {most} moves");
+}
+
+#[test]
+fn due_timers_wait_behind_no_moves_when_a_slot_of_level_two_comes_due() {
+    // 20 000 one-shot timers spread over the third block of level 1 (ticks
+    // 8192 to 12287), filed on level 2 at the start: its whole slot comes
+    // down to level 1 at once, or over the block before.
+    let mut wheel = Wheel::new(SHIFT);
+    let mut seed = 5;
+    let mut deadlines: Vec<u64> = (0..20_000)
+        .map(|id| {
+            let deadline = 8192 * TICK + lcg(&mut seed) % (4096 * TICK);
+            wheel.insert(deadline, 0, id);
+            deadline
+        })
+        .collect();
+    let (most, fired) =
+        most_moves_before_a_due_timer(&mut wheel, &mut deadlines, 0, 12_288, |_| None);
+    assert!(fired == 20_000 && wheel.is_empty());
+    assert_eq!(most, 0, "a due timer came out after {most} moves");
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Insert { ahead: u64, slack: u64 },
