@@ -20,11 +20,12 @@
 //!
 //! A round: periodic timers whose callbacks ran in the last round are queued
 //! again at their next expiry (unless cancelled or rescheduled meanwhile),
-//! due timers are taken out (at most a batch); if none was due, the pending
-//! requests are applied and what they made due is taken, and if still none
-//! is, the alarm is set to the heap's earliest deadline (see `requests` for
-//! the requests pushed meanwhile). Then the callbacks run, without the
-//! lock, so that one may arm, cancel or reschedule timers, its own included.
+//! due timers are taken out (at most a batch); if none was due, a batch of
+//! the pending requests is applied and what it made due is taken, and if
+//! still none is, the alarm is set to the heap's earliest deadline, or to
+//! come back within 100 µs while requests are left to apply (see `requests`
+//! for those pushed meanwhile). Then the callbacks run, without the lock, so
+//! that one may arm, cancel or reschedule timers, its own included.
 
 use std::io;
 use std::sync::Arc;
@@ -47,6 +48,16 @@ use crate::sync::{Ordering, fence};
 /// lock after every request would make the hard thread's wait no shorter
 /// and the callers' lock traffic 64 times larger).
 const HELP_BATCH: usize = 64;
+
+/// How many requests the hard thread applies in a round that finds nothing
+/// due (some tens of microseconds).
+const IDLE_BATCH: usize = 256;
+
+/// With requests left to apply, the hard thread comes back this soon (in
+/// nanoseconds) rather than apply them all at once: a pile of thousands
+/// (callers push millions a second) would hold a due timer up for
+/// milliseconds.
+const BACKLOG_POLL_NS: u64 = 100_000;
 
 /// A hard timer's state, shared by its handles and the hard thread.
 pub(crate) type HardControl = Control<Callback>;
@@ -386,8 +397,8 @@ impl Hard {
             let now = self.clock.now().as_nanos();
             self.take_expired(&mut state, now, fired);
             if fired.is_empty() {
-                // Nothing due: the requests so far, and what they made due.
-                self.apply_pending(&mut state);
+                // Nothing due: a batch of the requests, and what it made due.
+                self.apply_batch(&mut state, IDLE_BATCH);
                 self.take_expired(&mut state, self.clock.now().as_nanos(), fired);
             }
             if fired.is_empty() {
@@ -395,22 +406,24 @@ impl Hard {
                 // one that fired follows at once), and even if unchanged: a
                 // ring taken for a deadline that timehands' clock has not
                 // reached yet (it may trail the kernel's by a little) must
-                // ring again.
+                // ring again. Requests left to apply (the thread applies a
+                // batch a round, so that no pile of them holds it, and a
+                // due timer, up) bring it back soon.
+                let soon = now.saturating_add(BACKLOG_POLL_NS);
                 let mut at = state.heap.peek().unwrap_or(u64::MAX);
                 loop {
                     self.set_alarm(&mut state, at);
                     // A caller that pushed before the alarm was set may
                     // have seen an earlier one and not rung: its request is
-                    // taken now. (One that pushes later sees this alarm, and
-                    // rings if its timer is due before it.) What it queues
-                    // can only move the alarm earlier; setting it again
-                    // drops any ring meanwhile, so the look is made again.
+                    // taken now (one that pushes later sees this alarm, and
+                    // rings if its timer is due before it), and looked at
+                    // soon. Setting the alarm again drops any ring meanwhile,
+                    // so the look is made again.
                     self.requests.take_after_alarm(&mut state.taken);
-                    self.apply_taken(&mut state);
-                    match state.heap.peek().filter(|&earlier| earlier < at) {
-                        Some(earlier) => at = earlier,
-                        None => return Round::Idle,
+                    if state.taken.is_empty() || soon >= at {
+                        return Round::Idle;
                     }
+                    at = soon;
                 }
             }
         }
@@ -450,20 +463,29 @@ impl Hard {
     fn help(&self) {
         let mut took = false;
         while let Some(mut state) = self.state.try_lock() {
-            if state.taken.is_empty() {
-                if took {
-                    return;
-                }
-                self.requests.take(&mut state.taken);
-                took = true;
+            if state.taken.is_empty() && took {
+                return;
             }
-            for _ in 0..HELP_BATCH {
-                let Some(request) = state.taken.pop() else {
-                    return;
-                };
-                self.apply(&mut state, request);
+            took = true;
+            if !self.apply_batch(&mut state, HELP_BATCH) {
+                return;
             }
         }
+    }
+
+    /// Applies at most `batch` requests, oldest first, taking the stack if
+    /// none is taken; whether requests are left taken.
+    fn apply_batch(&self, state: &mut State, batch: usize) -> bool {
+        if state.taken.is_empty() {
+            self.requests.take(&mut state.taken);
+        }
+        for _ in 0..batch {
+            let Some(request) = state.taken.pop() else {
+                return false;
+            };
+            self.apply(state, request);
+        }
+        !state.taken.is_empty()
     }
 
     /// Applies every request taken so far, then every request on the stack

@@ -401,6 +401,8 @@ impl TimerService {
     /// due before it or one that blocks, or kept off the CPU. With `w`
     /// workers that have the CPU, the work of the soft callbacks due in any
     /// stretch of a tick and the slack must fit in `w` times that stretch.
+    /// The wheel's own work is not in the way: it moves timers down its
+    /// levels ahead of time, in polls that find nothing due.
     /// Timers fired beyond the bound are counted in
     /// [`SideStatistics::beyond_bound`].
     pub fn soft_at(
