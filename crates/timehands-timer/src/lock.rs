@@ -42,3 +42,72 @@ pub(crate) use pi::Lock;
 mod plain;
 #[cfg(not(target_os = "linux"))]
 pub(crate) use plain::Lock;
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::hint::black_box;
+    use std::thread;
+
+    use super::Lock;
+
+    /// A `try_lock` that finds the lock held gives nothing back and leaves
+    /// the lock with its holder: a guard made and dropped on the way would
+    /// unlock another thread's lock.
+    #[test]
+    fn a_failed_try_leaves_the_lock_with_its_holder() {
+        for inherit in [false, true] {
+            let lock = Lock::new(0_u64, inherit);
+            let held = lock.lock();
+            thread::scope(|s| {
+                s.spawn(|| {
+                    for attempt in 0..3 {
+                        assert!(
+                            lock.try_lock().is_none(),
+                            "attempt {attempt} got a lock held elsewhere (inherit: {inherit})"
+                        );
+                    }
+                });
+            });
+            drop(held);
+            assert!(lock.try_lock().is_some(), "the lock is free once let go");
+        }
+    }
+
+    /// Threads that take the lock both ways, waiting and trying, never hold
+    /// it at once: every increment made under it is kept.
+    #[test]
+    fn threads_locking_and_trying_never_hold_the_lock_at_once() {
+        const THREADS: u64 = 4;
+        const ROUNDS: u64 = 20_000;
+        for inherit in [false, true] {
+            let lock = Lock::new(0_u64, inherit);
+            let taken: u64 = thread::scope(|s| {
+                let workers: Vec<_> = (0..THREADS)
+                    .map(|_| {
+                        s.spawn(|| {
+                            let mut taken = 0;
+                            for round in 0..ROUNDS {
+                                let guard = if round % 2 == 0 {
+                                    Some(lock.lock())
+                                } else {
+                                    lock.try_lock()
+                                };
+                                if let Some(mut count) = guard {
+                                    // A read and a write apart, so that two
+                                    // holders at once would lose updates.
+                                    let seen = black_box(*count);
+                                    thread::yield_now();
+                                    *count = seen + 1;
+                                    taken += 1;
+                                }
+                            }
+                            taken
+                        })
+                    })
+                    .collect();
+                workers.into_iter().map(|w| w.join().unwrap()).sum()
+            });
+            assert_eq!(*lock.lock(), taken, "inherit: {inherit}");
+        }
+    }
+}

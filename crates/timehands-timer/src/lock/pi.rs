@@ -66,7 +66,10 @@ impl<T> Lock<T> {
     pub(crate) fn try_lock(&self) -> Option<Guard<'_, T>> {
         // SAFETY: as in `lock`.
         let rc = unsafe { libc::pthread_mutex_trylock(self.mutex.get()) };
-        (rc == 0).then_some(Guard {
+        // A guard unlocks when dropped: it is made only if the lock is ours
+        // (`then_some` would make one anyway and drop it, unlocking the
+        // holder's mutex).
+        (rc == 0).then(|| Guard {
             lock: self,
             not_send: PhantomData,
         })
