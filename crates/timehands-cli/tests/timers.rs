@@ -55,6 +55,14 @@ fn json_has_the_fields_scripts_read() {
     );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(doc["soft_timers"], 300);
+    // The soft tick's default, 2^20 ns, and how long arming the soft timers
+    // took: before the window, so not counted in it.
+    assert_eq!(doc["soft_tick_us"], 1048.576);
+    assert!(
+        doc["soft_arming_ms"].as_f64().is_some_and(|ms| ms > 0.0),
+        "{doc}"
+    );
+    assert!(doc["soft_arming_overran_ms"].is_f64(), "{doc}");
     assert!(
         doc["hard_scheduling"]
             .as_str()

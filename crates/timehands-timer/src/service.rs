@@ -145,7 +145,7 @@ impl Builder {
 /// - soft timers live in a [`Wheel`], under another (plain) lock, expired by
 ///   workers (two by default: [`Builder::soft_workers`]), at a lower nice
 ///   value where nice values are per thread (Linux, Android), coalesced
-///   within their slack.
+///   within the first half of their slack.
 ///
 /// Arming, cancelling or rescheduling a hard timer never waits for a lock
 /// the hard thread takes: the caller pushes a request onto a lock-free
@@ -395,14 +395,20 @@ impl TimerService {
     /// and `deadline + slack + one soft tick` (from when it is armed, for a
     /// deadline already past).
     ///
-    /// That bound holds while the soft workers keep up: each worker polls
-    /// the wheel between callbacks, so a timer comes out late when every
-    /// worker is busy for longer than its slack and a tick, with callbacks
-    /// due before it or one that blocks, or kept off the CPU. With `w`
-    /// workers that have the CPU, the work of the soft callbacks due in any
-    /// stretch of a tick and the slack must fit in `w` times that stretch.
-    /// The wheel's own work is not in the way: it moves timers down its
-    /// levels ahead of time, in polls that find nothing due.
+    /// That bound holds while the soft workers keep up. The wheel files a
+    /// timer under a tick in the first half of its slack, so that timers
+    /// share ticks, and the second half and a tick are left for running
+    /// the callbacks gathered there: with `w` workers that have the CPU,
+    /// the work of the soft callbacks due in any stretch of time must fit
+    /// in `w` times that stretch plus half the slack and a tick. A timer
+    /// comes out late when the workers are busier than that (callbacks due
+    /// before it, one that blocks) or kept off the CPU for longer (a
+    /// stall of the machine longer than half the slack and a tick puts
+    /// every timer due in it beyond). The wheel's own work is not in the
+    /// way: it moves timers down its levels ahead of time, in polls that
+    /// find nothing due. A thread that arms timers back to back holds the
+    /// soft lock most of the time, and the workers wait for it: arm a pile
+    /// of timers before they come due.
     /// Timers fired beyond the bound are counted in
     /// [`SideStatistics::beyond_bound`].
     pub fn soft_at(

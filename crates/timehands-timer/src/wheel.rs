@@ -35,14 +35,22 @@
 //!   [`Wheel::poll_bounded`] stops after a given number of steps, so that a
 //!   caller holding a lock can bound each round; timers that are due come
 //!   before any move ahead.
-//! - Coalescing: a timer is filed under the tick in its window
-//!   `[deadline, deadline + slack]` with the most trailing zero bits, so
-//!   timers with overlapping windows share one tick and fire together, and a
-//!   timer on a round tick fires straight from a high level with no cascade.
+//! - Coalescing: a timer is filed under the tick in the first half of its
+//!   window, `[deadline, deadline + slack / 2]`, with the most trailing zero
+//!   bits, so timers with overlapping windows share one tick and fire
+//!   together, and a timer on a round tick fires straight from a high level
+//!   with no cascade. The second half is left for running what coalescing
+//!   gathers: the timers filed under one tick are due up to half a slack
+//!   before it, so the last of them may start up to half a slack after it
+//!   and still be within its window. (Filed anywhere in the window, a timer
+//!   may land at its very end, and a tick that gathers several slacks'
+//!   worth of timers leaves the last ones none: with 2-4 ms of slack and
+//!   5 µs callbacks, 5-6 % of 100 000 periodic timers came out late, against
+//!   0.001-0.03 % filed in the first half.)
 //!
 //! A timer fires at the first poll whose `now` reaches its tick: never before
 //! its deadline, and, with polls at least once a tick, no later than
-//! `deadline + slack + tick`. The wheel knows no clock: deadlines and `now`
+//! `deadline + slack / 2 + tick`. The wheel knows no clock: deadlines and `now`
 //! are nanoseconds passed in by the caller.
 //!
 //! ```
@@ -265,13 +273,13 @@ impl<T> Wheel<T> {
         self.len() == 0
     }
 
-    /// The tick in `[deadline, deadline + slack]` (rounded inward to whole
-    /// ticks) with the most trailing zeros, or the first tick at or after
-    /// `deadline` when the window holds no tick boundary.
+    /// The tick in `[deadline, deadline + slack / 2]` (rounded inward to
+    /// whole ticks) with the most trailing zeros, or the first tick at or
+    /// after `deadline` when that holds no tick boundary.
     fn coalesced_tick(&self, deadline: u64, slack: u64) -> u64 {
         let shift = self.tick_shift;
         let earliest = (deadline >> shift) + u64::from(deadline & ((1 << shift) - 1) != 0);
-        let latest = deadline.saturating_add(slack) >> shift;
+        let latest = deadline.saturating_add(slack / 2) >> shift;
         if latest <= earliest {
             return earliest;
         }
