@@ -438,19 +438,21 @@ fn text(r: &Report) -> String {
         );
     }
     let loaded = &r.setups[1];
-    let _ = writeln!(
-        out,
-        "service's soft timers armed in {:.1} ms, {}",
-        r.soft_arming_ms,
-        if r.soft_arming_overran_ms > 0.0 {
-            format!(
-                "{:.1} ms past their first deadlines (those due meanwhile waited for arming)",
-                r.soft_arming_overran_ms
-            )
-        } else {
-            "before their first deadlines".to_string()
-        }
-    );
+    if r.soft_timers > 0 {
+        let _ = writeln!(
+            out,
+            "service's soft timers armed in {:.1} ms, {}",
+            r.soft_arming_ms,
+            if r.soft_arming_overran_ms > 0.0 {
+                format!(
+                    "{:.1} ms past their first deadlines (those due meanwhile waited for arming)",
+                    r.soft_arming_overran_ms
+                )
+            } else {
+                "before their first deadlines".to_string()
+            }
+        );
+    }
     let _ = writeln!(
         out,
         "service's soft timers beyond deadline + slack + one tick: {} of {} ({:.3}%)",

@@ -38,6 +38,10 @@ fn text_has_the_three_setups_and_the_ratios() {
         assert_eq!(numbers, 6, "{row}");
     }
     assert!(text.contains("service hard thread: SCHED_"), "{text}");
+    assert!(
+        text.contains("service's soft timers armed in "),
+        "how long arming took, and whether before the window: {text}"
+    );
     assert!(text.contains("naive queue / service: p50"), "{text}");
     assert!(
         text.contains("service with / without soft timers: p99"),
@@ -119,6 +123,8 @@ fn bad_flags_are_one_line_naming_the_flag_and_a_failure() {
         ("--work", "1000001"),
         ("--priority", "120"),
         ("--window", "1"),
+        ("--soft-tick-shift", "9"),
+        ("--soft-tick-shift", "41"),
         ("--soft", "many"),
         ("--bogus", "1"),
     ] {

@@ -52,7 +52,9 @@ mod tests {
 
     /// A `try_lock` that finds the lock held gives nothing back and leaves
     /// the lock with its holder: a guard made and dropped on the way would
-    /// unlock another thread's lock.
+    /// unlock another thread's lock. (A plain POSIX mutex lets any thread
+    /// unlock it; a priority-inheriting one refuses, so there the mistake
+    /// shows only as glibc's bookkeeping gone wrong.)
     #[test]
     fn a_failed_try_leaves_the_lock_with_its_holder() {
         for inherit in [false, true] {

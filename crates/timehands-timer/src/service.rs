@@ -396,15 +396,16 @@ impl TimerService {
     /// deadline already past).
     ///
     /// That bound holds while the soft workers keep up. The wheel files a
-    /// timer under a tick in the first half of its slack, so that timers
-    /// share ticks, and the second half and a tick are left for running
-    /// the callbacks gathered there: with `w` workers that have the CPU,
-    /// the work of the soft callbacks due in any stretch of time must fit
-    /// in `w` times that stretch plus half the slack and a tick. A timer
-    /// comes out late when the workers are busier than that (callbacks due
-    /// before it, one that blocks) or kept off the CPU for longer (a
-    /// stall of the machine longer than half the slack and a tick puts
-    /// every timer due in it beyond). The wheel's own work is not in the
+    /// timer under a tick in the first half of its slack (or the first
+    /// tick after its deadline, when that half holds none), so that timers
+    /// share ticks, and the rest is left for running the callbacks gathered
+    /// there: a timer may start up to `margin = min(slack, slack / 2 +
+    /// tick)` after its tick. With `w` workers that have the CPU, the soft
+    /// callbacks' work due in any stretch of time must fit in `w ×
+    /// (stretch + margin)`. A timer comes out late when the workers are
+    /// busier than that (callbacks due before it, one that blocks) or kept
+    /// off the CPU for longer (a stall of the machine longer than the
+    /// margin can put the timers due in it beyond). The wheel's own work is not in the
     /// way: it moves timers down its levels ahead of time, in polls that
     /// find nothing due. A thread that arms timers back to back holds the
     /// soft lock most of the time, and the workers wait for it: arm a pile
