@@ -405,11 +405,11 @@ impl TimerService {
     /// (stretch + margin)`. A timer comes out late when the workers are
     /// busier than that (callbacks due before it, one that blocks) or kept
     /// off the CPU for longer (a stall of the machine longer than the
-    /// margin can put the timers due in it beyond). The wheel's own work is not in the
-    /// way: it moves timers down its levels ahead of time, in polls that
-    /// find nothing due. A thread that arms timers back to back holds the
-    /// soft lock most of the time, and the workers wait for it: arm a pile
-    /// of timers before they come due.
+    /// margin can put the timers due in it beyond). The wheel's own work is
+    /// not in the way: it moves timers down its levels ahead of time, in
+    /// polls that find nothing due. A thread that arms timers back to back
+    /// holds the soft lock most of the time, and the workers wait for it:
+    /// arm a pile of timers before they come due.
     /// Timers fired beyond the bound are counted in
     /// [`SideStatistics::beyond_bound`].
     pub fn soft_at(

@@ -51,8 +51,8 @@
 //! A timer fires at the first poll whose `now` reaches its tick: never before
 //! its deadline, and, polled at each tick that has timers (at
 //! [`Wheel::next_deadline`], as the timer service's workers are), by
-//! `deadline + max(slack / 2, tick - 1)`. The wheel knows no clock: deadlines and `now`
-//! are nanoseconds passed in by the caller.
+//! `deadline + max(slack / 2, tick - 1)`. The wheel knows no clock:
+//! deadlines and `now` are nanoseconds passed in by the caller.
 //!
 //! ```
 //! use timehands_timer::wheel::Wheel;
