@@ -245,7 +245,7 @@ const ARMING_ALLOWANCE_PER_TIMER: Duration = Duration::from_micros(2);
 ///
 /// Arming is kept out of the measured window, for the soft timers as for
 /// the hard one: one thread arming 100 000 timers back to back holds the
-/// soft lock most of the time for some 50 ms, and the soft timers due
+/// soft lock most of the time for some 25-40 ms, and the soft timers due
 /// meanwhile wait for it (see docs/timers.md). So the soft timers' first
 /// deadlines start after an allowance for arming them, the hard timer
 /// starts then too, and the soft counts are taken over the window alone.
