@@ -15,7 +15,7 @@ skip() { printf 'skipped: %s\n' "$*"; }
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}/other-platforms
 
 # What is linted where: the library and the timer service everywhere; the
-# command, the C library and peer-bench where the issue of their port asks.
+# command, the C library and peer-bench where they are ported.
 everywhere=(aarch64-unknown-linux-gnu x86_64-unknown-linux-musl aarch64-linux-android x86_64-apple-darwin
     aarch64-apple-darwin aarch64-apple-ios x86_64-pc-windows-gnu x86_64-unknown-freebsd
     x86_64-unknown-netbsd x86_64-unknown-illumos wasm32-wasip1)

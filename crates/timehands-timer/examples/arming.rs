@@ -2,7 +2,9 @@
 //! cancel timers as fast as they can: hard ones (whose requests reach the
 //! hard thread's queue, the priority inversion this service must not
 //! have), then soft ones (another queue, another lock: the baseline).
-//! Prints each run's lateness and the ratio of the maxima.
+//! Prints each run's lateness and the ratio of the maxima, and, on Linux,
+//! the time the hypervisor took the machine's CPUs away during each run
+//! (steal time, from /proc/stat): a stall there is late on either side.
 //!
 //! ```text
 //! cargo run --release -p timehands-timer --example arming -- [THREADS] [TIMERS] [ROUNDS]
@@ -16,6 +18,29 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use timehands_timer::TimerService;
+
+/// The CPUs' steal time so far, in milliseconds (`None` where /proc/stat
+/// does not say).
+#[cfg(target_os = "linux")]
+fn steal_ms() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let steal: u64 = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .nth(8)?
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf reads a constant of the system and touches no memory.
+    let ticks_per_s = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok()?;
+    Some(steal * 1000 / ticks_per_s.max(1))
+}
+
+/// Steal time is Linux's /proc/stat.
+#[cfg(not(target_os = "linux"))]
+fn steal_ms() -> Option<u64> {
+    None
+}
 
 /// The 1 ms timer's lateness while `threads` threads each arm and cancel
 /// `timers` timers, hard or soft; and how long the arming took.
@@ -73,23 +98,29 @@ fn main() {
     );
     println!("hard thread: {scheduling}");
     println!(
-        "{:<14} {:>9} {:>10} {:>10} {:>10} {:>12}",
-        "arming", "expiries", "p50 µs", "p99 µs", "max µs", "arm+cancel/s"
+        "{:<14} {:>9} {:>10} {:>10} {:>10} {:>12} {:>9}",
+        "arming", "expiries", "p50 µs", "p99 µs", "max µs", "arm+cancel/s", "steal ms"
     );
     let us = |ns: u64| ns as f64 / 1000.0;
     // Each kind's maxima, round by round.
     let mut maxima = [Vec::new(), Vec::new()];
     for _ in 0..rounds {
         for (hard, name) in [(false, "soft timers"), (true, "hard timers")] {
+            let steal_before = steal_ms();
             let (lateness, took) = run(hard, threads, timers);
+            let steal = match (steal_before, steal_ms()) {
+                (Some(before), Some(after)) => format!("{}", after.saturating_sub(before)),
+                _ => "-".to_string(),
+            };
             println!(
-                "{:<14} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>12.0}",
+                "{:<14} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>12.0} {:>9}",
                 name,
                 lateness.len(),
                 us(lateness.value_at_quantile(0.5)),
                 us(lateness.value_at_quantile(0.99)),
                 us(lateness.max()),
-                (threads * timers) as f64 / took.as_secs_f64()
+                (threads * timers) as f64 / took.as_secs_f64(),
+                steal
             );
             maxima[usize::from(hard)].push(lateness.max());
         }
