@@ -2,9 +2,10 @@
 //! cancel timers as fast as they can: hard ones (whose requests reach the
 //! hard thread's queue, the priority inversion this service must not
 //! have), then soft ones (another queue, another lock: the baseline).
-//! Prints each run's lateness and the ratio of the maxima, and, on Linux,
-//! the time the hypervisor took the machine's CPUs away during each run
-//! (steal time, from /proc/stat): a stall there is late on either side.
+//! Prints each run's lateness and the ratio of the maxima, and, on Linux and
+//! Android, the time the hypervisor took the machine's CPUs away during each
+//! run (steal time from /proc/stat, summed over the CPUs): a round during
+//! such a stall is late whichever kind of timer it arms.
 //!
 //! ```text
 //! cargo run --release -p timehands-timer --example arming -- [THREADS] [TIMERS] [ROUNDS]
@@ -21,7 +22,7 @@ use timehands_timer::TimerService;
 
 /// The CPUs' steal time so far, in milliseconds (`None` where /proc/stat
 /// does not say).
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn steal_ms() -> Option<u64> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let steal: u64 = stat
@@ -31,13 +32,14 @@ fn steal_ms() -> Option<u64> {
         .nth(8)?
         .parse()
         .ok()?;
-    // SAFETY: sysconf reads a constant of the system and touches no memory.
+    // SAFETY: sysconf takes no pointer and has no precondition (a name it
+    // does not know gives -1).
     let ticks_per_s = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok()?;
     Some(steal * 1000 / ticks_per_s.max(1))
 }
 
-/// Steal time is Linux's /proc/stat.
-#[cfg(not(target_os = "linux"))]
+/// Steal time is /proc/stat's, Linux's and Android's.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
 fn steal_ms() -> Option<u64> {
     None
 }
@@ -109,7 +111,7 @@ fn main() {
             let steal_before = steal_ms();
             let (lateness, took) = run(hard, threads, timers);
             let steal = match (steal_before, steal_ms()) {
-                (Some(before), Some(after)) => format!("{}", after.saturating_sub(before)),
+                (Some(before), Some(after)) => after.saturating_sub(before).to_string(),
                 _ => "-".to_string(),
             };
             println!(
