@@ -60,7 +60,17 @@ impl fmt::Display for Facts {
             "windups      {} ({} by readers; {} reads stood at the promise)",
             info.windups, info.reader_windups, info.standing_reads
         )?;
-        writeln!(f, "steerings    {}", info.steerings)?;
+        writeln!(
+            f,
+            "steerings    {} ({} changes of the kernel's rate followed)",
+            info.steerings, info.rate_changes
+        )?;
+        writeln!(
+            f,
+            "upkeep       {} wakeups, {:.3} ms of CPU (the clock's thread, which parks while nothing is read)",
+            info.upkeep_wakeups,
+            info.upkeep_cpu.as_secs_f64() * 1e3
+        )?;
         for what in &info.refused {
             writeln!(f, "refused      {what}")?;
         }

@@ -41,6 +41,11 @@ pub enum Error {
         /// The adjustment asked for, in parts per billion.
         ppb: i64,
     },
+    /// A slew rate outside 1 ppb to 10^9 ppb (standing still).
+    SlewRate {
+        /// The rate asked for, in parts per billion.
+        ppb: i64,
+    },
     /// A captured counter value older than every hands the ring still holds.
     Capture {
         /// The count, masked.
@@ -99,6 +104,10 @@ impl fmt::Display for Error {
             Error::FrequencyAdjustment { ppb } => write!(
                 f,
                 "frequency adjustment {ppb} ppb is beyond the ±500000 ppb (500 ppm) a timekeeper allows"
+            ),
+            Error::SlewRate { ppb } => write!(
+                f,
+                "slew rate {ppb} ppb is outside 1 to 1000000000 ppb (a slow-down as far as standing still)"
             ),
             Error::Capture { count } => write!(
                 f,

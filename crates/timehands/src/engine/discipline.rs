@@ -6,7 +6,11 @@
 //!
 //! - the frequency adjustment, in parts per billion, bounded to ±500 ppm;
 //! - the slew of `adjtime`: time runs 500 ppm fast (or slow) from a switch
-//!   point until the amount is used up, as BSD `adjtime(2)` defines it.
+//!   point until the amount is used up, as BSD `adjtime(2)` defines it; or
+//!   at the rate [`set_slew_rate`](crate::Timekeeper::set_slew_rate) set, for
+//!   a caller that follows a clock already steered (the host clock follows
+//!   the kernel's), where a phase error is closed as fast as monotonicity
+//!   allows: running fast at any rate, running slow as far as standing still.
 //!
 //! A slew is *planned* whole when a windup schedules it: its part of the scale
 //! and its length in counts, `part * len` never more than what remains (the
@@ -24,8 +28,13 @@
 
 use crate::{BinTime, Error};
 
-/// The largest frequency adjustment, and the slew rate: 500 ppm, in ppb.
+/// The largest frequency adjustment, and the slew rate unless set: 500 ppm,
+/// in ppb.
 pub(crate) const MAX_PPB: i64 = 500_000;
+
+/// The fastest slew rate, in ppb: time twice as fast, or, slowing down,
+/// standing still.
+pub(crate) const MAX_SLEW_PPB: i64 = 1_000_000_000;
 
 /// `2^64 / frequency`, rounded to nearest. `frequency` is at least 2, so the
 /// result fits (2^63 at most).
@@ -79,6 +88,8 @@ pub(crate) struct Discipline {
     /// The slew's part of the current hands' scale before its switch point
     /// (what runs there was taken off the remainder already).
     pub slew_before: i64,
+    /// The slew rate, ppb: [`MAX_PPB`] unless set.
+    pub slew_ppb: i64,
 }
 
 impl Discipline {
@@ -90,6 +101,7 @@ impl Discipline {
             frequency_ppb: 0,
             slew_remaining: 0,
             slew_before: 0,
+            slew_ppb: MAX_PPB,
         }
     }
 
@@ -98,12 +110,17 @@ impl Discipline {
         (self.nominal as i128 + part_of(self.nominal, self.frequency_ppb) as i128) as u64
     }
 
-    /// The slew for `target` units from a switch point: 500 ppm toward zero
-    /// until it is used up, or, when less than an interval at 500 ppm
-    /// remains, the rate that uses it up over one interval. `None` when not
-    /// even one unit a count remains to slew over an interval.
+    /// The slew for `target` units from a switch point: the slew rate (500
+    /// ppm unless set) toward zero until it is used up, or, when less than
+    /// an interval at that rate remains, the rate that uses it up over one
+    /// interval. A slow-down never takes more than the settled scale: time
+    /// stands still at the most. `None` when not even one unit a count
+    /// remains to slew over an interval.
     pub fn plan(&self, target: i128) -> Option<Slew> {
-        let max = part_of(self.nominal, MAX_PPB) as i128;
+        let mut max = part_of(self.nominal, self.slew_ppb) as i128;
+        if target < 0 {
+            max = max.min(self.settled() as i128);
+        }
         let part = if target.abs() >= max * self.interval as i128 {
             max * target.signum()
         } else {
@@ -128,6 +145,15 @@ impl Discipline {
         // comes back as it was asked, a plan's last fraction of a unit as 0.
         let half_nano = BinTime::from_nanos(1).as_units() / 2;
         BinTime::from_units(left + half_nano).as_nanos() as i64
+    }
+
+    /// Sets the slew rate.
+    pub fn set_slew_rate(&mut self, ppb: i64) -> Result<(), Error> {
+        if !(1..=MAX_SLEW_PPB).contains(&ppb) {
+            return Err(Error::SlewRate { ppb });
+        }
+        self.slew_ppb = ppb;
+        Ok(())
     }
 
     /// Sets the frequency adjustment.
@@ -175,6 +201,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// At a slew rate up to standing still, a plan slows time down to 0 at
+    /// the most and speeds it up to twice its rate, and still never slews
+    /// more than asked.
+    #[test]
+    fn a_fast_plan_stands_still_at_the_most() {
+        let mut d = Discipline::new(nominal_scale(1_000_000_000), 1_000_000);
+        d.frequency_ppb = -400_000;
+        d.set_slew_rate(MAX_SLEW_PPB).unwrap();
+        let ahead = BinTime::from_nanos(-20_000_000).as_units();
+        let slow = d.plan(ahead).expect("a slew");
+        assert_eq!(d.settled() as i128 + slow.part as i128, 0, "{slow:?}");
+        assert!(slow.over(slow.len).abs() <= ahead.abs());
+        let behind = -ahead;
+        let fast = d.plan(behind).expect("a slew");
+        assert_eq!(fast.part, part_of(d.nominal, MAX_SLEW_PPB));
+        assert!(fast.over(fast.len) <= behind && fast.delivers(behind));
+        assert_eq!(d.set_slew_rate(0), Err(Error::SlewRate { ppb: 0 }));
+        assert_eq!(
+            d.set_slew_rate(MAX_SLEW_PPB + 1),
+            Err(Error::SlewRate {
+                ppb: MAX_SLEW_PPB + 1
+            })
+        );
     }
 
     /// `adjtime` returns exactly what had not run, and the remainder it

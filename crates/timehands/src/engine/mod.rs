@@ -108,7 +108,7 @@ pub(crate) mod bintime;
 mod builder;
 mod capture;
 pub(crate) mod counter;
-mod discipline;
+pub(crate) mod discipline;
 mod kalman;
 mod line;
 mod lock;

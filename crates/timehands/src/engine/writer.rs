@@ -236,6 +236,34 @@ impl<C: Counter> Timekeeper<C> {
         writer.discipline.adjtime(ns, unaccounted)
     }
 
+    /// The rate at which [`adjtime`](Timekeeper::adjtime) slews, from the
+    /// next windup's plan on: BSD's 500 ppm (500 000 ppb) unless set. A
+    /// timekeeper that follows a clock someone else steers (as the host
+    /// clock follows the kernel's) closes a phase error faster: up to
+    /// 10^9 ppb, time twice as fast or, slowing down, standing still (a
+    /// slow-down never runs time backwards).
+    ///
+    /// ```
+    /// use timehands::{SimCounter, Timekeeper};
+    ///
+    /// let counter = SimCounter::new(1_000_000_000);
+    /// let tk = Timekeeper::new(counter.clone())?;
+    /// tk.set_slew_rate(100_000_000)?; // 10 %
+    /// tk.adjtime(-5_000_000); // 5 ms ahead: run 10 % slow for 50 ms
+    /// for _ in 0..100 {
+    ///     counter.advance(1_000_000);
+    ///     tk.windup();
+    /// }
+    /// assert_eq!(tk.uptime_nanos(), 95_000_000);
+    /// # Ok::<(), timehands::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::SlewRate`] outside 1 to 10^9 ppb.
+    pub fn set_slew_rate(&self, ppb: i64) -> Result<(), Error> {
+        self.writer.lock().discipline.set_slew_rate(ppb)
+    }
+
     /// Runs the counter `ppb` parts per billion fast (positive) or slow, from
     /// the next windup on.
     ///

@@ -186,6 +186,48 @@ pub(super) fn hardware(
     ))
 }
 
+/// How long the TSC is measured against CLOCK_MONOTONIC before it takes
+/// over: long enough that the rate is known to some ppm (brackets some tens
+/// of nanoseconds wide, 10 ms apart), so that from its first read our time
+/// stays within 100 ns of the kernel's until the steering measures again.
+/// A frequency CPUID states is off by up to some hundreds of ppm in a VM:
+/// microseconds by the first steering. Until then readers read the
+/// kernel's clock.
+#[cfg(target_arch = "x86_64")]
+pub(super) const SETTLE: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The choice with its TSC's frequency measured from its anchor over
+/// [`SETTLE`] (sleeping for the rest of it): the frequency the TSC takes
+/// over with. Any other choice as it is.
+pub(super) fn settle(choice: Choice) -> Choice {
+    #[cfg(target_arch = "x86_64")]
+    if let (HostCounter::Tsc(_), Some(anchor)) = (&choice.counter, choice.anchor) {
+        use crate::host::brackets::{pair, read_tsc};
+        use crate::host::kernel_clocks::KernelClocks;
+        let waited = SystemClocks
+            .nanos(KernelClock::Monotonic)
+            .saturating_sub(anchor.kernel);
+        let rest = (SETTLE.as_nanos() as u64).saturating_sub(waited);
+        std::thread::sleep(std::time::Duration::from_nanos(rest));
+        let measured = loop {
+            if let Some(measured) = anchor.frequency_to(&pair(&SystemClocks, read_tsc), SETTLE) {
+                break measured;
+            }
+        };
+        return Choice {
+            counter: HostCounter::Tsc(crate::hw::Tsc::new(measured.hz)),
+            frequency_source: format!(
+                "measured against {} over {SETTLE:?} (startup: {})",
+                KernelClock::Monotonic.name(),
+                choice.frequency_source
+            ),
+            uncertainty_ppb: Some(measured.uncertainty_ppb),
+            ..choice
+        };
+    }
+    choice
+}
+
 /// Where the frequency of the kernel's clock comes from, as `info` says.
 pub(super) fn kernel_frequency_source() -> String {
     format!("{} counts nanoseconds", KernelClock::Monotonic.name())

@@ -7,14 +7,14 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use super::choice::Verdict;
-use super::choice::{Choice, choose, kernel_frequency_source};
+use super::choice::{Choice, choose, kernel_frequency_source, settle};
 use super::counter::HostCounter;
 use super::fork;
 use super::published::{
     COARSE_NANOS, NOT_STARTED, READER, REALTIME_COARSE, SECOND_HINTS, reader_timekeeper,
     reader_word, realtime_coarse_word,
 };
-use super::upkeep;
+use super::wake::{Need, Wake};
 use crate::engine::nanos::floor_nanos;
 use crate::host::brackets::{offset_to_kernel, pair};
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
@@ -22,8 +22,11 @@ use crate::host::steer::{Bound, Findings, Phase, Steering};
 use crate::hw::KernelCounter;
 use crate::{BinTime, Counter, Timekeeper};
 
-/// How often the clock winds up (and steers, at most).
-pub(crate) const WINDUP_INTERVAL: Duration = Duration::from_millis(1);
+/// How long a hands serves before a read finds a windup due (and how far
+/// past its switch point it promises its rate): readers wind up, so this is
+/// how often a program that reads all the time pays a windup (some hundred
+/// nanoseconds), and how soon a rate change the steering makes takes effect.
+pub(crate) const WINDUP_INTERVAL: Duration = Duration::from_millis(5);
 
 /// Whether `timekeeper` runs on the kernel's clock (which needs no watchdog).
 #[cfg(test)]
@@ -88,8 +91,9 @@ pub(crate) struct HostClock {
     /// [`CHOOSING`] or [`CHOSEN`] (from the start, for a clock given its
     /// counter).
     pub(super) choice: AtomicU8,
-    /// The upkeep thread: not started, running, or refused (see `upkeep.rs`).
-    pub(super) upkeep: AtomicU8,
+    /// The upkeep thread: its state, the readers' demand, its handle (see
+    /// `wake.rs`).
+    pub(super) wake: Wake,
     /// The verdict of the cross-CPU check of the TSC, once done (set under
     /// the steering lock, so that a fork never copies it half set).
     pub(super) cross_cpu: OnceLock<Verdict>,
@@ -203,7 +207,7 @@ impl HostClock {
             stages: [OnceLock::from(timekeeper), OnceLock::new(), OnceLock::new()],
             stage: AtomicUsize::new(0),
             choice: AtomicU8::new(TO_CHOOSE),
-            upkeep: AtomicU8::new(upkeep::IDLE),
+            wake: Wake::new(),
             cross_cpu: OnceLock::new(),
             facts: Mutex::new(Facts {
                 frequency_source: choice.frequency_source,
@@ -275,7 +279,7 @@ impl HostClock {
         }
         // A panic below (a bug) leaves the choice to be made again.
         let undo = ChoiceUndo(&self.choice);
-        let choice = choose();
+        let choice = settle(choose());
         fork::point("choice: made, not handed over");
         let hz = choice.counter.frequency();
         let kept = Facts {
@@ -502,15 +506,16 @@ impl HostClock {
         self.steering.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What a reader does when the clock is due: winds it up, and starts the
-    /// upkeep thread the first time (which then winds up before readers find
-    /// it due). Out of line, so that readers do not carry its frame.
+    /// What a reader does when the clock is due: winds it up (and steers,
+    /// when a steering is due), and says that precise reads come, which
+    /// starts or wakes the upkeep thread when it is not running (see
+    /// `upkeep.rs`). Out of line, so that readers do not carry its frame.
     #[cold]
     #[inline(never)]
     pub(super) fn windup_from_reader(&'static self) {
         self.reader_windups.fetch_add(1, Ordering::Relaxed);
         self.windup();
-        self.start_upkeep();
+        self.need_upkeep(Need::Precise);
     }
 
     /// Winds up, then steers when a steering is due (its changes take
@@ -530,23 +535,14 @@ impl HostClock {
             Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
             Err(std::sync::TryLockError::WouldBlock) => None,
         };
-        let publish = self.as_process_clock().is_some() && self.upkeep_runs();
         if let Some(mut steering) = steering {
             let findings = steering.steer(self.timekeeper(), self.kernel);
             self.apply(&mut steering, findings);
-            // Under the steering lock: these stores come in order.
-            if publish {
-                let realtime = floor_nanos(self.readers_timekeeper().realtime_coarse());
-                REALTIME_COARSE.store(realtime_coarse_word(realtime), Ordering::Release);
-            }
         }
         if self.as_process_clock().is_none() {
             return;
         }
         let timekeeper = self.readers_timekeeper();
-        if publish {
-            COARSE_NANOS.fetch_max(floor_nanos(timekeeper.uptime_coarse()), Ordering::Release);
-        }
         // The engine's reads, which never wind up (this is a windup).
         let [monotonic, realtime] = &SECOND_HINTS;
         monotonic.store(timekeeper.uptime_nanos() / 1_000_000_000, Ordering::Relaxed);
@@ -554,6 +550,30 @@ impl HostClock {
             timekeeper.realtime_nanos() / 1_000_000_000,
             Ordering::Relaxed,
         );
+    }
+
+    /// The upkeep thread, after its windup: the coarse time ready for
+    /// `now_coarse` in one word, and Realtime's for `gettime`. Only that
+    /// thread publishes them, so that its stores come in order (Realtime
+    /// may step back, which no maximum could keep) and none lands after it
+    /// took them away.
+    pub(super) fn publish_coarse_time(&self) {
+        if self.as_process_clock().is_none() {
+            return;
+        }
+        let timekeeper = self.readers_timekeeper();
+        let realtime = floor_nanos(timekeeper.realtime_coarse());
+        REALTIME_COARSE.store(realtime_coarse_word(realtime), Ordering::Release);
+        COARSE_NANOS.fetch_max(floor_nanos(timekeeper.uptime_coarse()), Ordering::Release);
+    }
+
+    /// Takes the coarse time away: the next coarse read goes the long way,
+    /// and so says that coarse reads come (see `upkeep.rs`).
+    pub(super) fn take_coarse_time_away(&self) {
+        if self.as_process_clock().is_some() {
+            COARSE_NANOS.store(0, Ordering::Release);
+            REALTIME_COARSE.store(0, Ordering::Release);
+        }
     }
 
     /// The timekeeper the readers' word names (through it, so that a reader

@@ -114,7 +114,7 @@ extern "C" fn child() {
 /// windup starts it again), a choice being made (made again), a writer in
 /// the engine (let go), and with the thread, fresh coarse time.
 fn forget_threads(clock: &HostClock) {
-    clock.forget_upkeep();
+    clock.wake.forget();
     let _ =
         clock
             .choice

@@ -98,9 +98,25 @@ pub struct Info {
     /// How many times the steering measured the phase against
     /// CLOCK_MONOTONIC (and corrected it).
     pub steerings: u64,
-    /// Windups that readers made, because the upkeep thread was late (or
-    /// does not run): the rare reads that cost a windup.
+    /// How many times the steering found that the kernel changed its
+    /// clock's rate (an NTP daemon's slew through the tick, a frequency
+    /// step) and followed the new rate at once.
+    pub rate_changes: u64,
+    /// Windups that readers made: readers wind up the clock themselves when
+    /// they find it a windup interval old, at most some hundred times a
+    /// second for a program that reads all the time.
     pub reader_windups: u64,
+    /// How many times the upkeep thread woke: it runs only while the clock
+    /// is read (a tick apart while coarse clocks are read, a few times a
+    /// second while precise ones are), and parks when nothing is read.
+    pub upkeep_wakeups: u64,
+    /// The CPU time the upkeep thread has used, as of its last wakeup
+    /// (0 where the OS does not tell a thread's CPU time).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "upkeep_cpu_ns", serialize_with = "nanos_of")
+    )]
+    pub upkeep_cpu: Duration,
     /// Reads that found their hands' promise passed (no windup for two
     /// intervals: a stop, a suspend) and waited for a windup.
     pub standing_reads: u64,
@@ -154,15 +170,23 @@ pub fn info() -> Info {
     } = clock.facts().clone();
     // The steering's figures, copied: nothing below runs under its lock (a
     // read there may wind up, and a windup may take it).
-    let (frequency_hz, frequency_uncertainty_ppb, frequency_correction_ppb, steerings) = {
+    let (
+        frequency_hz,
+        frequency_uncertainty_ppb,
+        frequency_correction_ppb,
+        steerings,
+        rate_changes,
+    ) = {
         let steering = clock.steering();
         (
             steering.frequency_hz(),
             steering.uncertainty_ppb(),
             steering.correction_ppb(),
             steering.steerings(),
+            steering.rate_changes(),
         )
     };
+    let (upkeep_wakeups, upkeep_cpu_ns) = clock.wake.cost();
     Info {
         counter: clock.timekeeper().counter().kind(),
         frequency_hz,
@@ -183,6 +207,9 @@ pub fn info() -> Info {
         offset_ns: clock.last_offset.load(Ordering::Relaxed),
         accuracy: getres(ClockId::Monotonic).accuracy,
         steerings,
+        rate_changes,
+        upkeep_wakeups,
+        upkeep_cpu: Duration::from_nanos(upkeep_cpu_ns),
         reader_windups: clock.reader_windups.load(Ordering::Relaxed),
         standing_reads: clock.standing_reads.load(Ordering::Relaxed),
         refused,

@@ -125,6 +125,7 @@ mod simulated_kernel;
 pub(crate) mod steer;
 pub(crate) mod trace;
 mod upkeep;
+mod wake;
 pub(crate) mod watchdog;
 
 pub use choice::Verdict;

@@ -251,14 +251,22 @@ fn count(word: Option<&str>) -> u64 {
     word.and_then(|w| w.parse().ok()).expect("a count")
 }
 
-/// Reads until the clock's thread pauses at the point, forks there, checks.
+/// Reads on a thread of its own (readers wind up and steer) until a thread
+/// of the clock's, that reader's or the upkeep thread, pauses at the point;
+/// forks there, checks.
 fn fork_at_point() -> Result<(), String> {
+    now();
+    std::thread::spawn(|| {
+        while !FORKED.load(Ordering::Acquire) {
+            now();
+        }
+    });
     let limit = Instant::now() + Duration::from_secs(5);
     while !PAUSED.load(Ordering::Acquire) {
-        now();
         if Instant::now() > limit {
             return Err("the point was not reached".to_string());
         }
+        std::thread::yield_now();
     }
     FORKING.store(true, Ordering::Release);
     let pid = fork_and_check();

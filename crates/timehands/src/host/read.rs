@@ -12,6 +12,7 @@ use super::published::{
 };
 #[cfg(target_arch = "x86_64")]
 use super::published::{LFENCE_RDTSC, RDTSCP};
+use super::wake::Need;
 use crate::engine::Due;
 use crate::engine::nanos::floor_nanos;
 use crate::host::instant::Instant;
@@ -95,7 +96,13 @@ pub(super) fn read_nanos_slow<const REALTIME: bool, const ORDERED: bool>(
         Due::No => ns,
         Due::Yes => {
             clock().windup_from_reader();
-            ns
+            // Realtime from the windup's offsets: a `settimeofday` shows in
+            // the read that found the windup due, however rare reads are.
+            if REALTIME {
+                read_nanos_fast::<REALTIME, ORDERED, true>().unwrap_or(ns)
+            } else {
+                ns
+            }
         }
         Due::Standing => read_after_windup::<REALTIME, ORDERED>(ns),
     }
@@ -205,17 +212,25 @@ pub(super) fn realtime_coarse() -> Duration {
     }
 }
 
-/// A coarse read that the upkeep thread does not keep: it starts the
-/// thread and reads the timekeeper's own coarse clock (which
-/// [`COARSE_NANOS`] copies), or, where threads are refused, the precise
-/// time.
+/// A coarse read that finds the coarse time not kept (the upkeep thread
+/// does not tick, or probes whether coarse reads still come): says that
+/// coarse reads come, which starts or wakes the thread, and reads the
+/// timekeeper's own coarse clock (which [`COARSE_NANOS`] copies), wound up
+/// first where the thread does not keep it fresh. Where threads are refused,
+/// the precise time.
 #[cold]
 #[inline(never)]
 pub(super) fn coarse_nanos_long_way<const REALTIME: bool>() -> u64 {
     let clock = clock();
-    clock.start_upkeep();
+    // Read before the demand is said: a thread that ticks now kept the
+    // coarse time a tick fresh.
+    let ticking = clock.wake.ticking();
+    clock.need_upkeep(Need::Coarse);
     if clock.upkeep_refused() {
         return read_nanos::<REALTIME, true>();
+    }
+    if !ticking {
+        clock.windup();
     }
     let timekeeper = clock.timekeeper();
     if REALTIME {

@@ -4,18 +4,24 @@
 //! its watchdog and its windups.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::clock::HostClock;
+use super::clock::{HostClock, WINDUP_INTERVAL};
+use super::steer::STEER_INTERVAL;
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, NtpState};
 use crate::os::LeapSecond;
 use crate::{BinTime, Counter};
 
 /// Kernel clocks that move only when the test moves them.
 struct SimKernel {
-    /// CLOCK_MONOTONIC and CLOCK_MONOTONIC_RAW (no NTP slews here), in ns.
+    /// CLOCK_MONOTONIC_RAW: the true time, in ns.
+    raw: AtomicU64,
+    /// CLOCK_MONOTONIC, in ns: the raw time at the kernel's rate.
     monotonic: AtomicU64,
+    /// How far CLOCK_MONOTONIC's rate is from the raw one, in ppb: an NTP
+    /// daemon's frequency and tick (chrony slews at +83 333 333).
+    rate_ppb: AtomicI64,
     /// Time spent suspended, ns: BOOTTIME − MONOTONIC.
     suspended: AtomicU64,
     /// REALTIME − BOOTTIME, ns: the Unix time of the boot.
@@ -30,7 +36,9 @@ impl SimKernel {
     /// Booted a second ago, on 2026-11-23, synchronized, TAI − UTC 37 s.
     fn leaked() -> &'static SimKernel {
         Box::leak(Box::new(SimKernel {
+            raw: AtomicU64::new(1_000_000_000),
             monotonic: AtomicU64::new(1_000_000_000),
+            rate_ppb: AtomicI64::new(0),
             suspended: AtomicU64::new(0),
             boot_epoch: AtomicU64::new(1_795_435_200_000_000_000),
             realtime_read_delay: AtomicU64::new(0),
@@ -44,12 +52,24 @@ impl SimKernel {
         }))
     }
 
+    /// Moves the true time on by `ns`, and CLOCK_MONOTONIC by as much at
+    /// its rate.
     fn advance(&self, ns: u64) {
-        self.monotonic.fetch_add(ns, Ordering::AcqRel);
+        self.raw.fetch_add(ns, Ordering::AcqRel);
+        let rate = self.rate_ppb.load(Ordering::Acquire) as i128;
+        let kernel = ns as i128 + ns as i128 * rate / 1_000_000_000;
+        self.monotonic.fetch_add(kernel as u64, Ordering::AcqRel);
     }
 
     /// Nanoseconds a counter that runs through suspend has counted.
     fn running(&self) -> u64 {
+        self.raw.load(Ordering::Acquire) + self.suspended.load(Ordering::Acquire)
+    }
+}
+
+impl SimKernel {
+    /// CLOCK_BOOTTIME: CLOCK_MONOTONIC and the time suspended.
+    fn boottime(&self) -> u64 {
         self.monotonic.load(Ordering::Acquire) + self.suspended.load(Ordering::Acquire)
     }
 }
@@ -57,12 +77,11 @@ impl SimKernel {
 impl KernelClocks for SimKernel {
     fn nanos(&self, clock: KernelClock) -> u64 {
         match clock {
-            KernelClock::Monotonic | KernelClock::MonotonicRaw => {
-                self.monotonic.load(Ordering::Acquire)
-            }
-            KernelClock::Boottime => self.running(),
+            KernelClock::Monotonic => self.monotonic.load(Ordering::Acquire),
+            KernelClock::MonotonicRaw => self.raw.load(Ordering::Acquire),
+            KernelClock::Boottime => self.boottime(),
             KernelClock::Realtime => {
-                let boottime = self.running();
+                let boottime = self.boottime();
                 self.advance(self.realtime_read_delay.load(Ordering::Acquire));
                 boottime + self.boot_epoch.load(Ordering::Acquire)
             }
@@ -159,7 +178,7 @@ fn an_hour_suspended_is_taken_out() {
                     let monotonic = kernel.nanos(KernelClock::Monotonic) as i128;
                     assert!(now >= last, "{last} then {now}");
                     assert!(
-                        now.as_nanos() <= monotonic + 2_000_000,
+                        now.as_nanos() <= monotonic + 2 * WINDUP_INTERVAL.as_nanos() as i128,
                         "{now} read, CLOCK_MONOTONIC {monotonic} ns after it"
                     );
                     (last, reads) = (now, reads + 1);
@@ -283,7 +302,7 @@ fn a_paused_vm_keeps_the_time_that_passed() {
     let read = clock.timekeeper().uptime();
     // The first read after the pause stands at the promise; the windup it
     // makes finds the line and CLOCK_MONOTONIC agree.
-    assert!(offset(clock, kernel) >= HOUR as i128 - 2_000_000);
+    assert!(offset(clock, kernel) >= HOUR as i128 - 2 * WINDUP_INTERVAL.as_nanos() as i128);
     clock.windup();
     assert!(clock.timekeeper().uptime() >= read);
     // Within the steering's own slews of some ns, as before the pause.
@@ -335,4 +354,90 @@ fn the_error_bound_holds_with_a_wrong_first_frequency() {
         "{} ns off after the stop",
         offset(clock, kernel)
     );
+}
+
+/// What the clock did while the kernel changed its rate.
+#[derive(Debug)]
+struct Followed {
+    /// The largest |CLOCK_MONOTONIC − ours| while the rate was changed, ns.
+    during: u64,
+    /// How long after the change ended the offset stayed above 1 µs, ns.
+    settled_after: u64,
+    /// |our frequency correction − the kernel's rate| 1 s after the end, ppb.
+    rate_error_ppb: u64,
+}
+
+/// Runs a clock 2 s steady, then the kernel at `rate_ppb` for `held_ns`,
+/// then steady again for 3 s, with reads every 100 µs that wind up when
+/// due; the steady rate is the clock's own counter's (`ppm_fast` off).
+fn follow(rate_ppb: i64, held_ns: u64) -> Followed {
+    const STEP: u64 = 100_000;
+    let kernel = SimKernel::leaked();
+    let clock = clock(kernel, 20);
+    run(clock, kernel, 2_000_000_000, STEP);
+    let mut during = 0u64;
+    kernel.rate_ppb.store(rate_ppb, Ordering::Release);
+    for _ in 0..held_ns / STEP {
+        run(clock, kernel, STEP, STEP);
+        during = during.max(offset(clock, kernel).unsigned_abs() as u64);
+    }
+    kernel.rate_ppb.store(0, Ordering::Release);
+    let (mut settled_after, mut rate_error_ppb) = (0, 0);
+    for step in 1..=3_000_000_000 / STEP {
+        run(clock, kernel, STEP, STEP);
+        if offset(clock, kernel).unsigned_abs() > 1_000 {
+            settled_after = step * STEP;
+        }
+        if step * STEP == 1_000_000_000 {
+            // The counter runs 20 ppm fast: so many more counts a second
+            // of the kernel's, back at its nominal rate.
+            let correction = clock.steering().correction_ppb();
+            rate_error_ppb = (correction - 20_000).unsigned_abs();
+        }
+    }
+    Followed {
+        during,
+        settled_after,
+        rate_error_ppb,
+    }
+}
+
+/// The kernel's clock changes rate as NTP daemons change it: the tick ±10 %
+/// (`adjtimex --tick`) held a quarter second and ten seconds, the frequency
+/// ±500 ppm (ntpd, PTP), chrony's slews of 1 ms and 1 s (8.33 % through the
+/// tick, for as long as the slew takes). During each, the clock stays
+/// within the rate change times a steering interval and a windup's promise
+/// (the changes it makes take effect at the next switch point); after
+/// each, it is back within 1 µs, and its rate within 1 ppm, within 1 s.
+#[test]
+#[cfg_attr(miri, ignore = "simulated seconds of steering: too slow")]
+fn the_kernels_rate_changes_are_followed() {
+    const CHRONY_PPB: i64 = 83_333_333;
+    let slew = |offset_ns: u64| offset_ns * 1_000_000_000 / CHRONY_PPB as u64;
+    let cases = [
+        ("tick +10 %, 0.25 s", 100_000_000, 250_000_000),
+        ("tick -10 %, 0.25 s", -100_000_000, 250_000_000),
+        ("tick +10 %, 10 s", 100_000_000, 10_000_000_000),
+        ("tick -10 %, 10 s", -100_000_000, 10_000_000_000),
+        ("frequency +500 ppm, 10 s", 500_000, 10_000_000_000),
+        ("frequency -500 ppm, 10 s", -500_000, 10_000_000_000),
+        ("chrony slewing 1 ms", CHRONY_PPB, slew(1_000_000)),
+        ("chrony slewing -1 ms", -CHRONY_PPB, slew(1_000_000)),
+        ("chrony slewing 1 s", CHRONY_PPB, slew(1_000_000_000)),
+    ];
+    let reach = STEER_INTERVAL + 3 * WINDUP_INTERVAL;
+    for (what, rate_ppb, held_ns) in cases {
+        let followed = follow(rate_ppb, held_ns);
+        println!("{what}: {followed:?}");
+        let limit = (rate_ppb.unsigned_abs() as u128 * reach.as_nanos() / 1_000_000_000) as u64;
+        assert!(
+            followed.during <= limit,
+            "{what}: {followed:?}, limit {limit} ns"
+        );
+        assert!(
+            followed.settled_after < 1_000_000_000,
+            "{what}: {followed:?}"
+        );
+        assert!(followed.rate_error_ppb < 1_000, "{what}: {followed:?}");
+    }
 }

@@ -9,12 +9,24 @@
 //!   which gives the counter's frequency as the kernel sees it, NTP's trim
 //!   included. It becomes the engine's counter frequency (as FreeBSD refines
 //!   `tc_frequency`), a rate change at the next switch point. The baseline
-//!   slides (16 to 32 s once warm) so that it follows NTP's changes; a bracket
-//!   of 20 ns over 16 s is a rate known to about a part per billion.
+//!   slides (16 to 32 s once warm) so that it follows NTP's small changes; a
+//!   bracket of 20 ns over 16 s is a rate known to about a part per billion.
+//!   But the kernel's clock also changes rate at once, and by a lot: chrony
+//!   slews at up to 8.3 % through the tick length, `adjtimex --tick` moves it
+//!   by up to 10 %, a PTP daemon steps the frequency by hundreds of ppm. So
+//!   each steering also measures the rate since the last steering, and since
+//!   one about a second ago; where either is further from the rate in use
+//!   than the two measurements' bounds allow, the kernel changed its rate:
+//!   the baseline starts again at that pair, and the rate in use is the new
+//!   one from the next switch point on (rather than an average of the old
+//!   rate and the new that takes the baseline's length to unwind).
 //! - **phase**: our time against CLOCK_MONOTONIC (the tightest of three
 //!   brackets `ours, clock_gettime, ours`); the difference is slewed away with
-//!   [`Timekeeper::adjtime`](crate::Timekeeper::adjtime), at most 500 ppm, so
-//!   the clock never steps. The rate is not estimated from our own time: slew
+//!   [`Timekeeper::adjtime`](crate::Timekeeper::adjtime), never stepping. We
+//!   follow a clock that someone else steers, not UTC, so the slew is not
+//!   held to 500 ppm: it closes the gap within about [`CATCH_UP`], running
+//!   fast as much as that takes, and running slow as far as standing still
+//!   (never back). The rate is not estimated from our own time: slew
 //!   already scheduled up to the next switch point would bias it.
 //!
 //! Before those, the watchdog (`watchdog.rs`) samples the counter against
@@ -35,12 +47,22 @@ use super::brackets::{
 use super::counter::HostCounter;
 use super::kernel_clocks::{KernelClock, KernelClocks};
 use super::watchdog;
+use crate::engine::discipline::{MAX_PPB, MAX_SLEW_PPB};
 use crate::{Counter, Timekeeper};
 
 /// The least time between two steerings.
 pub(super) const STEER_INTERVAL: Duration = Duration::from_millis(10);
 /// The baseline's reference moves forward once it is this old.
 const SLIDE_AFTER: Duration = Duration::from_secs(16);
+/// How soon a phase error is closed, at the least: the slew runs at the
+/// rate that closes it in this time (500 ppm at the least).
+pub(crate) const CATCH_UP: Duration = Duration::from_millis(50);
+/// How old the pair is that the rate of the last second is measured from.
+const RECENT: Duration = Duration::from_secs(1);
+/// A change of the kernel's rate is one further from the rate in use than
+/// twice the two measurements' bounds, plus this, in ppb: the kernel's own
+/// nanosecond roundings.
+const CHANGE_FLOOR_PPB: u64 = 100;
 /// The steering state, kept under the host clock's steering lock.
 pub(crate) struct Steering {
     /// The counter frequency the engine uses now, in Hz.
@@ -61,8 +83,14 @@ pub(crate) struct Steering {
     /// The watchdog's first sample and its last (see `watch_pair`).
     watch_anchor: Option<Pair>,
     watched: Option<Pair>,
+    /// The last steering's pair, and one about [`RECENT`] old: the rate
+    /// since each tells a change of the kernel's rate.
+    last: Option<Pair>,
+    recent: Option<Pair>,
     /// Phase measurements so far.
     steerings: u64,
+    /// Changes of the kernel's rate found so far.
+    rate_changes: u64,
 }
 
 /// An offset of a kernel clock from CLOCK_MONOTONIC, in ns, as measured:
@@ -130,7 +158,10 @@ impl Steering {
             boottime_offset: None,
             watch_anchor: None,
             watched: None,
+            last: None,
+            recent: None,
             steerings: 0,
+            rate_changes: 0,
         }
     }
 
@@ -170,6 +201,11 @@ impl Steering {
         self.steerings
     }
 
+    /// How many changes of the kernel's rate the steering found.
+    pub(crate) fn rate_changes(&self) -> u64 {
+        self.rate_changes
+    }
+
     /// How far the frequency in use is from the one the clock started with,
     /// in ppb.
     pub(crate) fn correction_ppb(&self) -> i64 {
@@ -203,8 +239,9 @@ impl Steering {
         let before = self.rate_bound_ppb();
         self.steer_rate(timekeeper, current);
         super::fork::point("steering: rate set");
-        // Phase: slew our time onto CLOCK_MONOTONIC.
+        // Phase: slew our time onto CLOCK_MONOTONIC, within CATCH_UP.
         let (offset, width) = offset_to_kernel(timekeeper, kernel, KernelClock::Monotonic, 3);
+        let _ = timekeeper.set_slew_rate(catch_up_rate(offset));
         let unrun = timekeeper.adjtime(offset as i64);
         self.steerings += 1;
         findings.phase = Some(Phase {
@@ -239,8 +276,20 @@ impl Steering {
         watchdog::check(&earlier, &current, rate, timekeeper.counter().mask())
     }
 
-    /// Rate: the counter's frequency over the sliding baseline, to `current`.
+    /// Rate: the counter's frequency over the sliding baseline, to `current`,
+    /// which starts again where the kernel changed its rate.
     fn steer_rate(&mut self, timekeeper: &Timekeeper<HostCounter>, current: Pair) {
+        if let Some(changed_at) = self.rate_change_before(&current) {
+            self.rate_changes += 1;
+            self.anchor = Some(changed_at);
+            self.next_anchor = Some(changed_at);
+            self.recent = Some(changed_at);
+        }
+        self.last = Some(current);
+        let recent = *self.recent.get_or_insert(current);
+        if current.kernel - recent.kernel >= RECENT.as_nanos() as u64 {
+            self.recent = Some(current);
+        }
         let anchor = *self.anchor.get_or_insert(current);
         let next = *self.next_anchor.get_or_insert(current);
         if current.kernel - next.kernel >= SLIDE_AFTER.as_nanos() as u64 {
@@ -256,6 +305,27 @@ impl Steering {
         }
     }
 
+    /// The pair after which the kernel's rate changed, if the rate since the
+    /// last steering, or since the recent pair, is further from the rate in
+    /// use than both measurements' bounds allow: the truth lies within each
+    /// bound, so a rate outside them both is another rate. Nothing before
+    /// the rate in use was measured (a stated one is off by its own error).
+    fn rate_change_before(&self, current: &Pair) -> Option<Pair> {
+        let known = self.uncertainty_ppb?;
+        [self.last, self.recent]
+            .into_iter()
+            .flatten()
+            .find(|since| {
+                since
+                    .frequency_to(current, MIN_BASELINE)
+                    .is_some_and(|measured| {
+                        let apart = (measured.hz.abs_diff(self.hz) as u128 * 1_000_000_000
+                            / self.hz as u128) as u64;
+                        apart > 2 * (measured.uncertainty_ppb + known) + CHANGE_FLOOR_PPB
+                    })
+            })
+    }
+
     /// Realtime and Boottime: the kernel's offsets from CLOCK_MONOTONIC,
     /// followed when they move by more than the bracket they are read in
     /// (a `settimeofday`, a suspend).
@@ -269,6 +339,8 @@ impl Steering {
             // watchdog's reference counts the suspend in).
             self.anchor = None;
             self.next_anchor = None;
+            self.last = None;
+            self.recent = None;
         }
         Findings {
             realtime,
@@ -276,6 +348,14 @@ impl Steering {
             ..Findings::default()
         }
     }
+}
+
+/// The slew rate, in ppb, that closes a phase error of `offset` ns within
+/// [`CATCH_UP`]: 500 ppm at the least, standing still (or twice as fast) at
+/// the most.
+pub(crate) fn catch_up_rate(offset: i128) -> i64 {
+    let rate = offset.unsigned_abs() * 1_000_000_000 / CATCH_UP.as_nanos();
+    rate.clamp(MAX_PPB as u128, MAX_SLEW_PPB as u128) as i64
 }
 
 /// A bound on |ours − CLOCK_MONOTONIC| that stays true as time passes: the

@@ -1,63 +1,128 @@
 //! The upkeep thread: the one thread the clock starts, at the first windup a
-//! reader makes (never before `main`, never at the first read).
+//! reader makes (never before `main`, never at the first read), and which
+//! runs only while the clock is read.
 //!
-//! It moves the clock to the hardware counter (the choice, off the readers'
-//! path), checks the TSC across CPUs, and from then on winds up every
-//! [`UPKEEP_PERIOD`], half a windup interval: so that a windup falls due
-//! only when the thread is late by that much, and readers, who would
-//! otherwise wind up (and steer) on their own time, find one due rarely
-//! ([`Info::reader_windups`](crate::Info::reader_windups) counts them). Its
-//! windups steer, and so run the watchdog, in a program whose readers would
-//! never notice a counter that stopped; and they keep the coarse time ready
-//! in one word.
+//! Keeping time costs what the reading needs. Precise reads keep the clock
+//! up themselves: a read that finds its hands a windup interval old winds up
+//! (and steers, at most every [`STEER_INTERVAL`](super::steer::STEER_INTERVAL)),
+//! some hundred times a second for a program that reads all the time, at a
+//! cost of some hundred nanoseconds each; a program that reads now and then
+//! winds up now and then. The thread does what no reader can:
+//!
+//! - it moves the clock to the hardware counter (the choice, off the
+//!   readers' path) and checks the TSC across CPUs;
+//! - while coarse clocks are read, it winds up every [`COARSE_TICK`] and
+//!   keeps the coarse time ready in one word: a coarse read reads no counter,
+//!   so it can neither find a windup due nor wind up;
+//! - while precise reads come, it looks every [`WATCH`] whether they still
+//!   do, and when they stopped it winds up once more before it parks: that
+//!   windup's steering asks the watchdog about a counter that stopped, which
+//!   no reader can notice (its reads never fall due).
+//!
+//! Then it parks ([`wake.rs`](super::wake)): no wakeup, no CPU, for as long
+//! as nothing is read, however long the process lives. The first read that
+//! needs it again wakes it. To see whether coarse reads go on, the thread
+//! takes the coarse time away every [`PROBE`] (the next coarse read then
+//! goes the long way once, and says so); it stops ticking when a probe finds
+//! no coarse read within [`HOLD`].
 //!
 //! A sandbox may refuse the thread (a seccomp filter on `clone`): the
 //! refusal is kept, reported by [`info`](crate::info()), and never tried
 //! again. The clock then works without it: readers wind up, and the coarse
-//! clocks, which nothing would keep fresh, read the counter as `now()` does.
-//! A `fork()`ed child has no thread: the next windup starts one.
+//! clocks read the counter. A `fork()`ed child has no thread: the next read
+//! that needs one starts it.
 
-use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::choice::{CROSS_CPU_CHECK, Verdict};
-use super::clock::{HostClock, WINDUP_INTERVAL};
+use super::clock::HostClock;
+use super::wake::{Demand, Need};
 
-/// [`HostClock::upkeep`]: not started (or forgotten in a forked child).
-pub(super) const IDLE: u8 = 0;
-/// [`HostClock::upkeep`]: a thread asks the OS for it.
-pub(super) const SPAWNING: u8 = 1;
-/// [`HostClock::upkeep`]: the thread runs (it says so itself).
-pub(super) const RUNNING: u8 = 2;
-/// [`HostClock::upkeep`]: the operating system refused the thread.
-pub(super) const REFUSED: u8 = 3;
+/// How often the thread winds up while coarse clocks are read: the
+/// kernel's tick at 250 Hz, so that our coarse clocks are as fresh as its.
+pub(crate) const COARSE_TICK: Duration = Duration::from_millis(4);
+/// How often the thread looks whether precise reads still come.
+pub(super) const WATCH: Duration = Duration::from_millis(250);
+/// How often the thread takes the coarse time away to see whether it is
+/// still read.
+pub(super) const PROBE: Duration = Duration::from_millis(250);
+/// How long after the last demand seen the thread keeps at it.
+pub(super) const HOLD: Duration = Duration::from_millis(500);
 
-/// How often the upkeep thread winds up: half the windup interval, so that
-/// a sleep that overshoots by less than that still winds up before readers
-/// find a windup due.
-pub(super) const UPKEEP_PERIOD: Duration =
-    Duration::from_micros(WINDUP_INTERVAL.as_micros() as u64 / 2);
+/// What the thread does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Next {
+    /// Wind up a [`COARSE_TICK`] from now, and keep the coarse time; with
+    /// `probe`, take it away first, to see whether it is still read.
+    Tick { probe: bool },
+    /// Look again a [`WATCH`] from now: precise reads come, and wind up.
+    Watch,
+    /// Nothing was read for [`HOLD`]: wind up once more, and park.
+    Park,
+}
+
+/// The thread's plan: when demand of each kind was last seen.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Plan {
+    seen: Demand,
+    precise_until: Instant,
+    coarse_until: Instant,
+    probed: Instant,
+}
+
+impl Plan {
+    /// A plan at `now`, with the demand so far: the read that started the
+    /// thread counts as demand.
+    pub(super) fn new(now: Instant, seen: Demand) -> Plan {
+        Plan {
+            seen,
+            precise_until: now + HOLD,
+            coarse_until: now,
+            probed: now,
+        }
+    }
+
+    /// What to do next at `now`, with the demand so far.
+    pub(super) fn next(&mut self, now: Instant, demand: Demand) -> Next {
+        if demand.0 != self.seen.0 {
+            self.precise_until = now + HOLD;
+        }
+        if demand.1 != self.seen.1 {
+            self.coarse_until = now + HOLD;
+        }
+        self.seen = demand;
+        if now < self.coarse_until {
+            let probe = now.duration_since(self.probed) >= PROBE;
+            if probe {
+                self.probed = now;
+            }
+            Next::Tick { probe }
+        } else if now < self.precise_until {
+            Next::Watch
+        } else {
+            Next::Park
+        }
+    }
+
+    /// The demand the plan has seen.
+    pub(super) fn seen(&self) -> Demand {
+        self.seen
+    }
+}
 
 impl HostClock {
-    /// Starts the upkeep thread, once; a refusal is remembered, and the
-    /// thread is not asked for again.
-    pub(super) fn start_upkeep(&'static self) {
-        if self.upkeep.load(Ordering::Relaxed) != IDLE
-            || self
-                .upkeep
-                .compare_exchange(IDLE, SPAWNING, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-        {
+    /// A read needs the upkeep thread: counts the demand, wakes the thread,
+    /// or starts it the first time. A refusal is remembered, and the thread
+    /// is not asked for again.
+    pub(super) fn need_upkeep(&'static self, need: Need) {
+        if !self.wake.need(need) {
             return;
         }
         let spawned = std::thread::Builder::new()
             .name("timehands-upkeep".to_string())
             .spawn(move || self.upkeep());
         if let Err(e) = spawned {
-            // No coarse value was published (only a running thread's
-            // windups publish), and none will be: coarse reads go the long
-            // way, to the counter.
-            self.upkeep.store(REFUSED, Ordering::Release);
+            self.wake.refused();
             self.refused(format!(
                 "a thread ({e}): readers wind up, and the coarse clocks read the counter"
             ));
@@ -71,37 +136,50 @@ impl HostClock {
         }
     }
 
-    /// Whether the upkeep thread runs (and so keeps the coarse time fresh).
-    pub(super) fn upkeep_runs(&self) -> bool {
-        self.upkeep.load(Ordering::Acquire) == RUNNING
-    }
-
     /// Whether the operating system refused the upkeep thread.
     pub(super) fn upkeep_refused(&self) -> bool {
-        self.upkeep.load(Ordering::Acquire) == REFUSED
+        self.wake.state() == super::wake::REFUSED
     }
 
-    /// In a `fork()`ed child: the thread did not come along (nor one being
-    /// asked for); the next windup starts one. A refusal stays (the child is
-    /// in the same sandbox).
-    pub(super) fn forget_upkeep(&self) {
-        if self.upkeep.load(Ordering::Relaxed) != REFUSED {
-            self.upkeep.store(IDLE, Ordering::Relaxed);
+    /// The thread's life: it says it runs, then the choice, the cross-CPU
+    /// check, and windups while the clock is read.
+    fn upkeep(&'static self) {
+        self.wake.started();
+        self.choose_counter();
+        self.check_across_cpus();
+        let mut plan = Plan::new(Instant::now(), self.wake.demand());
+        loop {
+            self.wake.woke(crate::os::thread_cpu_nanos().ok());
+            match plan.next(Instant::now(), self.wake.demand()) {
+                Next::Tick { probe } => {
+                    self.wake.set_ticking(true);
+                    if probe {
+                        self.take_coarse_time_away();
+                    }
+                    std::thread::sleep(COARSE_TICK);
+                    self.windup();
+                    self.publish_coarse_time();
+                }
+                Next::Watch => {
+                    self.stop_ticking();
+                    std::thread::sleep(WATCH);
+                }
+                Next::Park => {
+                    self.stop_ticking();
+                    self.windup();
+                    self.wake.park(plan.seen());
+                    plan = Plan::new(Instant::now(), plan.seen());
+                }
+            }
         }
     }
 
-    /// The thread's life: it says it runs (from then on windups publish the
-    /// coarse time, which it keeps fresh), then the choice, the cross-CPU
-    /// check, and windups.
-    fn upkeep(&'static self) {
-        let _ =
-            self.upkeep
-                .compare_exchange(SPAWNING, RUNNING, Ordering::AcqRel, Ordering::Relaxed);
-        self.choose_counter();
-        self.check_across_cpus();
-        loop {
-            std::thread::sleep(UPKEEP_PERIOD);
-            self.windup();
+    /// The thread stops keeping the coarse time: the next coarse read goes
+    /// the long way, which winds up.
+    fn stop_ticking(&self) {
+        if self.wake.ticking() {
+            self.wake.set_ticking(false);
+            self.take_coarse_time_away();
         }
     }
 
@@ -125,5 +203,34 @@ impl HostClock {
             }
             let _ = self.cross_cpu.set(verdict);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan ticks while coarse reads come, probing every PROBE; watches
+    /// while precise reads come; and parks HOLD after the last of either.
+    #[test]
+    fn the_plan_follows_the_demand() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut plan = Plan::new(start, (1, 0));
+        assert_eq!(plan.next(at(0), (1, 0)), Next::Watch);
+        assert_eq!(plan.next(at(250), (5, 0)), Next::Watch);
+        // No precise read since 250 ms: parks at 750.
+        assert_eq!(plan.next(at(500), (5, 0)), Next::Watch);
+        assert_eq!(plan.next(at(750), (5, 0)), Next::Park);
+        // A coarse read: ticks, and probes a PROBE after the last probe.
+        let mut plan = Plan::new(at(1000), (5, 0));
+        assert_eq!(plan.next(at(1000), (5, 1)), Next::Tick { probe: false });
+        assert_eq!(plan.next(at(1100), (5, 1)), Next::Tick { probe: false });
+        assert_eq!(plan.next(at(1250), (5, 1)), Next::Tick { probe: true });
+        assert_eq!(plan.next(at(1254), (5, 2)), Next::Tick { probe: false });
+        // The probe at 1500 finds no coarse read: ticking ends at 1754, and
+        // with precise demand gone since 1000, the plan parks.
+        assert_eq!(plan.next(at(1500), (5, 2)), Next::Tick { probe: true });
+        assert_eq!(plan.next(at(1754), (5, 2)), Next::Park);
     }
 }

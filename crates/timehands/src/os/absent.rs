@@ -36,6 +36,11 @@ pub(crate) fn set_scheduling(policy: Policy, _priority: i32) -> io::Result<()> {
     Err(unsupported(policy.name()))
 }
 
+/// No CPU time of a thread that a program can read.
+pub(crate) fn thread_cpu_nanos() -> io::Result<u64> {
+    Err(unsupported("a thread's CPU time"))
+}
+
 /// No timer slack to set: nothing to do.
 pub(crate) fn set_minimal_timer_slack() {}
 

@@ -9,7 +9,7 @@ use super::cpu_mask::{pin_affinity, read_affinity};
 use super::posix;
 use super::sched::{apply_scheduling, check_priority, scheduling_refused};
 use super::{NtpState, Policy};
-pub(crate) use posix::{clock_name, kernel_nanos, on_fork};
+pub(crate) use posix::{clock_name, kernel_nanos, on_fork, thread_cpu_nanos};
 
 /// The kernel's clocks (`clock_gettime(2)`).
 pub(super) const CLOCKS: posix::Clocks = posix::Clocks {

@@ -22,6 +22,8 @@
 //! - `allowed_cpus()`, `process_cpus()`, `pin_to_cpus()`, `current_cpu()`:
 //!   where a thread runs, or an error naming the OS;
 //! - `set_scheduling(Policy, priority)` and `set_minimal_timer_slack()`;
+//! - `thread_cpu_nanos()`: the calling thread's CPU time, where the OS
+//!   tells it (CLOCK_THREAD_CPUTIME_ID);
 //! - `on_fork(prepare, parent, child)`: the `pthread_atfork` handlers, and
 //!   their registration before `main`; nothing where there is no `fork`.
 //!
@@ -98,7 +100,7 @@ mod sched;
 pub(crate) use family::refuse_threads_and_ntp;
 pub(crate) use family::{
     allowed_cpus, clock_name, current_cpu, kernel_nanos, ntp, on_fork, pin_to_cpus, process_cpus,
-    set_minimal_timer_slack, set_scheduling,
+    set_minimal_timer_slack, set_scheduling, thread_cpu_nanos,
 };
 
 /// The OS's clocks, as the host clock follows them. What each is on each OS

@@ -54,6 +54,11 @@ pub fn clock_nanos(id: libc::clockid_t) -> io::Result<u64> {
     clock_timespec(id).map(|ts| timespec_nanos(&ts))
 }
 
+/// The CPU time the calling thread has used, in ns.
+pub(crate) fn thread_cpu_nanos() -> io::Result<u64> {
+    clock_nanos(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
 /// A unix family's ids for `clock_gettime` and names of the OS's clocks,
 /// in the order of [`KernelClock`]'s variants.
 pub(crate) struct Clocks {

@@ -19,7 +19,9 @@ use windows_sys::Win32::System::Threading::{
 };
 
 use super::KernelClock;
-pub(crate) use super::absent::{ntp, on_fork, set_minimal_timer_slack, set_scheduling};
+pub(crate) use super::absent::{
+    ntp, on_fork, set_minimal_timer_slack, set_scheduling, thread_cpu_nanos,
+};
 use super::cpu_mask::{cpu_mask, cpus_in, pin_refused};
 
 /// 100 ns intervals from 1601-01-01 (FILETIME's origin) to the Unix epoch.

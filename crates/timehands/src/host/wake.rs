@@ -1,0 +1,257 @@
+//! The upkeep thread's sleep, and the reads that wake it.
+//!
+//! The thread sleeps for good (it parks) while nobody reads: a process that
+//! stopped reading pays nothing. Readers write nothing in the common case,
+//! so the thread cannot see reads; it sees *demand*, two counts that only
+//! readers' rare paths bump: a windup a precise read found due (readers
+//! wind up themselves, see `upkeep.rs`), and a coarse read that found the
+//! coarse time not kept. The first such read after the thread parked wakes
+//! it: one more store and a wake on a path that already winds up.
+//!
+//! Parking and waking race: a reader may bump the demand just as the thread
+//! decides that nobody reads. The handshake is Dekker's, with a `SeqCst`
+//! fence on each side: the thread says it parks, then looks at the demand
+//! once more; a reader bumps the demand, then looks at the thread. One of
+//! the two sees the other, so the thread never sleeps through a read that
+//! needed it (the `loom` model below checks every interleaving), and a
+//! wake that races a park is the park's token, not lost.
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, Ordering, fence};
+#[cfg(loom)]
+use loom::thread::{Thread, current, park};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, Ordering, fence};
+#[cfg(not(loom))]
+use std::thread::{Thread, current, park};
+
+/// No thread (not started yet, or forgotten in a `fork()`ed child).
+pub(super) const IDLE: u8 = 0;
+/// A reader asks the OS for the thread.
+pub(super) const SPAWNING: u8 = 1;
+/// The thread runs (it said so itself).
+pub(super) const AWAKE: u8 = 2;
+/// The thread sleeps until a read needs it.
+pub(super) const PARKED: u8 = 3;
+/// The operating system refused the thread: not asked again.
+pub(super) const REFUSED: u8 = 4;
+
+/// What a read may need of the upkeep thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Need {
+    /// Windups and steering: a precise read found a windup due.
+    Precise,
+    /// The coarse time kept fresh: a coarse read found it not kept.
+    Coarse,
+}
+
+/// The demand readers made so far: precise, coarse.
+pub(super) type Demand = (u64, u64);
+
+/// The upkeep thread's state, its demand, and its handle to wake it by.
+pub(super) struct Wake {
+    state: AtomicU8,
+    precise: AtomicU64,
+    coarse: AtomicU64,
+    /// Whether the thread keeps the coarse time fresh (a tick apart).
+    ticking: AtomicBool,
+    /// The thread, set by itself before it first parks; leaked, as a
+    /// `fork()`ed child may copy it while a reader uses it.
+    thread: AtomicPtr<Thread>,
+    /// How many times the thread woke (from a sleep or a park), and the CPU
+    /// time it had used at its last wakeup, in ns: what keeping time cost.
+    wakeups: AtomicU64,
+    cpu_nanos: AtomicU64,
+}
+
+impl Wake {
+    /// No thread, no demand.
+    pub(super) fn new() -> Wake {
+        Wake {
+            state: AtomicU8::new(IDLE),
+            precise: AtomicU64::new(0),
+            coarse: AtomicU64::new(0),
+            ticking: AtomicBool::new(false),
+            thread: AtomicPtr::new(std::ptr::null_mut()),
+            wakeups: AtomicU64::new(0),
+            cpu_nanos: AtomicU64::new(0),
+        }
+    }
+
+    /// The thread woke, having used `cpu_nanos` of CPU time so far (where
+    /// the OS tells it).
+    pub(super) fn woke(&self, cpu_nanos: Option<u64>) {
+        self.wakeups.fetch_add(1, Ordering::Relaxed);
+        if let Some(ns) = cpu_nanos {
+            self.cpu_nanos.store(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// The thread's wakeups so far, and its CPU time at the last one, in ns
+    /// (of this process's threads: a `fork()`ed child counts its own from
+    /// its parent's).
+    pub(super) fn cost(&self) -> (u64, u64) {
+        (
+            self.wakeups.load(Ordering::Relaxed),
+            self.cpu_nanos.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The thread's state: [`IDLE`] to [`REFUSED`].
+    pub(super) fn state(&self) -> u8 {
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// A read needs the thread: counts the demand and wakes the thread if it
+    /// parked. True when there is no thread and this caller should spawn one
+    /// (it then owns the spawn: the state is [`SPAWNING`]).
+    pub(super) fn need(&self, need: Need) -> bool {
+        let count = match need {
+            Need::Precise => &self.precise,
+            Need::Coarse => &self.coarse,
+        };
+        count.fetch_add(1, Ordering::Relaxed);
+        // Pairs with the fence in `park`: either the thread sees this
+        // demand, or this load sees it parked.
+        fence(Ordering::SeqCst);
+        match self.state.load(Ordering::Relaxed) {
+            IDLE => self
+                .state
+                .compare_exchange(IDLE, SPAWNING, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok(),
+            PARKED => {
+                if self
+                    .state
+                    .compare_exchange(PARKED, AWAKE, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    let thread = self.thread.load(Ordering::Acquire);
+                    // SAFETY: a parked thread stored its handle before it
+                    // parked (Release, seen through the state's AcqRel);
+                    // handles are leaked, never freed.
+                    if let Some(thread) = unsafe { thread.as_ref() } {
+                        thread.unpark();
+                    }
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// The demand so far.
+    pub(super) fn demand(&self) -> Demand {
+        (
+            self.precise.load(Ordering::Relaxed),
+            self.coarse.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The thread runs: it says so, with its handle to wake it by.
+    pub(super) fn started(&self) {
+        let handle = Box::into_raw(Box::new(current()));
+        self.thread.store(handle, Ordering::Release);
+        let _ = self
+            .state
+            .compare_exchange(SPAWNING, AWAKE, Ordering::AcqRel, Ordering::Relaxed);
+    }
+
+    /// The OS refused the thread that [`need`](Wake::need) said to spawn.
+    pub(super) fn refused(&self) {
+        self.state.store(REFUSED, Ordering::Release);
+    }
+
+    /// The thread, when no read needed it since it saw `seen`: sleeps until
+    /// one does; returns at once if one did meanwhile.
+    pub(super) fn park(&self, seen: Demand) {
+        self.state.store(PARKED, Ordering::Relaxed);
+        // Pairs with the fence in `need` (see the module docs).
+        fence(Ordering::SeqCst);
+        if self.demand() != seen {
+            let _ = self
+                .state
+                .compare_exchange(PARKED, AWAKE, Ordering::AcqRel, Ordering::Relaxed);
+            return;
+        }
+        // A wake sets the state before it unparks; a spurious return of
+        // `park` parks again.
+        while self.state.load(Ordering::Acquire) == PARKED {
+            park();
+        }
+    }
+
+    /// Whether the thread keeps the coarse time fresh.
+    pub(super) fn ticking(&self) -> bool {
+        self.ticking.load(Ordering::Acquire)
+    }
+
+    /// The thread starts or stops keeping the coarse time fresh. It stops
+    /// before it takes the coarse time away, so that a read that finds it
+    /// gone finds the thread not ticking (and winds up itself).
+    pub(super) fn set_ticking(&self, ticking: bool) {
+        self.ticking.store(ticking, Ordering::Release);
+    }
+
+    /// In a `fork()`ed child: the thread did not come along (nor one being
+    /// asked for); the next read that needs one starts it. A refusal stays
+    /// (the child is in the same sandbox).
+    pub(super) fn forget(&self) {
+        if self.state.load(Ordering::Relaxed) != REFUSED {
+            self.state.store(IDLE, Ordering::Relaxed);
+        }
+        self.ticking.store(false, Ordering::Relaxed);
+        self.thread.store(std::ptr::null_mut(), Ordering::Relaxed);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    /// A thread parks while a reader needs it: whatever the interleaving,
+    /// the thread does not sleep through the reader's demand (loom fails a
+    /// model where every thread is blocked), and the demand is seen.
+    #[test]
+    fn loom_a_park_never_sleeps_through_a_read() {
+        loom::model(|| {
+            let wake = Arc::new(Wake::new());
+            wake.state.store(SPAWNING, Ordering::Relaxed);
+            wake.started();
+            let seen = wake.demand();
+            let reader = {
+                let wake = wake.clone();
+                loom::thread::spawn(move || {
+                    assert!(!wake.need(Need::Precise));
+                })
+            };
+            wake.park(seen);
+            reader.join().unwrap();
+            assert_ne!(wake.demand(), seen);
+            assert_eq!(wake.state(), AWAKE);
+        });
+    }
+
+    /// Two readers need the parked thread at once: one wakes it, neither
+    /// spawns another.
+    #[test]
+    fn loom_two_readers_wake_one_thread() {
+        loom::model(|| {
+            let wake = Arc::new(Wake::new());
+            wake.state.store(SPAWNING, Ordering::Relaxed);
+            wake.started();
+            let seen = wake.demand();
+            let readers: Vec<_> = (0..2)
+                .map(|_| {
+                    let wake = wake.clone();
+                    loom::thread::spawn(move || wake.need(Need::Coarse))
+                })
+                .collect();
+            wake.park(seen);
+            for reader in readers {
+                assert!(!reader.join().unwrap());
+            }
+            assert_eq!(wake.state(), AWAKE);
+        });
+    }
+}
