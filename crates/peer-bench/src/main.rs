@@ -8,7 +8,11 @@
 //! - **first call**: what each library costs in a fresh process, before `main`
 //!   and on its first `now()`, from one small child binary per library;
 //! - **tracking**: rate and offset against the kernel's monotonic clock
-//!   (Linux's CLOCK_MONOTONIC) over some seconds.
+//!   (Linux's CLOCK_MONOTONIC) over some seconds;
+//! - **keeping**: what each library costs a process beyond its reads (its
+//!   threads' wakeups and CPU, the process's CPU), in a process that read
+//!   and sleeps, one that reads once a millisecond, one that reads all the
+//!   time.
 //!
 //! Then the targets timehands aims at, from the entries they name. Tables go to
 //! stdout (or one JSON document with `--json`), progress to stderr. Numbers from
@@ -17,6 +21,7 @@
 mod clocks;
 mod cost;
 mod first_call;
+mod keeping;
 mod ordering;
 mod spawn_clock;
 mod targets;
@@ -75,6 +80,7 @@ enum Section {
     Ordering,
     FirstCall,
     Tracking,
+    Keeping,
 }
 
 /// Everything one run measured; sections not run are `None`.
@@ -84,10 +90,14 @@ struct Report {
     ordering: Option<ordering::Outcome>,
     first_call: Option<first_call::Outcome>,
     tracking: Option<Vec<tracking::Row>>,
+    keeping: Option<Vec<keeping::Row>>,
     targets: Vec<targets::Target>,
 }
 
 fn main() {
+    if let Ok(orders) = std::env::var(keeping::CHILD_ENV) {
+        keeping::child(&orders);
+    }
     let args = parse_args();
     let runs = |section| args.only.is_none_or(|only| only == section);
 
@@ -112,6 +122,7 @@ fn main() {
         ordering: None,
         first_call: None,
         tracking: None,
+        keeping: None,
         targets: Vec::new(),
     };
     if runs(Section::Cost) {
@@ -142,6 +153,9 @@ fn main() {
             args.track_seconds.unwrap_or(default),
         ));
     }
+    if runs(Section::Keeping) {
+        report.keeping = keeping::run();
+    }
     report.targets = targets::evaluate(&report);
 
     if args.json {
@@ -165,6 +179,10 @@ fn main() {
     }
     if let Some(rows) = &report.tracking {
         tracking::print(rows);
+        println!();
+    }
+    if let Some(rows) = &report.keeping {
+        keeping::print(rows);
         println!();
     }
     targets::print(&report.targets);

@@ -147,6 +147,48 @@ pub fn evaluate(report: &Report) -> Vec<Target> {
             Goal::Below(0.1),
         );
     }
+    if let Some(rows) = &report.keeping {
+        let cost = |clock: &str, workload: usize| {
+            rows.iter()
+                .find(|r| r.clock == clock)
+                .and_then(|r| r.costs.get(workload).copied().flatten())
+        };
+        let now = "timehands now()";
+        let coarse = "timehands now_coarse()";
+        let std_instant = "std Instant::now";
+        for (workload, what, wakeups, cpu_ms) in [
+            (0, "read, then sleep", 1.0, 0.05),
+            (1, "once a millisecond", 20.0, 0.5),
+        ] {
+            push(
+                format!("keeping {now} {what}: its threads' wakeups/s"),
+                cost(now, workload).map(|c| c.wakeups),
+                Goal::AtMost(wakeups),
+            );
+            push(
+                format!("keeping {now} {what}: its threads' CPU ms/s"),
+                cost(now, workload).map(|c| c.thread_cpu_ms),
+                Goal::AtMost(cpu_ms),
+            );
+        }
+        push(
+            format!("keeping {now} once a ms: process CPU ms/s over std's"),
+            cost(now, 1)
+                .zip(cost(std_instant, 1))
+                .map(|(ours, std)| ours.process_cpu_ms - std.process_cpu_ms),
+            Goal::AtMost(2.0),
+        );
+        push(
+            format!("keeping {coarse} once a ms: its threads' wakeups/s"),
+            cost(coarse, 1).map(|c| c.wakeups),
+            Goal::AtMost(250.0),
+        );
+        push(
+            format!("keeping {coarse} once a ms: its threads' CPU ms/s"),
+            cost(coarse, 1).map(|c| c.thread_cpu_ms),
+            Goal::AtMost(3.0),
+        );
+    }
     targets
 }
 

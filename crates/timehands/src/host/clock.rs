@@ -523,12 +523,24 @@ impl HostClock {
     /// at it. The windup comes first so that the steering measures a clock
     /// that stands nowhere (reads past the promise stand until a windup).
     pub(crate) fn windup(&self) {
+        self.windup_unsteered();
+        self.steer();
+    }
+
+    /// Winds up, without a steering: the upkeep thread's ticks, which keep
+    /// the coarse time fresh and steer only now and then.
+    pub(super) fn windup_unsteered(&self) {
         // CLOCK_MONOTONIC is our uptime's reference: a counter that ran
         // through a suspend that it did not count resumes from it.
         self.timekeeper().windup_following(|| {
             BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
         });
         fork::point("windup: wound up, not steered");
+    }
+
+    /// Steers when a steering is due (its changes take effect from the next
+    /// windup on), unless another thread is at it.
+    fn steer(&self) {
         let steering = match self.steering.try_lock() {
             Ok(steering) => Some(steering),
             // A panic under the lock must not end steering (and the watchdog).

@@ -48,6 +48,11 @@ pub(super) const WATCH: Duration = Duration::from_millis(250);
 pub(super) const PROBE: Duration = Duration::from_millis(250);
 /// How long after the last demand seen the thread keeps at it.
 pub(super) const HOLD: Duration = Duration::from_millis(500);
+/// Ticks between two of the thread's steerings while it ticks: coarse
+/// reads need no nanoseconds, and a steering costs some microseconds.
+const TICKS_A_STEERING: u64 = 25;
+/// Wakeups between two readings of the thread's CPU time (a system call).
+const WAKEUPS_A_CPU_READING: u64 = 64;
 
 /// What the thread does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,8 +153,10 @@ impl HostClock {
         self.choose_counter();
         self.check_across_cpus();
         let mut plan = Plan::new(Instant::now(), self.wake.demand());
-        loop {
-            self.wake.woke(crate::os::thread_cpu_nanos().ok());
+        for wakeup in 0u64.. {
+            let cpu = wakeup % WAKEUPS_A_CPU_READING == 0;
+            self.wake
+                .woke(cpu.then(crate::os::thread_cpu_nanos).and_then(Result::ok));
             match plan.next(Instant::now(), self.wake.demand()) {
                 Next::Tick { probe } => {
                     self.wake.set_ticking(true);
@@ -157,7 +164,11 @@ impl HostClock {
                         self.take_coarse_time_away();
                     }
                     std::thread::sleep(COARSE_TICK);
-                    self.windup();
+                    if wakeup % TICKS_A_STEERING == 0 {
+                        self.windup();
+                    } else {
+                        self.windup_unsteered();
+                    }
                     self.publish_coarse_time();
                 }
                 Next::Watch => {
@@ -167,6 +178,7 @@ impl HostClock {
                 Next::Park => {
                     self.stop_ticking();
                     self.windup();
+                    self.wake.woke(crate::os::thread_cpu_nanos().ok());
                     self.wake.park(plan.seen());
                     plan = Plan::new(Instant::now(), plan.seen());
                 }
