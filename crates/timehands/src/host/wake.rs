@@ -204,8 +204,47 @@ impl Wake {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, not(loom)))]
 mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// The first read that needs the thread says to spawn it (once); a read
+    /// while it is parked wakes it, and the demand it counted is there; a
+    /// `fork()`ed child forgets it.
+    #[test]
+    fn a_read_wakes_the_parked_thread() {
+        let wake = Arc::new(Wake::new());
+        assert!(wake.need(Need::Precise));
+        assert!(!wake.need(Need::Precise), "a second spawn");
+        let thread = {
+            let wake = wake.clone();
+            std::thread::spawn(move || {
+                wake.started();
+                let seen = wake.demand();
+                wake.park(seen);
+                wake.demand()
+            })
+        };
+        while wake.state() != PARKED {
+            std::thread::yield_now();
+        }
+        assert!(!wake.need(Need::Coarse));
+        assert_eq!(thread.join().expect("the thread woke"), (2, 1));
+        assert_eq!(wake.state(), AWAKE);
+        let handle = wake.thread.load(Ordering::Relaxed);
+        wake.forget();
+        assert_eq!(wake.state(), IDLE);
+        assert!(wake.thread.load(Ordering::Relaxed).is_null());
+        // SAFETY: the handle came from `Box::into_raw` in `started`, its
+        // thread has ended, and nothing else holds it (leaked on purpose
+        // outside tests; freed here so that miri sees no leak).
+        drop(unsafe { Box::from_raw(handle) });
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
     use super::*;
     use loom::sync::Arc;
 
