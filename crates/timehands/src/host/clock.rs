@@ -1,21 +1,19 @@
-//! The host clock's life: its timekeepers (the kernel's clock it starts on,
-//! the counter it moves to, the kernel's again on a failover), the moves
-//! between them, its windups and what its steering found.
+//! The host clock: its state, its timekeepers (the kernel's clock it
+//! starts on, the counter it moves to, the kernel's again on a failover),
+//! how it is built, and what it keeps of its steering's findings. The steps
+//! of its life are rooms of their own: the moves between timekeepers
+//! (`handover.rs`), windups (`windup.rs`), the thread that keeps it
+//! (`upkeep.rs`), the process's one clock and `fork()` (`process.rs`).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use super::choice::Verdict;
-use super::choice::{Choice, choose, kernel_frequency_source, settle};
+use super::choice::kernel_frequency_source;
+use super::choice::{Choice, Verdict};
 use super::counter::HostCounter;
-use super::fork;
-use super::published::{
-    COARSE_NANOS, NOT_STARTED, READER, REALTIME_COARSE, SECOND_HINTS, reader_timekeeper,
-    reader_word, realtime_coarse_word,
-};
-use super::wake::{Need, Wake};
-use crate::engine::nanos::floor_nanos;
+use super::published::{NOT_STARTED, READER, reader_timekeeper};
+use super::wake::Wake;
 use crate::host::brackets::{offset_to_kernel, pair};
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
 use crate::host::steer::{Bound, Findings, Phase, Steering};
@@ -56,19 +54,6 @@ pub(super) const TO_CHOOSE: u8 = 0;
 pub(super) const CHOOSING: u8 = 1;
 /// [`HostClock::choice`]: the counter is chosen (and in use).
 pub(super) const CHOSEN: u8 = 2;
-
-/// How many times (50 µs apart) a thread waits for another's counter choice.
-pub(super) const CHOICE_WAITS: u32 = 2_000;
-
-/// Puts a choice that is being made back to be made, unless forgotten: a
-/// choice that panicked is made again, rather than waited for for ever.
-pub(super) struct ChoiceUndo<'a>(&'a AtomicU8);
-
-impl Drop for ChoiceUndo<'_> {
-    fn drop(&mut self) {
-        self.0.store(TO_CHOOSE, Ordering::Release);
-    }
-}
 
 /// The windup interval of the timekeeper the process's clock starts on, on
 /// the kernel's clock, until the hardware counter takes over: short, so that
@@ -125,16 +110,17 @@ pub(crate) struct HostClock {
     pub(super) standing_reads: AtomicU64,
     /// The kernel's clocks this clock follows.
     pub(crate) kernel: &'static dyn KernelClocks,
+    /// Whether this is the process's clock, which publishes its readers'
+    /// word and coarse time (see `published.rs`); tests build others.
+    pub(super) publishes: bool,
 }
 
 impl HostClock {
-    /// The process's clock: on the kernel's CLOCK_MONOTONIC at first, which
-    /// costs nothing to choose (CPUID traps to the hypervisor in a VM, some
-    /// microseconds a leaf, and the clocksource is a file), until the
-    /// upkeep thread moves it to the hardware counter.
+    /// A clock as the process's starts: on the kernel's CLOCK_MONOTONIC at
+    /// first, which costs nothing to choose (CPUID traps to the hypervisor
+    /// in a VM, some microseconds a leaf, and the clocksource is a file),
+    /// until the upkeep thread moves it to the hardware counter.
     pub(super) fn start() -> HostClock {
-        // Registered before `main` where the platform allows (see fork.rs).
-        fork::register();
         let startup = Choice {
             counter: HostCounter::Kernel(KernelCounter::monotonic()),
             frequency_source: kernel_frequency_source(),
@@ -163,16 +149,16 @@ impl HostClock {
             anchor: None,
             uncertainty_ppb: Some(uncertainty_ppb),
         };
-        Box::leak(Box::new(HostClock::new(choice, kernel)))
+        HostClock::new(choice, kernel)
     }
 
     /// A clock on the counter `choice` made, which it keeps (but for a
     /// failover).
     #[cfg(test)]
-    pub(super) fn new(choice: Choice, kernel: &'static dyn KernelClocks) -> HostClock {
+    pub(super) fn new(choice: Choice, kernel: &'static dyn KernelClocks) -> &'static HostClock {
         let clock = HostClock::build(choice, WINDUP_INTERVAL, kernel);
         clock.choice.store(CHOSEN, Ordering::Release);
-        clock
+        Box::leak(Box::new(clock))
     }
 
     /// The clock on `choice`'s counter with windups every `interval`,
@@ -228,6 +214,7 @@ impl HostClock {
             reader_windups: AtomicU64::new(0),
             standing_reads: AtomicU64::new(0),
             kernel,
+            publishes: false,
         };
         let offsets = clock.steering().follow_offsets(kernel);
         clock.keep(offsets);
@@ -251,78 +238,6 @@ impl HostClock {
         self.stages[stage].get().expect("the stage in use is set")
     }
 
-    /// Moves the clock, once, from the kernel's clock it starts on to the
-    /// counter `choose` picks (the TSC, CNTVCT_EL0; or stays, with the reason
-    /// in `info`). Off the first read, which must stay cheap: the upkeep
-    /// thread does it when it starts (at the first windup), or `info` and the
-    /// trace description when asked first. A call while another thread
-    /// chooses waits for it (not with a lock: a `fork()`ed child, which has
-    /// no such thread, starts the choice again).
-    pub(crate) fn choose_counter(&self) {
-        // Another thread's choice is waited for, but not for ever: one that
-        // cannot finish (its thread gone in a fork()ed child, blocked on a
-        // lock that thread held) leaves the clock as it is.
-        for _ in 0..CHOICE_WAITS {
-            match self.choice.compare_exchange(
-                TO_CHOOSE,
-                CHOOSING,
-                Ordering::Acquire,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => break,
-                Err(CHOSEN) => return,
-                Err(_) => std::thread::sleep(Duration::from_micros(50)),
-            }
-        }
-        if self.choice.load(Ordering::Acquire) != CHOOSING {
-            return;
-        }
-        // A panic below (a bug) leaves the choice to be made again.
-        let undo = ChoiceUndo(&self.choice);
-        let choice = settle(choose());
-        fork::point("choice: made, not handed over");
-        let hz = choice.counter.frequency();
-        let kept = Facts {
-            frequency_source: choice.frequency_source,
-            verdicts: choice.verdicts,
-            fallback: choice.fallback,
-            refused: Vec::new(),
-        };
-        let mut steering = self.steering();
-        let chosen = Steering::new(hz, choice.uncertainty_ppb, choice.anchor);
-        // The kernel's clock too is handed over, to a timekeeper that winds
-        // up every WINDUP_INTERVAL rather than the startup one's interval.
-        let facts = match self.hand_over(choice.counter, true, chosen.rate_bound_ppb()) {
-            Ok(_) => {
-                *steering = chosen;
-                kept
-            }
-            // A hardware counter the engine refuses (firmware that left
-            // CNTFRQ_EL0 at 0, say): the kernel's clock.
-            Err(refused) => {
-                self.hand_over(HostCounter::Kernel(KernelCounter::monotonic()), true, 0)
-                    .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
-                *steering = Steering::new(1_000_000_000, Some(0), None);
-                Facts {
-                    frequency_source: kernel_frequency_source(),
-                    fallback: Some(format!("the hardware counter was refused: {refused}")),
-                    ..kept
-                }
-            }
-        };
-        let offsets = steering.follow_offsets(self.kernel);
-        self.keep(offsets);
-        let mut kept = self.facts();
-        // What the sandbox refused stays known.
-        *kept = Facts {
-            refused: std::mem::take(&mut kept.refused),
-            ..facts
-        };
-        drop(kept);
-        std::mem::forget(undo);
-        self.choice.store(CHOSEN, Ordering::Release);
-    }
-
     /// What `info` reports of the counter choice, whoever panicked holding it.
     pub(super) fn facts(&self) -> std::sync::MutexGuard<'_, Facts> {
         self.facts.lock().unwrap_or_else(|e| e.into_inner())
@@ -339,145 +254,8 @@ impl HostClock {
         bound.at(self.timekeeper().uptime_nanos())
     }
 
-    /// Retires the timekeeper in use for one on `counter` that starts where
-    /// it stopped, and moves the readers to it; returns the uptime the
-    /// successor starts at. The
-    /// retire point lies up to two windup intervals ahead of now (see
-    /// [`Timekeeper::retire`]): the successor starts at the count where
-    /// CLOCK_MONOTONIC reaches it, and stands at it until then, rather than
-    /// running ahead of CLOCK_MONOTONIC by as much (or at CLOCK_MONOTONIC, if
-    /// this thread was preempted past that point). With `wait`, the readers move only then
-    /// (a spin of at most two intervals, for a thread that can afford it):
-    /// until then they read the retired timekeeper, which is right up to
-    /// that point, so that no read is ahead of CLOCK_MONOTONIC. The error
-    /// bound starts again from the successor's start, growing at `ppb`, the
-    /// new counter's rate uncertainty.
-    ///
-    /// Called with the steering lock held: a fork waits for the whole of it,
-    /// so that no child has a retired timekeeper and no successor. Nothing
-    /// changes if the engine refuses `counter`, or past the last stage.
-    pub(super) fn hand_over(
-        &self,
-        counter: HostCounter,
-        wait: bool,
-        ppb: u64,
-    ) -> Result<BinTime, crate::Error> {
-        let stage = self.stage.load(Ordering::Acquire);
-        if stage + 1 == STAGES {
-            return Ok(self.timekeeper().uptime());
-        }
-        // The engine's checks of the counter, before anything is retired.
-        Timekeeper::builder(&counter)
-            .windup_interval(WINDUP_INTERVAL)
-            .build()?;
-        let current = self.timekeeper();
-        // Wound up against CLOCK_MONOTONIC first: a counter that ran through a
-        // suspend since the last windup would otherwise carry the gap into
-        // the retire point (retire() winds up with no reference).
-        current.windup_following(|| {
-            BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
-        });
-        let retired_at = current.retire();
-        fork::point("hand-over: retired, no successor");
-        // The successor starts at the retire point, at the count where
-        // CLOCK_MONOTONIC will be there; or, where it is past it already (this
-        // thread was preempted since the retirement), at CLOCK_MONOTONIC now:
-        // reads stood meanwhile, and time moves on from where they stood.
-        let start = pair(self.kernel, || counter.read());
-        let reference = BinTime::from_nanos(start.kernel as i128);
-        let begins = retired_at.max(reference);
-        let ahead = floor_nanos(begins.saturating_sub(reference));
-        let hz = counter.frequency() as u128;
-        let ahead_counts = (ahead as u128 * hz).div_ceil(1_000_000_000);
-        let due = start.count.wrapping_add(ahead_counts as u64) & counter.mask();
-        // The successor's error there: half the pair's bracket, a count's
-        // rounding, and the new rate's error over the counts ahead.
-        let bound = Bound {
-            ns: ((start.width as u128 * 1_000_000_000).div_ceil(2 * hz)
-                + 1_000_000_000u128.div_ceil(hz)
-                + (ahead as u128 * ppb as u128).div_ceil(1_000_000_000)) as u64,
-            ppb,
-            since: floor_nanos(begins),
-        };
-        let successor = build_timekeeper(counter, begins, Some(due), WINDUP_INTERVAL)
-            .expect("the counter passed the timekeeper's checks above");
-        // Realtime carries on: the retired timekeeper's offset, until the
-        // steering re-reads the kernel's.
-        successor.set_boottime(current.boottime());
-        // Until the readers move, they read the retired timekeeper: the
-        // bound covers both.
-        {
-            let mut kept = self.bound_lock();
-            let now = floor_nanos(current.uptime());
-            *kept = Bound {
-                ns: bound.ns.max(kept.at(now)),
-                ..bound
-            };
-        }
-        let _ = self.stages[stage + 1].set(successor);
-        fork::point("hand-over: successor set, readers not moved");
-        let successor = self.stages[stage + 1].get().expect("set above");
-        // Reads of the retired timekeeper stand at the retire point from
-        // `due` on: the readers move as soon as it comes, nothing between.
-        if wait {
-            let counter = successor.counter();
-            while counter.read().wrapping_sub(due) & counter.mask() > counter.mask() / 2 {
-                std::hint::spin_loop();
-            }
-        }
-        // Readers of the process's clock move to the successor before
-        // anything (a coarse value) of it is published.
-        if let Some(clock) = self.as_process_clock() {
-            let successor = clock.stages[stage + 1].get().expect("set above");
-            READER.store(reader_word(successor), Ordering::Release);
-        }
-        self.stage.store(stage + 1, Ordering::Release);
-        Ok(begins)
-    }
-
-    /// Retires the hardware counter's timekeeper for one on CLOCK_MONOTONIC,
-    /// because of `why` (the steering's watchdog, or the cross-CPU check),
-    /// and steers that from now on with `steering`, the steering lock's;
-    /// does nothing on the kernel's clock.
-    pub(super) fn fail_over(&self, steering: &mut Steering, why: String) {
-        if matches!(self.timekeeper().counter(), HostCounter::Kernel(_)) {
-            return;
-        }
-        let retired_at = self
-            .hand_over(HostCounter::Kernel(KernelCounter::monotonic()), false, 0)
-            .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
-        let mut facts = self.facts();
-        facts.frequency_source = kernel_frequency_source();
-        facts.fallback = Some(format!(
-            "{why}: {} took over at {retired_at} s",
-            KernelClock::Monotonic.name()
-        ));
-        drop(facts);
-        // The kernel's counter counts nanoseconds exactly; Realtime and
-        // Boottime are given to the new timekeeper afresh.
-        *steering = Steering::new(1_000_000_000, Some(0), None);
-        let offsets = steering.follow_offsets(self.kernel);
-        self.keep(offsets);
-    }
-
-    /// Keeps what a steering found: the kernel's offsets (Realtime's given
-    /// to the timekeeper), the phase for `info` and `getres`, TAI − UTC at
-    /// each steering; and fails over from a counter the watchdog found
-    /// misbehaving.
-    fn apply(&self, steering: &mut Steering, findings: Findings) {
-        let why = findings.misbehaviour.clone();
-        if let Some(phase) = findings.phase {
-            self.keep_phase(phase);
-            self.follow_tai();
-        }
-        self.keep(findings);
-        if let Some(why) = why {
-            self.fail_over(steering, why);
-        }
-    }
-
     /// Keeps the kernel's offsets that `findings` say moved.
-    fn keep(&self, findings: Findings) {
+    pub(super) fn keep(&self, findings: Findings) {
         if let Some(realtime) = findings.realtime {
             self.timekeeper()
                 .set_boottime(BinTime::from_nanos(realtime.ns as i128));
@@ -495,7 +273,7 @@ impl HostClock {
     /// Keeps a measured phase, and the error bound it gives from now on (the
     /// offset plus half its bracket, growing at the rate's uncertainty), for
     /// `info` and `getres`.
-    fn keep_phase(&self, phase: Phase) {
+    pub(super) fn keep_phase(&self, phase: Phase) {
         self.last_offset.store(phase.offset, Ordering::Relaxed);
         *self.bound_lock() = phase.bound(self.timekeeper().uptime_nanos());
     }
@@ -506,92 +284,10 @@ impl HostClock {
         self.steering.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What a reader does when the clock is due: winds it up (and steers,
-    /// when a steering is due), and says that precise reads come, which
-    /// starts or wakes the upkeep thread when it is not running (see
-    /// `upkeep.rs`). Out of line, so that readers do not carry its frame.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn windup_from_reader(&'static self) {
-        self.reader_windups.fetch_add(1, Ordering::Relaxed);
-        self.windup();
-        self.need_upkeep(Need::Precise);
-    }
-
-    /// Winds up, then steers when a steering is due (its changes take
-    /// effect from the next windup on); returns at once if another thread is
-    /// at it. The windup comes first so that the steering measures a clock
-    /// that stands nowhere (reads past the promise stand until a windup).
-    pub(crate) fn windup(&self) {
-        self.windup_unsteered();
-        self.steer();
-    }
-
-    /// Winds up, without a steering: the upkeep thread's ticks, which keep
-    /// the coarse time fresh and steer only now and then.
-    pub(super) fn windup_unsteered(&self) {
-        // CLOCK_MONOTONIC is our uptime's reference: a counter that ran
-        // through a suspend that it did not count resumes from it.
-        self.timekeeper().windup_following(|| {
-            BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
-        });
-        fork::point("windup: wound up, not steered");
-    }
-
-    /// Steers when a steering is due (its changes take effect from the next
-    /// windup on), unless another thread is at it.
-    fn steer(&self) {
-        let steering = match self.steering.try_lock() {
-            Ok(steering) => Some(steering),
-            // A panic under the lock must not end steering (and the watchdog).
-            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        };
-        if let Some(mut steering) = steering {
-            let findings = steering.steer(self.timekeeper(), self.kernel);
-            self.apply(&mut steering, findings);
-        }
-        if self.as_process_clock().is_none() {
-            return;
-        }
-        let timekeeper = self.readers_timekeeper();
-        // The engine's reads, which never wind up (this is a windup).
-        let [monotonic, realtime] = &SECOND_HINTS;
-        monotonic.store(timekeeper.uptime_nanos() / 1_000_000_000, Ordering::Relaxed);
-        realtime.store(
-            timekeeper.realtime_nanos() / 1_000_000_000,
-            Ordering::Relaxed,
-        );
-    }
-
-    /// The upkeep thread, after its windup: the coarse time ready for
-    /// `now_coarse` in one word, and Realtime's for `gettime`. Only that
-    /// thread publishes them, so that its stores come in order (Realtime
-    /// may step back, which no maximum could keep) and none lands after it
-    /// took them away.
-    pub(super) fn publish_coarse_time(&self) {
-        if self.as_process_clock().is_none() {
-            return;
-        }
-        let timekeeper = self.readers_timekeeper();
-        let realtime = floor_nanos(timekeeper.realtime_coarse());
-        REALTIME_COARSE.store(realtime_coarse_word(realtime), Ordering::Release);
-        COARSE_NANOS.fetch_max(floor_nanos(timekeeper.uptime_coarse()), Ordering::Release);
-    }
-
-    /// Takes the coarse time away: the next coarse read goes the long way,
-    /// and so says that coarse reads come (see `upkeep.rs`).
-    pub(super) fn take_coarse_time_away(&self) {
-        if self.as_process_clock().is_some() {
-            COARSE_NANOS.store(0, Ordering::Release);
-            REALTIME_COARSE.store(0, Ordering::Release);
-        }
-    }
-
     /// The timekeeper the readers' word names (through it, so that a reader
     /// that sees a value published from it and then reads `now()` reads the
     /// same timekeeper or a later one).
-    fn readers_timekeeper(&self) -> &Timekeeper<HostCounter> {
+    pub(super) fn readers_timekeeper(&self) -> &Timekeeper<HostCounter> {
         match READER.load(Ordering::Acquire) {
             NOT_STARTED => self.timekeeper(),
             word => reader_timekeeper(word),
@@ -646,11 +342,6 @@ impl HostClock {
             seconds => seconds,
         }
     }
-
-    /// This clock, if it is the process's one (tests build others).
-    pub(super) fn as_process_clock(&self) -> Option<&'static HostClock> {
-        CLOCK.get().filter(|clock| std::ptr::eq(*clock, self))
-    }
 }
 
 /// A timekeeper for the host clock on `counter`, winding up every
@@ -684,24 +375,3 @@ pub(super) fn kernel_timekeeper(uptime: BinTime, count: Option<u64>) -> Timekeep
     )
     .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid")
 }
-
-/// The clock, started at its first use.
-#[inline]
-pub(crate) fn clock() -> &'static HostClock {
-    match CLOCK.get() {
-        Some(clock) => clock,
-        None => start_clock(),
-    }
-}
-
-/// The first use: says a start is under way before it is (a fork waits for
-/// it: see fork.rs), then starts the clock, once.
-#[cold]
-#[inline(never)]
-fn start_clock() -> &'static HostClock {
-    fork::STARTING.store(true, Ordering::Release);
-    CLOCK.get_or_init(HostClock::start)
-}
-
-/// The process's clock, once started.
-pub(super) static CLOCK: OnceLock<HostClock> = OnceLock::new();

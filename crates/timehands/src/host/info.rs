@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use super::choice::Verdict;
 use super::clock::Facts;
-use super::clock::{WINDUP_INTERVAL, clock};
+use super::clock::WINDUP_INTERVAL;
 use super::counter::CounterKind;
+use super::process::clock;
 use super::read::ClockId;
 use crate::Counter;
 

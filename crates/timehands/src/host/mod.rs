@@ -105,9 +105,11 @@
 mod choice;
 mod clock;
 mod counter;
-mod fork;
+mod fork_points;
+mod handover;
 mod info;
 // The clock under fork(), SIGSTOP and a sandbox: where those exist.
+mod process;
 #[cfg(all(test, unix))]
 mod process_tests;
 mod published;
@@ -127,13 +129,14 @@ pub(crate) mod trace;
 mod upkeep;
 mod wake;
 pub(crate) mod watchdog;
+mod windup;
 
 pub use choice::Verdict;
-pub(crate) use clock::clock;
 pub use counter::CounterKind;
-#[cfg(unix)]
-pub(crate) use fork::register_before_main as register_fork_handlers_before_main;
 pub use info::{Info, Resolution, getres, info};
+pub(crate) use process::clock;
+#[cfg(unix)]
+pub(crate) use process::register_before_main as register_fork_handlers_before_main;
 pub use read::{
     ClockId, gettime, now, now_coarse, now_coarse_coherent, now_coherent, now_unordered,
     try_gettime,

@@ -28,7 +28,7 @@ const PLAN: &str = "TIMEHANDS_TEST_PLAN";
 /// The fork point the child half pauses the clock's own threads at.
 const PAUSE_AT: &str = "TIMEHANDS_TEST_PAUSE_AT";
 
-/// The fork points of the clock's life (see `fork::point`).
+/// The fork points of the clock's life (see `fork_points::point`).
 const POINTS: [&str; 5] = [
     "choice: made, not handed over",
     "hand-over: retired, no successor",
@@ -505,7 +505,7 @@ fn the_bound_holds_from_the_first_read() {
 #[cfg_attr(miri, ignore = "runs no program before main")]
 fn the_fork_handlers_are_registered_before_main() {
     assert_eq!(
-        super::fork::registered_before_main(),
+        super::process::registered_before_main(),
         crate::os::posix::FORK_HANDLERS_BEFORE_MAIN
     );
 }

@@ -4,8 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::clock::clock;
 use super::counter::HostCounter;
+use super::process::clock;
 use super::published::{
     COARSE_NANOS, COUNTER_READ, HOW, NANOS_BITS, NOT_STARTED, READER, REALTIME_COARSE,
     SECOND_HINTS, reader_timekeeper, reader_word,

@@ -140,7 +140,7 @@ fn offset(clock: &HostClock, kernel: &SimKernel) -> i128 {
 
 /// Moves the simulated time on by `ns` in steps of `step`, winding the clock
 /// up as a reader of `now()` does, whenever it is due.
-fn run(clock: &HostClock, kernel: &SimKernel, ns: u64, step: u64) {
+fn run(clock: &'static HostClock, kernel: &SimKernel, ns: u64, step: u64) {
     for _ in 0..ns / step {
         kernel.advance(step);
         if clock.timekeeper().uptime_and_due().1 {

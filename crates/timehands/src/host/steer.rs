@@ -238,7 +238,7 @@ impl Steering {
         // the worse of the two.
         let before = self.rate_bound_ppb();
         self.steer_rate(timekeeper, current);
-        super::fork::point("steering: rate set");
+        super::fork_points::point("steering: rate set");
         // Phase: slew our time onto CLOCK_MONOTONIC, within CATCH_UP.
         let (offset, width) = offset_to_kernel(timekeeper, kernel, KernelClock::Monotonic, 3);
         let _ = timekeeper.set_slew_rate(catch_up_rate(offset));

@@ -32,6 +32,7 @@
 //! clocks read the counter. A `fork()`ed child has no thread: the next read
 //! that needs one starts it.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::choice::{CROSS_CPU_CHECK, Verdict};
@@ -141,6 +142,18 @@ impl HostClock {
         }
     }
 
+    /// What a reader does when the clock is due: winds it up (and steers,
+    /// when a steering is due), and says that precise reads come, which
+    /// starts or wakes the upkeep thread when it is not running (see
+    /// `upkeep.rs`). Out of line, so that readers do not carry its frame.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn windup_from_reader(&'static self) {
+        self.reader_windups.fetch_add(1, Ordering::Relaxed);
+        self.windup();
+        self.need_upkeep(Need::Precise);
+    }
+
     /// Whether the operating system refused the upkeep thread.
     pub(super) fn upkeep_refused(&self) -> bool {
         self.wake.state() == super::wake::REFUSED
@@ -199,7 +212,7 @@ impl HostClock {
     /// [`CROSS_CPU_HANDOFFS`](super::choice::CROSS_CPU_HANDOFFS)); TSCs that
     /// two CPUs read apart are retired for the kernel's counter. The verdict
     /// is kept under the steering lock, with the failover it calls for.
-    fn check_across_cpus(&self) {
+    fn check_across_cpus(&'static self) {
         #[cfg(target_arch = "x86_64")]
         if matches!(
             self.timekeeper().counter(),

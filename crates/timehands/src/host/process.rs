@@ -1,5 +1,10 @@
-//! Surviving `fork()`: a child has one thread, the one that forked, and a
-//! copy of everything else, the locks other threads held included.
+//! The process's one clock: started at the first read, and surviving
+//! `fork()`, where a child has one thread, the one that forked, and a copy
+//! of everything else, the locks other threads held included.
+//!
+//! What a child inherits is the clock's state as a step of its life left it
+//! (never half a step: below) and nothing of the parent's threads:
+//! [`forget_threads`] is the one place that says what a child forgets.
 //!
 //! The clock's life changes its state in steps that must be seen whole: a
 //! hand-over retires a timekeeper, builds its successor and moves the
@@ -31,7 +36,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::clock::{CHOOSING, CLOCK, Facts, HostClock, TO_CHOOSE};
+use super::clock::{CHOOSING, Facts, HostClock, TO_CHOOSE};
 use super::published::{COARSE_NANOS, NOT_STARTED, READER, REALTIME_COARSE, reader_timekeeper};
 use super::steer::{Bound, Steering};
 
@@ -40,14 +45,14 @@ static REGISTERED: AtomicBool = AtomicBool::new(false);
 
 /// Whether a thread is starting the process's clock: a fork waits for the
 /// start to finish.
-pub(super) static STARTING: AtomicBool = AtomicBool::new(false);
+static STARTING: AtomicBool = AtomicBool::new(false);
 
 /// How long a fork waits for another thread's start of the clock: a start
 /// takes tens of microseconds; one that panicked never finishes.
 const START_WAIT: Duration = Duration::from_secs(1);
 
 /// Registers the fork handlers, once.
-pub(super) fn register() {
+fn register() {
     if REGISTERED.swap(true, Ordering::AcqRel) {
         return;
     }
@@ -144,16 +149,34 @@ fn forget_threads(clock: &HostClock) {
     REALTIME_COARSE.store(0, Ordering::Relaxed);
 }
 
-/// A point in the clock's life where the crate's own tests fork (see
-/// `process_tests.rs`): nothing outside them.
-#[inline(always)]
-pub(super) fn point(_name: &'static str) {
-    #[cfg(all(test, unix))]
-    super::process_tests::pause_at(_name);
-}
-
 /// Whether the handlers were registered before `main` (test access).
 #[cfg(all(test, unix))]
 pub(super) fn registered_before_main() -> bool {
     BEFORE_MAIN.load(Ordering::Acquire)
 }
+
+/// The clock, started at its first use.
+#[inline]
+pub(crate) fn clock() -> &'static HostClock {
+    match CLOCK.get() {
+        Some(clock) => clock,
+        None => start_clock(),
+    }
+}
+
+/// The first use: registers the fork handlers (before `main` already, where
+/// the platform allows), says a start is under way before it is (a fork
+/// waits for it), then starts the clock, once: the one that publishes.
+#[cold]
+#[inline(never)]
+fn start_clock() -> &'static HostClock {
+    register();
+    STARTING.store(true, Ordering::Release);
+    CLOCK.get_or_init(|| HostClock {
+        publishes: true,
+        ..HostClock::start()
+    })
+}
+
+/// The process's clock, once started.
+static CLOCK: OnceLock<HostClock> = OnceLock::new();

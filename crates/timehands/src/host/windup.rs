@@ -1,0 +1,102 @@
+//! Winding up: a new hands from the counter's reading now, against
+//! CLOCK_MONOTONIC (see [`Timekeeper::windup_following`]), then a steering
+//! when one is due, whose findings the clock keeps; and what the upkeep
+//! thread publishes after its windups, the coarse time in one word.
+
+use std::sync::atomic::Ordering;
+
+use super::clock::HostClock;
+use super::fork_points::point;
+use super::published::{COARSE_NANOS, REALTIME_COARSE, SECOND_HINTS, realtime_coarse_word};
+use crate::BinTime;
+use crate::engine::nanos::floor_nanos;
+use crate::host::kernel_clocks::KernelClock;
+use crate::host::steer::{Findings, Steering};
+
+impl HostClock {
+    /// Winds up, then steers when a steering is due (its changes take
+    /// effect from the next windup on); returns at once if another thread is
+    /// at it. The windup comes first so that the steering measures a clock
+    /// that stands nowhere (reads past the promise stand until a windup).
+    pub(crate) fn windup(&'static self) {
+        self.windup_unsteered();
+        self.steer();
+    }
+
+    /// Winds up, without a steering: the upkeep thread's ticks, which keep
+    /// the coarse time fresh and steer only now and then.
+    pub(super) fn windup_unsteered(&self) {
+        // CLOCK_MONOTONIC is our uptime's reference: a counter that ran
+        // through a suspend that it did not count resumes from it.
+        self.timekeeper().windup_following(|| {
+            BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
+        });
+        point("windup: wound up, not steered");
+    }
+
+    /// Steers when a steering is due (its changes take effect from the next
+    /// windup on), unless another thread is at it.
+    fn steer(&'static self) {
+        let steering = match self.steering.try_lock() {
+            Ok(steering) => Some(steering),
+            // A panic under the lock must not end steering (and the watchdog).
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        if let Some(mut steering) = steering {
+            let findings = steering.steer(self.timekeeper(), self.kernel);
+            self.apply(&mut steering, findings);
+        }
+        if !self.publishes {
+            return;
+        }
+        let timekeeper = self.readers_timekeeper();
+        // The engine's reads, which never wind up (this is a windup).
+        let [monotonic, realtime] = &SECOND_HINTS;
+        monotonic.store(timekeeper.uptime_nanos() / 1_000_000_000, Ordering::Relaxed);
+        realtime.store(
+            timekeeper.realtime_nanos() / 1_000_000_000,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Keeps what a steering found: the kernel's offsets (Realtime's given
+    /// to the timekeeper), the phase for `info` and `getres`, TAI − UTC at
+    /// each steering; and fails over from a counter the watchdog found
+    /// misbehaving.
+    fn apply(&'static self, steering: &mut Steering, findings: Findings) {
+        let why = findings.misbehaviour.clone();
+        if let Some(phase) = findings.phase {
+            self.keep_phase(phase);
+            self.follow_tai();
+        }
+        self.keep(findings);
+        if let Some(why) = why {
+            self.fail_over(steering, why);
+        }
+    }
+
+    /// The upkeep thread, after its windup: the coarse time ready for
+    /// `now_coarse` in one word, and Realtime's for `gettime`. Only that
+    /// thread publishes them, so that its stores come in order (Realtime
+    /// may step back, which no maximum could keep) and none lands after it
+    /// took them away.
+    pub(super) fn publish_coarse_time(&self) {
+        if !self.publishes {
+            return;
+        }
+        let timekeeper = self.readers_timekeeper();
+        let realtime = floor_nanos(timekeeper.realtime_coarse());
+        REALTIME_COARSE.store(realtime_coarse_word(realtime), Ordering::Release);
+        COARSE_NANOS.fetch_max(floor_nanos(timekeeper.uptime_coarse()), Ordering::Release);
+    }
+
+    /// Takes the coarse time away: the next coarse read goes the long way,
+    /// and so says that coarse reads come (see `upkeep.rs`).
+    pub(super) fn take_coarse_time_away(&self) {
+        if self.publishes {
+            COARSE_NANOS.store(0, Ordering::Release);
+            REALTIME_COARSE.store(0, Ordering::Release);
+        }
+    }
+}
