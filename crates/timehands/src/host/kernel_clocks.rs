@@ -9,6 +9,8 @@
 //!   slew, plus the time suspended, which a counter that runs through suspend
 //!   counts);
 //! - CLOCK_REALTIME and CLOCK_BOOTTIME: the offsets Realtime and Boottime add;
+//! - CLOCK_MONOTONIC_COARSE and CLOCK_REALTIME_COARSE: the coarse clocks
+//!   where no thread of ours may keep ours fresh (a sandbox);
 //! - the kernel's NTP state (`adjtimex(2)`, `ntp_gettime(2)`): how far the
 //!   kernel's Realtime may be from UTC, the TAI offset and the leap second
 //!   it announced.

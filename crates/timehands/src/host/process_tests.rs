@@ -624,8 +624,11 @@ fn print_costs() {
         std::hint::black_box(sink);
         start.elapsed().as_nanos() as f64 / calls as f64
     };
+    let kernel_coarse = crate::os::KernelClock::MonotonicCoarse;
     println!(
-        "ns per call: now_coarse {:.1}, now {:.1}, gettime(Tai) {:.1}, gettime(Realtime) {:.1}",
+        "ns per call: {} {:.1}, now_coarse {:.1}, now {:.1}, gettime(Tai) {:.1}, gettime(Realtime) {:.1}",
+        kernel_coarse.name(),
+        cost(&|| crate::os::kernel_nanos(kernel_coarse).unwrap_or(0)),
         cost(&|| now_coarse().as_nanos()),
         cost(&|| now().as_nanos()),
         cost(&|| gettime(ClockId::Tai).as_nanos() as u64),

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::clock::HostClock;
 use super::counter::HostCounter;
 use super::process::clock;
 use super::published::{
@@ -222,12 +223,15 @@ pub(super) fn realtime_coarse() -> Duration {
 #[inline(never)]
 pub(super) fn coarse_nanos_long_way<const REALTIME: bool>() -> u64 {
     let clock = clock();
+    if clock.upkeep_refused() {
+        return kernel_coarse_nanos::<REALTIME>(clock);
+    }
     // Read before the demand is said: a thread that ticks now kept the
     // coarse time a tick fresh.
     let ticking = clock.wake.ticking();
     clock.need_upkeep(Need::Coarse);
     if clock.upkeep_refused() {
-        return read_nanos::<REALTIME, true>();
+        return kernel_coarse_nanos::<REALTIME>(clock);
     }
     if !ticking {
         clock.windup();
@@ -238,6 +242,23 @@ pub(super) fn coarse_nanos_long_way<const REALTIME: bool>() -> u64 {
     } else {
         floor_nanos(timekeeper.uptime_coarse())
     }
+}
+
+/// How far below the kernel's coarse clocks ours are kept where they serve
+/// ours: their tick's time is CLOCK_MONOTONIC's, which ours follows to some
+/// nanoseconds, and a coarse time must never be ahead of a precise one.
+const KERNEL_COARSE_MARGIN: u64 = 1_000;
+
+/// The coarse time where no thread of ours may keep it (a sandbox): the
+/// kernel's coarse clock, a tick fresh and one call (some nanoseconds),
+/// less [`KERNEL_COARSE_MARGIN`].
+fn kernel_coarse_nanos<const REALTIME: bool>(clock: &HostClock) -> u64 {
+    let id = if REALTIME {
+        KernelClock::RealtimeCoarse
+    } else {
+        KernelClock::MonotonicCoarse
+    };
+    clock.kernel.nanos(id).saturating_sub(KERNEL_COARSE_MARGIN)
 }
 
 /// The latest time [`now_coherent`] handed out, in ns: the floor of

@@ -77,10 +77,12 @@ impl SimKernel {
 impl KernelClocks for SimKernel {
     fn nanos(&self, clock: KernelClock) -> u64 {
         match clock {
-            KernelClock::Monotonic => self.monotonic.load(Ordering::Acquire),
+            KernelClock::Monotonic | KernelClock::MonotonicCoarse => {
+                self.monotonic.load(Ordering::Acquire)
+            }
             KernelClock::MonotonicRaw => self.raw.load(Ordering::Acquire),
             KernelClock::Boottime => self.boottime(),
-            KernelClock::Realtime => {
+            KernelClock::Realtime | KernelClock::RealtimeCoarse => {
                 let boottime = self.boottime();
                 self.advance(self.realtime_read_delay.load(Ordering::Acquire));
                 boottime + self.boot_epoch.load(Ordering::Acquire)

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use super::choice::{CROSS_CPU_CHECK, Verdict};
 use super::clock::HostClock;
+use super::kernel_clocks::KernelClock;
 use super::wake::{Demand, Need};
 
 /// How often the thread winds up while coarse clocks are read: the
@@ -130,7 +131,9 @@ impl HostClock {
         if let Err(e) = spawned {
             self.wake.refused();
             self.refused(format!(
-                "a thread ({e}): readers wind up, and the coarse clocks read the counter"
+                "a thread ({e}): readers wind up, and the coarse clocks are the kernel's ({}, {}) less 1 µs",
+                KernelClock::MonotonicCoarse.name(),
+                KernelClock::RealtimeCoarse.name()
             ));
             let steering = self.steering();
             let _ = self.cross_cpu.set(Verdict {

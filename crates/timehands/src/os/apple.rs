@@ -21,5 +21,7 @@ pub(super) const CLOCKS: posix::Clocks = posix::Clocks {
         (libc::CLOCK_UPTIME_RAW, "CLOCK_UPTIME_RAW"),
         (libc::CLOCK_MONOTONIC_RAW, "CLOCK_MONOTONIC_RAW"),
         (libc::CLOCK_REALTIME, "CLOCK_REALTIME"),
+        (libc::CLOCK_UPTIME_RAW, "CLOCK_UPTIME_RAW"),
+        (libc::CLOCK_REALTIME, "CLOCK_REALTIME"),
     ],
 };

@@ -24,6 +24,19 @@ const BOOTTIME: (libc::clockid_t, &str) = (libc::CLOCK_BOOTTIME, "CLOCK_BOOTTIME
 #[cfg(not(target_os = "openbsd"))]
 const BOOTTIME: (libc::clockid_t, &str) = (libc::CLOCK_MONOTONIC, "CLOCK_MONOTONIC");
 
+/// The clocks as of the last tick: FreeBSD's and DragonFly's `_FAST` ones;
+/// the precise ones on NetBSD and OpenBSD, which have none.
+#[cfg(any(target_os = "freebsd", target_os = "dragonfly"))]
+const COARSE: [(libc::clockid_t, &str); 2] = [
+    (libc::CLOCK_MONOTONIC_FAST, "CLOCK_MONOTONIC_FAST"),
+    (libc::CLOCK_REALTIME_FAST, "CLOCK_REALTIME_FAST"),
+];
+#[cfg(not(any(target_os = "freebsd", target_os = "dragonfly")))]
+const COARSE: [(libc::clockid_t, &str); 2] = [
+    (libc::CLOCK_MONOTONIC, "CLOCK_MONOTONIC"),
+    (libc::CLOCK_REALTIME, "CLOCK_REALTIME"),
+];
+
 /// The clocks of `clock_gettime(2)`. The BSDs have no unslewed monotonic
 /// clock: MonotonicRaw is CLOCK_MONOTONIC, slewed by at most 500 ppm, well
 /// inside the watchdog's bound.
@@ -33,6 +46,8 @@ pub(super) const CLOCKS: posix::Clocks = posix::Clocks {
         (libc::CLOCK_MONOTONIC, "CLOCK_MONOTONIC"),
         BOOTTIME,
         (libc::CLOCK_REALTIME, "CLOCK_REALTIME"),
+        COARSE[0],
+        COARSE[1],
     ],
 };
 

@@ -18,7 +18,7 @@ pub(crate) use super::absent::{
 pub(crate) fn kernel_nanos(clock: KernelClock) -> io::Result<u64> {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
     let since = match clock {
-        KernelClock::Realtime => SystemTime::now()
+        KernelClock::Realtime | KernelClock::RealtimeCoarse => SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_err(|e| io::Error::other(format!("the system time is before 1970: {e}")))?,
         _ => ORIGIN.get_or_init(Instant::now).elapsed(),
@@ -29,7 +29,7 @@ pub(crate) fn kernel_nanos(clock: KernelClock) -> io::Result<u64> {
 /// What `clock` is here.
 pub(crate) fn clock_name(clock: KernelClock) -> &'static str {
     match clock {
-        KernelClock::Realtime => "std::time::SystemTime",
+        KernelClock::Realtime | KernelClock::RealtimeCoarse => "std::time::SystemTime",
         _ => "std::time::Instant",
     }
 }

@@ -18,6 +18,8 @@ pub(super) const CLOCKS: posix::Clocks = posix::Clocks {
         (libc::CLOCK_MONOTONIC_RAW, "CLOCK_MONOTONIC_RAW"),
         (libc::CLOCK_BOOTTIME, "CLOCK_BOOTTIME"),
         (libc::CLOCK_REALTIME, "CLOCK_REALTIME"),
+        (libc::CLOCK_MONOTONIC_COARSE, "CLOCK_MONOTONIC_COARSE"),
+        (libc::CLOCK_REALTIME_COARSE, "CLOCK_REALTIME_COARSE"),
     ],
 };
 

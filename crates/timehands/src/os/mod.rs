@@ -133,6 +133,13 @@ pub enum KernelClock {
     /// The OS's UTC, since the Unix epoch: CLOCK_REALTIME, or
     /// GetSystemTimePreciseAsFileTime on Windows.
     Realtime,
+    /// Monotonic as of the kernel's last tick, where the OS keeps such a
+    /// clock (CLOCK_MONOTONIC_COARSE on Linux, CLOCK_MONOTONIC_FAST on
+    /// FreeBSD and DragonFly): no counter read. Monotonic elsewhere.
+    MonotonicCoarse,
+    /// Realtime as of the kernel's last tick (CLOCK_REALTIME_COARSE,
+    /// CLOCK_REALTIME_FAST); Realtime elsewhere.
+    RealtimeCoarse,
 }
 
 impl KernelClock {

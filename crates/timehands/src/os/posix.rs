@@ -62,8 +62,9 @@ pub(crate) fn thread_cpu_nanos() -> io::Result<u64> {
 /// A unix family's ids for `clock_gettime` and names of the OS's clocks,
 /// in the order of [`KernelClock`]'s variants.
 pub(crate) struct Clocks {
-    /// Monotonic, MonotonicRaw, Boottime, Realtime.
-    pub(crate) ids: [(libc::clockid_t, &'static str); 4],
+    /// Monotonic, MonotonicRaw, Boottime, Realtime, MonotonicCoarse,
+    /// RealtimeCoarse.
+    pub(crate) ids: [(libc::clockid_t, &'static str); 6],
 }
 
 impl Clocks {
@@ -75,6 +76,8 @@ impl Clocks {
             KernelClock::MonotonicRaw => 1,
             KernelClock::Boottime => 2,
             KernelClock::Realtime => 3,
+            KernelClock::MonotonicCoarse => 4,
+            KernelClock::RealtimeCoarse => 5,
         }]
     }
 }

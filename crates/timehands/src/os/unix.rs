@@ -20,6 +20,8 @@ pub(super) const CLOCKS: posix::Clocks = posix::Clocks {
         (libc::CLOCK_MONOTONIC, "CLOCK_MONOTONIC"),
         (libc::CLOCK_MONOTONIC, "CLOCK_MONOTONIC"),
         (libc::CLOCK_REALTIME, "CLOCK_REALTIME"),
+        (libc::CLOCK_MONOTONIC, "CLOCK_MONOTONIC"),
+        (libc::CLOCK_REALTIME, "CLOCK_REALTIME"),
     ],
 };
 

@@ -46,7 +46,7 @@ fn qpc_frequency() -> u64 {
 /// 100 ns since 1601 moved to the Unix epoch.
 pub(crate) fn kernel_nanos(clock: KernelClock) -> io::Result<u64> {
     match clock {
-        KernelClock::Realtime => {
+        KernelClock::Realtime | KernelClock::RealtimeCoarse => {
             let mut ft = FILETIME {
                 dwLowDateTime: 0,
                 dwHighDateTime: 0,
@@ -76,7 +76,7 @@ pub(crate) fn kernel_nanos(clock: KernelClock) -> io::Result<u64> {
 /// Windows' name for `clock`.
 pub(crate) fn clock_name(clock: KernelClock) -> &'static str {
     match clock {
-        KernelClock::Realtime => "GetSystemTimePreciseAsFileTime",
+        KernelClock::Realtime | KernelClock::RealtimeCoarse => "GetSystemTimePreciseAsFileTime",
         _ => "QueryPerformanceCounter",
     }
 }
