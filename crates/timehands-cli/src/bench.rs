@@ -2,6 +2,14 @@
 //! kernel's, in the rounds of OpenBSD's `clock-gettime-bench.c` (R rounds of N
 //! calls; a round the kernel preempted is discarded and counted). `--raw`
 //! keeps each clock's rounds for `timehands stat` or ministat.
+//!
+//! `--tail` counts the slow calls instead: of many calls back to back, those
+//! whose reading is more than `--tail-above` ns after the one before it
+//! (an interrupt, a preemption, a windup the read made), for each clock in
+//! turn, blocks of a million calls apiece so that a noisy spell of the
+//! machine lands on every clock alike; and each clock's count against the
+//! kernel's monotonic clock's. Clocks that stand between ticks (the coarse
+//! ones) have no calls to tell apart: they are left out.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -35,9 +43,103 @@ pub struct Args {
     /// line: the format `timehands stat` and ministat read.
     #[arg(long, value_name = "DIR")]
     pub raw: Option<PathBuf>,
+    /// Count the slow calls instead of timing rounds (see the command's
+    /// docs): `now()` against the kernel's monotonic clock unless `--clocks`
+    /// names others.
+    #[arg(long, conflicts_with = "raw")]
+    pub tail: bool,
+    /// Calls per clock with `--tail`.
+    #[arg(long, value_name = "N", default_value_t = 50_000_000, value_parser = clap::value_parser!(u64).range(TAIL_BLOCK..=10_000_000_000))]
+    pub tail_calls: u64,
+    /// With `--tail`, a call is slow when its reading is more than this many
+    /// nanoseconds after the one before.
+    #[arg(long, value_name = "NS", default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    pub tail_above: u64,
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Calls of one clock before the next clock's turn, with `--tail`.
+const TAIL_BLOCK: u64 = 1_000_000;
+
+/// One clock's slow calls, as `--tail` counts them.
+#[derive(Serialize)]
+struct Tail {
+    clock: String,
+    label: &'static str,
+    calls: u64,
+    slow: u64,
+    /// Slow calls against the kernel's monotonic clock's, where it was run.
+    ratio_to_kernel: Option<f64>,
+}
+
+/// Counts each clock's slow calls, in blocks taken in turn.
+fn tail(clocks: &[Clock], calls: u64, above: u64) -> Vec<Tail> {
+    let mut slow = vec![0u64; clocks.len()];
+    let blocks = calls / TAIL_BLOCK;
+    // Some 25 ns a call.
+    let expected = std::time::Duration::from_nanos(25 * calls * clocks.len() as u64);
+    let progress = crate::progress::bar("tail", blocks, expected);
+    for _ in 0..blocks {
+        for (clock, slow) in clocks.iter().zip(&mut slow) {
+            *slow += clock.slow_calls(TAIL_BLOCK, above);
+        }
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+    let kernel = clocks
+        .iter()
+        .position(|c| *c == Clock::KernelMonotonic)
+        .map(|i| slow[i]);
+    clocks
+        .iter()
+        .zip(slow)
+        .map(|(clock, slow)| Tail {
+            clock: clock.key(),
+            label: clock.label(),
+            calls: blocks * TAIL_BLOCK,
+            slow,
+            ratio_to_kernel: kernel.map(|k| slow as f64 / k.max(1) as f64),
+        })
+        .collect()
+}
+
+/// `--tail`: the slow calls of `args`' clocks.
+fn run_tail(args: &Args) -> anyhow::Result<()> {
+    let asked = if args.clocks.is_empty() {
+        vec![Clock::Now, Clock::KernelMonotonic]
+    } else {
+        clocks::chosen(&args.clocks)
+    };
+    let (clocks, coarse): (Vec<Clock>, Vec<Clock>) =
+        asked.into_iter().partition(|c| !c.is_coarse());
+    if clocks.is_empty() {
+        anyhow::bail!(
+            "--tail: {} stand between ticks, so no call of theirs can be told slow: name a precise clock",
+            coarse
+                .iter()
+                .map(|c| c.key())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let tails = tail(&clocks, args.tail_calls, args.tail_above);
+    output::print_json_or_text(args.json, &tails, |tails| {
+        let mut text = format!(
+            "calls whose reading is more than {} ns after the one before, of {} per clock\n",
+            args.tail_above,
+            args.tail_calls / TAIL_BLOCK * TAIL_BLOCK
+        );
+        for t in tails {
+            let _ = write!(text, "  {:<36} {:>10}", t.label, t.slow);
+            if let Some(ratio) = t.ratio_to_kernel {
+                let _ = write!(text, "   {ratio:.2}x the kernel's");
+            }
+            text.push('\n');
+        }
+        text
+    })
 }
 
 /// The run, as JSON names it.
@@ -50,6 +152,9 @@ struct Bench {
 
 /// Runs `timehands bench`.
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    if args.tail {
+        return run_tail(args);
+    }
     let clocks = if args.clocks.is_empty() {
         Clock::every_here()
     } else {

@@ -39,6 +39,14 @@ macro_rules! clocks {
                     $($(#[cfg($cfg)])? Clock::$clock => repeat(calls, || Clock::$clock.read_ns()),)*
                 }
             }
+
+            /// Of `calls` readings back to back, how many came more than
+            /// `above` ns after the one before.
+            pub fn slow_calls(self, calls: u64, above: u64) -> u64 {
+                match self {
+                    $($(#[cfg($cfg)])? Clock::$clock => count_slow(calls, above, || Clock::$clock.read_ns()),)*
+                }
+            }
         }
     };
 }
@@ -279,6 +287,17 @@ fn repeat(calls: u64, read: impl Fn() -> u64) -> Duration {
         black_box(read());
     }
     start.elapsed()
+}
+
+fn count_slow(calls: u64, above: u64, read: impl Fn() -> u64) -> u64 {
+    let mut last = read();
+    let mut slow = 0;
+    for _ in 0..calls {
+        let now = read();
+        slow += u64::from(now.wrapping_sub(last) > above);
+        last = now;
+    }
+    slow
 }
 
 fn nanos(d: Duration) -> u64 {

@@ -127,3 +127,38 @@ fn bad_flags_and_unwritable_directories_fail_in_one_line() {
     let under = under_a_file();
     fails_in_one_line(&["bench", "--raw", &under], &under);
 }
+
+/// `--tail` counts each precise clock's slow calls against the kernel's
+/// monotonic clock's, in whole blocks of a million calls; the coarse
+/// clocks, whose calls cannot be told slow, are left out, and naming only
+/// them is an error.
+#[test]
+fn tail_counts_the_slow_calls_of_the_precise_clocks() {
+    let doc = json(&[
+        "bench",
+        "--tail",
+        "--tail-calls",
+        "1500000",
+        "--clocks",
+        "now,now-coarse,kernel-monotonic",
+        "--json",
+    ]);
+    let tails = doc.as_array().expect("one entry a clock");
+    let names: Vec<&str> = tails
+        .iter()
+        .map(|t| t["clock"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["now", "kernel-monotonic"]);
+    for t in tails {
+        assert_eq!(t["calls"], 1_000_000, "{t}");
+        let slow = t["slow"].as_u64().expect("a count");
+        assert!(slow <= 1_000_000, "{t}");
+        assert!(t["ratio_to_kernel"].as_f64().is_some(), "{t}");
+    }
+    let kernel = &tails[1];
+    if kernel["slow"] != 0 {
+        assert_eq!(kernel["ratio_to_kernel"].as_f64(), Some(1.0), "{kernel}");
+    }
+    fails_in_one_line(&["bench", "--tail", "--clocks", "now-coarse"], "now-coarse");
+    fails_in_one_line(&["bench", "--tail", "--tail-calls", "10"], "--tail-calls");
+}
