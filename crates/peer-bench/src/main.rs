@@ -9,6 +9,8 @@
 //!   and on its first `now()`, from one small child binary per library;
 //! - **tracking**: rate and offset against the kernel's monotonic clock
 //!   (Linux's CLOCK_MONOTONIC) over some seconds;
+//! - **fresh**: every `timehands::now()` of a fresh process's first 50 ms
+//!   against the kernel's monotonic clock, in many fresh processes;
 //! - **keeping**: what each library costs a process beyond its reads (its
 //!   threads' wakeups and CPU, the process's CPU), in a process that read
 //!   and sleeps, one that reads once a millisecond, one that reads all the
@@ -21,6 +23,7 @@
 mod clocks;
 mod cost;
 mod first_call;
+mod fresh;
 mod keeping;
 mod ordering;
 mod spawn_clock;
@@ -80,6 +83,7 @@ enum Section {
     Ordering,
     FirstCall,
     Tracking,
+    Fresh,
     Keeping,
 }
 
@@ -90,11 +94,15 @@ struct Report {
     ordering: Option<ordering::Outcome>,
     first_call: Option<first_call::Outcome>,
     tracking: Option<Vec<tracking::Row>>,
+    fresh: Option<fresh::Outcome>,
     keeping: Option<Vec<keeping::Row>>,
     targets: Vec<targets::Target>,
 }
 
 fn main() {
+    if std::env::var_os(fresh::CHILD_ENV).is_some() {
+        fresh::child();
+    }
     if let Ok(orders) = std::env::var(keeping::CHILD_ENV) {
         keeping::child(&orders);
     }
@@ -122,6 +130,7 @@ fn main() {
         ordering: None,
         first_call: None,
         tracking: None,
+        fresh: None,
         keeping: None,
         targets: Vec::new(),
     };
@@ -153,8 +162,11 @@ fn main() {
             args.track_seconds.unwrap_or(default),
         ));
     }
+    if runs(Section::Fresh) {
+        report.fresh = fresh::run(if args.quick { 20 } else { 1000 });
+    }
     if runs(Section::Keeping) {
-        report.keeping = keeping::run();
+        report.keeping = keeping::run(args.quick);
     }
     report.targets = targets::evaluate(&report);
 
@@ -179,6 +191,10 @@ fn main() {
     }
     if let Some(rows) = &report.tracking {
         tracking::print(rows);
+        println!();
+    }
+    if let Some(outcome) = &report.fresh {
+        fresh::print(outcome);
         println!();
     }
     if let Some(rows) = &report.keeping {

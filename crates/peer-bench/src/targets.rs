@@ -147,6 +147,13 @@ pub fn evaluate(report: &Report) -> Vec<Target> {
             Goal::Below(0.1),
         );
     }
+    if let Some(fresh) = &report.fresh {
+        push(
+            "fresh processes with a now() over 100 ns outside CLOCK_MONOTONIC".to_string(),
+            Some(fresh.processes_off as f64),
+            Goal::AtMost(0.0),
+        );
+    }
     if let Some(rows) = &report.keeping {
         let cost = |clock: &str, workload: usize| {
             rows.iter()

@@ -136,6 +136,53 @@ fn tracking_prints_rates() {
     );
 }
 
+/// The fresh processes' section counts reads and processes, and says
+/// whether the target was met.
+#[test]
+fn fresh_counts_the_reads_of_fresh_processes() {
+    let out = stdout(&["--quick", "--only", "fresh"]);
+    let line = out
+        .lines()
+        .find(|l| l.contains("processes,"))
+        .unwrap_or_else(|| panic!("no count in\n{out}"));
+    assert!(line.trim_start().starts_with("20 processes"), "{line}");
+    assert!(
+        out.contains("fresh processes with a now() over 100 ns outside"),
+        "{out}"
+    );
+}
+
+/// The cost of keeping time: a row per library, three workloads of three
+/// figures each (Linux reads them from /proc; elsewhere the section says
+/// why it is skipped).
+#[test]
+fn keeping_prints_every_library_under_every_workload() {
+    let out = stdout(&["--quick", "--only", "keeping"]);
+    if !cfg!(target_os = "linux") {
+        assert!(!out.contains("cost of keeping time"), "{out}");
+        return;
+    }
+    for library in [
+        "std Instant::now",
+        "timehands now()",
+        "timehands now_coarse()",
+        "quanta recent, Upkeep 1 ms",
+        "coarsetime recent, updater 1 ms",
+        "minstant now",
+        "fastant now",
+    ] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(library))
+            .unwrap_or_else(|| panic!("no row for {library} in\n{out}"));
+        let figures: Vec<f64> = row[library.len()..]
+            .split(['|', ' '])
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        assert_eq!(figures.len(), 9, "{row}");
+    }
+}
+
 #[test]
 fn json_parses() {
     let out = stdout(&["--json", "--quick", "--only", "cost"]);
