@@ -237,6 +237,7 @@ fn process_child() {
         Some("warm") => fork_while_steering(count(words.next())),
         Some("stop") => stopped(),
         Some("fresh") => first_100_ms(),
+        Some("idle") => idle_between_bursts(),
         #[cfg(target_arch = "x86_64")]
         Some("sandbox") => sandboxed(),
         _ => Err(format!("unknown plan {plan}")),
@@ -401,6 +402,85 @@ fn first_100_ms() -> Result<(), String> {
     Ok(())
 }
 
+/// Reads, checked (precise and coarse), for `ms` milliseconds.
+fn burst(checker: &mut Checker, ms: u64) -> Result<(), String> {
+    let start = kernel_now();
+    let mut coarse = crate::now_coarse();
+    while kernel_now() - start < ms * 1_000_000 {
+        let ours = checker.read()?;
+        let next = crate::now_coarse();
+        if next < coarse || next.as_nanos() > now().as_nanos() {
+            return Err(format!("coarse {next:?} after {coarse:?}, precise {ours}"));
+        }
+        coarse = next;
+    }
+    Ok(())
+}
+
+/// The upkeep thread's wakeups so far, asked without a read (`info` reads
+/// the clock, which is demand).
+fn wakeups() -> u64 {
+    super::process::clock().wake.cost().0
+}
+
+/// A program that reads in bursts between idle spells, as users meet it:
+/// every read checked, the first after each idle spell too (10 ms, 1 s,
+/// 2 s); the upkeep thread parked through the second half of a 2 s idle
+/// spell; eight threads that wake it at once all read true time; a fork
+/// while it is parked, and one while a read wakes it, leave working
+/// clocks; and (the test stops the process during the last idle spell,
+/// after printing `IDLE`) a stop during a park resumes within the bound.
+fn idle_between_bursts() -> Result<(), String> {
+    let mut checker = Checker::new();
+    burst(&mut checker, 30)?;
+    for gap_ms in [10, 1_000] {
+        std::thread::sleep(Duration::from_millis(gap_ms));
+        burst(&mut checker, 5)?;
+    }
+    std::thread::sleep(Duration::from_millis(1_000));
+    let parked = wakeups();
+    std::thread::sleep(Duration::from_millis(1_000));
+    if wakeups() != parked {
+        return Err(format!(
+            "the upkeep thread woke {} times with nothing read",
+            wakeups() - parked
+        ));
+    }
+    burst(&mut checker, 5)?;
+    // Eight threads wake the parked thread at once.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let readers: Vec<_> = (0..8)
+        .map(|_| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                let mut checker = Checker::new();
+                burst(&mut checker, 5)
+            })
+        })
+        .collect();
+    for reader in readers {
+        reader.join().expect("a reader")?;
+    }
+    // A fork while the thread is parked, and one while a read wakes it.
+    std::thread::sleep(Duration::from_millis(1_500));
+    verdict(fork_and_check())?;
+    std::thread::sleep(Duration::from_millis(1_500));
+    let waker = std::thread::spawn(now);
+    let forked = verdict(fork_and_check());
+    waker.join().expect("the waking read");
+    forked?;
+    // The test stops the process during this spell.
+    burst(&mut checker, 5)?;
+    std::thread::sleep(Duration::from_millis(1_000));
+    println!("IDLE");
+    std::thread::sleep(Duration::from_millis(1_500));
+    burst(&mut checker, 20)?;
+    println!("upkeep: {} wakeups", wakeups());
+    Ok(())
+}
+
 /// Runs the child half with `plan` (and `env`), with its output piped.
 fn child_half(plan: &str, env: &[(&str, &str)]) -> Command {
     let mut command = this_binary();
@@ -541,6 +621,46 @@ fn stop_and_continue(at_ms: u64, stop_ms: u64) {
     let output = child.wait_with_output().expect("the child half ends");
     let stdout = seen.join("\n");
     println!("stopped {stop_ms} ms at {at_ms} ms:\n{stdout}");
+    assert!(
+        output.status.success() && stdout.contains("CHILD OK"),
+        "{}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Bursts of reads between idle spells: see [`idle_between_bursts`]. The
+/// process is stopped for 300 ms while its upkeep thread is parked.
+#[test]
+#[cfg_attr(miri, ignore = "forks and stops a process")]
+fn reads_between_idle_spells_a_park_a_fork_and_a_stop() {
+    if let Some(why) = no_fork() {
+        println!("skipped: cannot fork here ({why})");
+        return;
+    }
+    let mut child = child_half("idle", &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the child half runs");
+    let mut lines = BufReader::new(child.stdout.take().expect("its stdout")).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.expect("a line");
+        seen.push(line.clone());
+        if line.ends_with("IDLE") {
+            let pid = child.id() as libc::pid_t;
+            std::thread::sleep(Duration::from_millis(500));
+            // SAFETY: stops and continues our own child.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            std::thread::sleep(Duration::from_millis(300));
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        }
+    }
+    let output = child.wait_with_output().expect("the child half ends");
+    let stdout = seen.join("\n");
+    println!("{stdout}");
     assert!(
         output.status.success() && stdout.contains("CHILD OK"),
         "{}\n{stdout}\n{}",
