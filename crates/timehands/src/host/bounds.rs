@@ -132,6 +132,7 @@ mod tests {
             esterror_us: maxerror_us / 10,
             tai_offset_s: 37,
             leap,
+            rate_ppb: None,
         }
     }
 

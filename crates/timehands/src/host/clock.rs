@@ -15,7 +15,7 @@ use super::counter::HostCounter;
 use super::published::{NOT_STARTED, READER, reader_timekeeper};
 use super::wake::Wake;
 use crate::host::brackets::{offset_to_kernel, pair};
-use crate::host::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
+use crate::host::kernel_clocks::{KernelClock, KernelClocks, NtpState, SystemClocks};
 use crate::host::steer::{Bound, Findings, Phase, Steering};
 use crate::hw::KernelCounter;
 use crate::{BinTime, Counter, Timekeeper};
@@ -295,17 +295,21 @@ impl HostClock {
     }
 
     /// Follows TAI − UTC, which the kernel keeps in whole seconds (an NTP
-    /// daemon sets it; 0 otherwise). A kernel that refuses (`adjtimex`
-    /// filtered by a sandbox, an OS without an NTP state) is asked once: TAI − UTC is 0 from then on, as
-    /// the kernel's CLOCK_TAI is where nothing set it, and `info` says so.
-    pub(crate) fn follow_tai(&self) {
+    /// daemon sets it; 0 otherwise), from the kernel's NTP state, which it
+    /// returns. A kernel that refuses (`adjtimex` filtered by a sandbox, an
+    /// OS without an NTP state) is asked once: TAI − UTC is 0 from then on,
+    /// as the kernel's CLOCK_TAI is where nothing set it, and `info` says
+    /// so.
+    pub(crate) fn follow_tai(&self) -> Option<NtpState> {
         if self.ntp_refused.load(Ordering::Relaxed) {
-            return;
+            return None;
         }
         match self.kernel.ntp() {
-            Ok(ntp) => self
-                .tai_offset
-                .store(ntp.tai_offset_s as i64, Ordering::Relaxed),
+            Ok(ntp) => {
+                self.tai_offset
+                    .store(ntp.tai_offset_s as i64, Ordering::Relaxed);
+                Some(ntp)
+            }
             Err(e) => {
                 if !self.ntp_refused.swap(true, Ordering::Relaxed) {
                     self.tai_offset.store(0, Ordering::Relaxed);
@@ -313,6 +317,7 @@ impl HostClock {
                         "the NTP state: {e}; TAI − UTC is taken as 0, as Linux's CLOCK_TAI is unless an NTP daemon sets it"
                     ));
                 }
+                None
             }
         }
     }

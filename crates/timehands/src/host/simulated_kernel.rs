@@ -22,6 +22,8 @@ struct SimKernel {
     /// How far CLOCK_MONOTONIC's rate is from the raw one, in ppb: an NTP
     /// daemon's frequency and tick (chrony slews at +83 333 333).
     rate_ppb: AtomicI64,
+    /// Whether the NTP state says that rate, as Linux's does.
+    says_rate: AtomicBool,
     /// Time spent suspended, ns: BOOTTIME − MONOTONIC.
     suspended: AtomicU64,
     /// REALTIME − BOOTTIME, ns: the Unix time of the boot.
@@ -39,6 +41,7 @@ impl SimKernel {
             raw: AtomicU64::new(1_000_000_000),
             monotonic: AtomicU64::new(1_000_000_000),
             rate_ppb: AtomicI64::new(0),
+            says_rate: AtomicBool::new(false),
             suspended: AtomicU64::new(0),
             boot_epoch: AtomicU64::new(1_795_435_200_000_000_000),
             realtime_read_delay: AtomicU64::new(0),
@@ -48,6 +51,7 @@ impl SimKernel {
                 esterror_us: 100,
                 tai_offset_s: 37,
                 leap: LeapSecond::None,
+                rate_ppb: None,
             }),
         }))
     }
@@ -91,7 +95,11 @@ impl KernelClocks for SimKernel {
     }
 
     fn ntp(&self) -> io::Result<NtpState> {
-        Ok(*self.ntp.lock().expect("the state"))
+        let rate = self.rate_ppb.load(Ordering::Acquire);
+        Ok(NtpState {
+            rate_ppb: self.says_rate.load(Ordering::Acquire).then_some(rate),
+            ..*self.ntp.lock().expect("the state")
+        })
     }
 }
 
@@ -371,10 +379,12 @@ struct Followed {
 
 /// Runs a clock 2 s steady, then the kernel at `rate_ppb` for `held_ns`,
 /// then steady again for 3 s, with reads every 100 µs that wind up when
-/// due; the steady rate is the clock's own counter's (`ppm_fast` off).
-fn follow(rate_ppb: i64, held_ns: u64) -> Followed {
+/// due; the counter runs 20 ppm fast. With `says_rate`, the kernel's NTP
+/// state says its rate, as Linux's does.
+fn follow(rate_ppb: i64, held_ns: u64, says_rate: bool) -> Followed {
     const STEP: u64 = 100_000;
     let kernel = SimKernel::leaked();
+    kernel.says_rate.store(says_rate, Ordering::Release);
     let clock = clock(kernel, 20);
     run(clock, kernel, 2_000_000_000, STEP);
     let mut during = 0u64;
@@ -410,7 +420,9 @@ fn follow(rate_ppb: i64, held_ns: u64) -> Followed {
 /// tick, for as long as the slew takes). During each, the clock stays
 /// within the rate change times a steering interval and a windup's promise
 /// (the changes it makes take effect at the next switch point); after
-/// each, it is back within 1 µs, and its rate within 1 ppm, within 1 s.
+/// each, it is back within 1 µs, and its rate within 1 ppm, within 1 s:
+/// whether the kernel says its rate (Linux's `adjtimex`) or the steering
+/// finds it by measurement alone.
 #[test]
 #[cfg_attr(miri, ignore = "simulated seconds of steering: too slow")]
 fn the_kernels_rate_changes_are_followed() {
@@ -428,8 +440,12 @@ fn the_kernels_rate_changes_are_followed() {
         ("chrony slewing 1 s", CHRONY_PPB, slew(1_000_000_000)),
     ];
     let reach = STEER_INTERVAL + 3 * WINDUP_INTERVAL;
-    for (what, rate_ppb, held_ns) in cases {
-        let followed = follow(rate_ppb, held_ns);
+    for ((what, rate_ppb, held_ns), says_rate) in cases
+        .into_iter()
+        .flat_map(|case| [(case, true), (case, false)])
+    {
+        let followed = follow(rate_ppb, held_ns, says_rate);
+        let what = format!("{what}, the rate said: {says_rate}");
         println!("{what}: {followed:?}");
         let limit = (rate_ppb.unsigned_abs() as u128 * reach.as_nanos() / 1_000_000_000) as u64;
         assert!(

@@ -91,6 +91,8 @@ pub(crate) struct Steering {
     steerings: u64,
     /// Changes of the kernel's rate found so far.
     rate_changes: u64,
+    /// The rate the kernel last said its clock runs at, ppb from nominal.
+    kernel_rate_ppb: Option<i64>,
 }
 
 /// An offset of a kernel clock from CLOCK_MONOTONIC, in ns, as measured:
@@ -162,6 +164,7 @@ impl Steering {
             recent: None,
             steerings: 0,
             rate_changes: 0,
+            kernel_rate_ppb: None,
         }
     }
 
@@ -302,6 +305,35 @@ impl Steering {
         if measured.hz == self.hz || timekeeper.set_counter_frequency(measured.hz).is_ok() {
             self.hz = measured.hz;
             self.uncertainty_ppb = Some(measured.uncertainty_ppb);
+        }
+    }
+
+    /// The kernel says its clock runs `rate_ppb` from its nominal rate (an
+    /// NTP daemon set its tick or frequency): where that changed since the
+    /// last steering, the counter's frequency as the kernel now counts is
+    /// the one measured scaled by the change, in use from the next switch
+    /// point, and the baseline starts again at the last steering's pair. A
+    /// change the kernel does not say (or an OS that says none) is found by
+    /// measurement all the same (see [`Steering::steer`]).
+    pub(crate) fn follow_kernel_rate(
+        &mut self,
+        timekeeper: &Timekeeper<HostCounter>,
+        rate_ppb: i64,
+    ) {
+        let Some(was) = self.kernel_rate_ppb.replace(rate_ppb) else {
+            return;
+        };
+        if was == rate_ppb {
+            return;
+        }
+        let hz = (self.hz as i128 * (1_000_000_000 + was as i128)
+            / (1_000_000_000 + rate_ppb as i128)) as u64;
+        if timekeeper.set_counter_frequency(hz).is_ok() {
+            self.hz = hz;
+            self.rate_changes += 1;
+            self.anchor = self.last;
+            self.next_anchor = self.last;
+            self.recent = self.last;
         }
     }
 

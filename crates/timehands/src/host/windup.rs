@@ -61,14 +61,18 @@ impl HostClock {
     }
 
     /// Keeps what a steering found: the kernel's offsets (Realtime's given
-    /// to the timekeeper), the phase for `info` and `getres`, TAI − UTC at
-    /// each steering; and fails over from a counter the watchdog found
-    /// misbehaving.
+    /// to the timekeeper), the phase for `info` and `getres`; at each
+    /// steering, TAI − UTC and the rate the kernel says its clock runs at
+    /// (which the steering follows at once when it changed); and fails over
+    /// from a counter the watchdog found misbehaving.
     fn apply(&'static self, steering: &mut Steering, findings: Findings) {
         let why = findings.misbehaviour.clone();
         if let Some(phase) = findings.phase {
             self.keep_phase(phase);
-            self.follow_tai();
+            let rate = self.follow_tai().and_then(|ntp| ntp.rate_ppb);
+            if let Some(rate) = rate {
+                steering.follow_kernel_rate(self.timekeeper(), rate);
+            }
         }
         self.keep(findings);
         if let Some(why) = why {

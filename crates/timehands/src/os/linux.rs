@@ -34,13 +34,28 @@ pub(crate) fn ntp() -> io::Result<NtpState> {
     if state < 0 {
         return Err(super::last_error("adjtimex"));
     }
-    Ok(NtpState::from_kernel(
-        state,
-        tx.status,
-        tx.maxerror as i64,
-        tx.esterror as i64,
-        tx.tai,
-    ))
+    Ok(NtpState {
+        rate_ppb: Some(kernel_rate_ppb(tx.tick as i64, tx.freq as i64)),
+        ..NtpState::from_kernel(
+            state,
+            tx.status,
+            tx.maxerror as i64,
+            tx.esterror as i64,
+            tx.tai,
+        )
+    })
+}
+
+/// The kernel clock's rate against its nominal one, in ppb, from
+/// `adjtimex`'s `tick` (µs a USER_HZ tick, 10 000 nominal) and `freq` (ppm
+/// scaled by 2^16): the rate is their product.
+#[cfg(target_os = "linux")]
+pub(crate) fn kernel_rate_ppb(tick_us: i64, freq: i64) -> i64 {
+    const NOMINAL_TICK_US: i128 = 10_000;
+    const FREQ_ONE: i128 = 65_536 * 1_000_000;
+    let rate =
+        tick_us as i128 * 1_000_000_000 * (FREQ_ONE + freq as i128) / (NOMINAL_TICK_US * FREQ_ONE);
+    (rate - 1_000_000_000) as i64
 }
 
 /// Android's kernel keeps the NTP state, and bionic has `adjtimex` from
@@ -197,4 +212,21 @@ pub(crate) fn refuse_threads_and_ntp() -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::kernel_rate_ppb;
+
+    /// The tick and the frequency multiply: chrony's slew (tick 10 833 µs),
+    /// ntpd's 500 ppm, both, and the nominal rate.
+    #[test]
+    fn the_kernel_rate_is_the_tick_times_the_frequency() {
+        assert_eq!(kernel_rate_ppb(10_000, 0), 0);
+        assert_eq!(kernel_rate_ppb(10_833, 0), 83_300_000);
+        assert_eq!(kernel_rate_ppb(9_000, 0), -100_000_000);
+        assert_eq!(kernel_rate_ppb(10_000, 500 * 65_536), 500_000);
+        assert_eq!(kernel_rate_ppb(10_000, -500 * 65_536), -500_000);
+        assert_eq!(kernel_rate_ppb(11_000, 500 * 65_536), 100_550_000);
+    }
 }

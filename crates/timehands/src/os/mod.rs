@@ -199,6 +199,11 @@ pub(crate) struct NtpState {
     pub tai_offset_s: i32,
     /// The leap second announced.
     pub leap: LeapSecond,
+    /// How far the kernel's clock runs from its nominal rate, in ppb, as
+    /// the kernel says (Linux: its tick length and frequency, which an NTP
+    /// daemon sets, chrony slewing through the tick); `None` where the OS
+    /// does not say.
+    pub rate_ppb: Option<i64>,
 }
 
 /// The OS's last error (errno, GetLastError), with the `call` that failed

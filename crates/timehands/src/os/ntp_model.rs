@@ -38,6 +38,7 @@ impl NtpState {
             esterror_us: esterror.max(0) as u64,
             tai_offset_s: tai,
             leap,
+            rate_ppb: None,
         }
     }
 }
