@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use rand::Rng;
 
-use crate::latency::{duration, interrupt, sleep_for};
+use crate::interrupt;
+use crate::latency::{duration, sleep_for};
 
 /// The longest sleep, exclusive: one millisecond.
 const MAX_SLEEP_NS: u64 = 1_000_000;

@@ -10,6 +10,7 @@ mod bracket;
 mod clocks;
 mod discipline;
 mod info;
+mod interrupt;
 // latency and load need Linux (see `linux_only`): elsewhere each is a stub
 // that refuses in one line, so that the rest of the command builds anywhere.
 #[cfg(target_os = "linux")]

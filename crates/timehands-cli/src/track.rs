@@ -7,6 +7,13 @@
 //! offset moved over the second before it (in ppm); over the whole run it is
 //! the slope of the least-squares line through the offsets. A clock that
 //! keeps to the kernel shows offsets within the brackets and a slope near 0.
+//!
+//! `--kernel-rate` changes the kernel clock's rate meanwhile, as NTP daemons
+//! do (Linux's `adjtimex`, root only): by PPM from `--change-at` for
+//! `--hold`, then by -PPM for as long (so that Realtime ends where it would
+//! have), then back to what it was, also on Ctrl-C or an error. The table
+//! shows the rate at each sample, and the summary how long after the change
+//! ended our clock was back within 1 µs.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -39,7 +46,9 @@ Examples:
   timehands track                        10 s, a sample every 100 ms
   timehands track -D 60 --interval 500 --out track.svg
   timehands track -D 2 --json | jq .summary
-  timehands track --upkeep               with windups every millisecond meanwhile")]
+  timehands track --busy                 with a thread reading now() all the while
+  sudo timehands track --busy --interval 10 -D 4 --kernel-rate 83333 --hold 0.5
+                                         the kernel slewing as chrony does, and back")]
 pub struct Args {
     /// How long to track, in seconds.
     #[arg(short = 'D', long, value_name = "SECONDS", default_value_t = 10.0, value_parser = seconds, allow_negative_numbers = true)]
@@ -47,12 +56,21 @@ pub struct Args {
     /// Time between samples, in ms.
     #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=3_600_000), allow_negative_numbers = true)]
     pub interval: u64,
-    /// Start timehands' upkeep thread first (a coarse read does), so that the
-    /// clock winds up every millisecond while the tracker sleeps; without it,
-    /// the clock winds up only when a read finds it stale, as in a program
-    /// that reads the clock seldom.
+    /// A thread reads `now()` all the while, as in a busy program: the clock
+    /// winds up (and steers) every few milliseconds. Without it, the clock
+    /// winds up only at the samples, as in a program that reads seldom.
     #[arg(long)]
-    pub upkeep: bool,
+    pub busy: bool,
+    /// Change the kernel clock's rate by PPM meanwhile (±100000, that is
+    /// ±10 %; chrony slews at 83333), then by -PPM, then back: root only.
+    #[arg(long, value_name = "PPM", value_parser = kernel_ppm, allow_negative_numbers = true)]
+    pub kernel_rate: Option<i64>,
+    /// With --kernel-rate, when the change starts, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = seconds, requires = "kernel_rate")]
+    pub change_at: f64,
+    /// With --kernel-rate, how long each change lasts, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = seconds, requires = "kernel_rate")]
+    pub hold: f64,
     /// Also write an SVG plot of the offset and the frequency error to FILE.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -69,6 +87,75 @@ fn seconds(text: &str) -> Result<f64, String> {
     }
 }
 
+/// Parses a change of the kernel's rate in ppm: not 0, within ±10 %.
+fn kernel_ppm(text: &str) -> Result<i64, String> {
+    match text.parse::<i64>() {
+        Ok(ppm) if ppm != 0 && ppm.abs() <= 100_000 => Ok(ppm),
+        _ => Err("give a whole number of ppm, not 0, within ±100000 (±10 %), such as 83333".into()),
+    }
+}
+
+/// The kernel clock's rate as `--kernel-rate` changes it, set back to what
+/// it was when dropped (at the end, on an error, after Ctrl-C).
+struct KernelRateChange {
+    was: timehands::sys::KernelRate,
+    ppm: i64,
+    at: Duration,
+    hold: Duration,
+    /// The change in force: -1, 0 or 1 times `ppm`.
+    now: i64,
+}
+
+impl KernelRateChange {
+    /// The kernel's rate as it is, to change by `ppm` from `at` for `hold`.
+    fn new(ppm: i64, at: Duration, hold: Duration) -> anyhow::Result<KernelRateChange> {
+        let was = timehands::sys::kernel_rate().context("--kernel-rate")?;
+        Ok(KernelRateChange {
+            was,
+            ppm,
+            at,
+            hold,
+            now: 0,
+        })
+    }
+
+    /// Sets the rate that `elapsed` into the run calls for, if it is
+    /// another; returns the change in force, in ppm.
+    fn follow(&mut self, elapsed: Duration) -> anyhow::Result<i64> {
+        let sign = if elapsed < self.at {
+            0
+        } else if elapsed < self.at + self.hold {
+            1
+        } else if elapsed < self.at + 2 * self.hold {
+            -1
+        } else {
+            0
+        };
+        if sign != self.now {
+            let rate =
+                timehands::sys::KernelRate::of_ppb(self.was.rate_ppb() + sign * self.ppm * 1_000);
+            timehands::sys::set_kernel_rate(rate).context("--kernel-rate")?;
+            self.now = sign;
+        }
+        Ok(sign * self.ppm)
+    }
+
+    /// When the change is over, in seconds into the run.
+    fn ends(&self) -> f64 {
+        (self.at + 2 * self.hold).as_secs_f64()
+    }
+}
+
+impl Drop for KernelRateChange {
+    fn drop(&mut self) {
+        if self.now != 0 {
+            if let Err(e) = timehands::sys::set_kernel_rate(self.was) {
+                eprintln!("timehands: the kernel clock's rate could not be set back: {e}");
+            }
+        }
+    }
+}
+
 /// One sample.
 #[derive(Serialize)]
 struct Sample {
@@ -81,6 +168,10 @@ struct Sample {
     /// The offset's rate of change over the window before this sample, in
     /// ppm; `None` for the first sample.
     frequency_error_ppm: Option<f64>,
+    /// The change of the kernel clock's rate in force, ppm (with
+    /// `--kernel-rate`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_rate_ppm: Option<i64>,
 }
 
 /// What the run comes to.
@@ -96,6 +187,14 @@ struct Totals {
     /// The least-squares slope of the offsets over the run, in ppm; `None`
     /// for a single sample.
     frequency_error_ppm: Option<f64>,
+    /// With `--kernel-rate`: the largest |offset| while the kernel's rate
+    /// was changed, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_abs_offset_during_change_ns: Option<u64>,
+    /// With `--kernel-rate`: how long after the change ended the offset
+    /// was last more than 1 µs beyond half its bracket, s (0: never).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    settled_after_change_s: Option<f64>,
 }
 
 /// The run, as JSON names it.
@@ -104,8 +203,8 @@ struct Run {
     clock: &'static str,
     against: &'static str,
     interval_ms: u64,
-    /// Whether the upkeep thread wound the clock up between samples.
-    upkeep: bool,
+    /// Whether a thread read `now()` all the while.
+    busy: bool,
     summary: Totals,
     samples: Vec<Sample>,
 }
@@ -123,13 +222,31 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             args.interval
         );
     }
+    let mut change = match args.kernel_rate {
+        Some(ppm) => {
+            if args.change_at + 2.0 * args.hold > args.duration {
+                bail!(
+                    "--change-at {} s and twice --hold {} s end after --duration {} s: give a longer --duration",
+                    args.change_at,
+                    args.hold,
+                    args.duration
+                );
+            }
+            let stop = crate::interrupt::stop_on_interrupt()?;
+            let change = KernelRateChange::new(
+                ppm,
+                Duration::from_secs_f64(args.change_at),
+                Duration::from_secs_f64(args.hold),
+            )?;
+            Some((change, stop))
+        }
+        None => None,
+    };
     let count = count as usize;
     let progress = progress::bar("track", count as u64, duration);
     let window = (RATE_WINDOW.as_nanos() / interval.as_nanos()).max(1) as usize;
     let (ours, kernel) = (Clock::Now, Clock::KernelMonotonic);
-    if args.upkeep {
-        timehands::now_coarse();
-    }
+    let busy = args.busy.then(BusyReader::start);
     let start = Instant::now();
     let mut offsets: Vec<bracket::Offset> = Vec::with_capacity(count);
     let mut samples = Vec::with_capacity(count);
@@ -138,6 +255,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             thread::sleep(wait);
         }
+        let kernel_rate_ppm = match &mut change {
+            Some((change, stop)) if !stop.load(std::sync::atomic::Ordering::Relaxed) => {
+                Some(change.follow(start.elapsed())?)
+            }
+            Some(_) => break,
+            None => None,
+        };
         let now = bracket::offset(ours, kernel, BRACKETS);
         let first = offsets.first().copied().unwrap_or(now);
         let frequency_error_ppm = i
@@ -149,17 +273,21 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             offset_ns: now.offset_ns,
             bracket_ns: now.bracket_ns,
             frequency_error_ppm,
+            kernel_rate_ppm,
         });
         offsets.push(now);
         progress.inc(1);
     }
     progress.finish_and_clear();
+    drop(busy);
+    let ends = change.as_ref().map(|(change, _)| change.ends());
+    drop(change);
     let run = Run {
         clock: ours.label(),
         against: kernel.label(),
         interval_ms: args.interval,
-        upkeep: args.upkeep,
-        summary: totals(&samples)?,
+        busy: args.busy,
+        summary: totals(&samples, ends)?,
         samples,
     };
     output::print_json_or_text(args.json, &run, Run::text)?;
@@ -167,6 +295,39 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         file.write(&run.plot()?)?;
     }
     Ok(())
+}
+
+/// A thread that reads `now()` until dropped, as a busy program does.
+struct BusyReader {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl BusyReader {
+    fn start() -> BusyReader {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::black_box(timehands::now());
+                }
+            })
+        };
+        BusyReader {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for BusyReader {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// How fast the offset moved from `earlier` to `later`, in ppm of the
@@ -177,7 +338,7 @@ fn rate_ppm(earlier: &bracket::Offset, later: &bracket::Offset) -> f64 {
     moved / elapsed * 1e6
 }
 
-fn totals(samples: &[Sample]) -> anyhow::Result<Totals> {
+fn totals(samples: &[Sample], change_ends_s: Option<f64>) -> anyhow::Result<Totals> {
     let offsets: Vec<f64> = samples.iter().map(|s| s.offset_ns as f64).collect();
     Ok(Totals {
         samples: samples.len(),
@@ -189,7 +350,31 @@ fn totals(samples: &[Sample]) -> anyhow::Result<Totals> {
             .unwrap_or(0),
         max_bracket_ns: samples.iter().map(|s| s.bracket_ns).max().unwrap_or(0),
         frequency_error_ppm: slope(samples).map(|per_s| per_s / 1e3),
+        max_abs_offset_during_change_ns: change_ends_s.map(|_| {
+            samples
+                .iter()
+                .filter(|s| s.kernel_rate_ppm.is_some_and(|ppm| ppm != 0))
+                .map(|s| s.offset_ns.unsigned_abs())
+                .max()
+                .unwrap_or(0)
+        }),
+        settled_after_change_s: change_ends_s.map(|ends| {
+            samples
+                .iter()
+                .filter(|s| s.t_s >= ends && beyond_bracket(s) > 1_000)
+                .map(|s| s.t_s - ends)
+                .fold(0.0, f64::max)
+        }),
     })
+}
+
+/// How far a sample's offset is beyond half its bracket, ns: what it is
+/// off for sure.
+fn beyond_bracket(sample: &Sample) -> u64 {
+    sample
+        .offset_ns
+        .unsigned_abs()
+        .saturating_sub(sample.bracket_ns.div_ceil(2))
 }
 
 /// The least-squares slope of offset (ns) against time (s), in ns per s;
@@ -214,26 +399,35 @@ impl Run {
             self.clock,
             self.against,
             self.interval_ms,
-            if self.upkeep {
-                ", the upkeep thread winding up meanwhile"
+            if self.busy {
+                ", a thread reading now() all the while"
             } else {
                 ""
             }
         );
-        let _ = writeln!(
+        let changed = self.summary.settled_after_change_s.is_some();
+        let _ = write!(
             text,
             "{:>9} {:>12} {:>11} {:>16}",
             "t s", "offset ns", "bracket ns", "freq error ppm"
         );
+        if changed {
+            text.push_str("  kernel rate ppm");
+        }
+        text.push('\n');
         for s in &self.samples {
             let rate = s
                 .frequency_error_ppm
                 .map_or_else(|| "-".to_string(), |r| format!("{r:.3}"));
-            let _ = writeln!(
+            let _ = write!(
                 text,
                 "{:>9.3} {:>12} {:>11} {:>16}",
                 s.t_s, s.offset_ns, s.bracket_ns, rate
             );
+            if let Some(ppm) = s.kernel_rate_ppm {
+                let _ = write!(text, "  {ppm:>15}");
+            }
+            text.push('\n');
         }
         let t = &self.summary;
         let o = &t.offset_ns;
@@ -245,6 +439,14 @@ impl Run {
             o.min, o.median, o.max, t.max_abs_offset_ns
         );
         let _ = writeln!(text, "  widest bracket   {} ns", t.max_bracket_ns);
+        if let (Some(during), Some(after)) =
+            (t.max_abs_offset_during_change_ns, t.settled_after_change_s)
+        {
+            let _ = writeln!(
+                text,
+                "  kernel's rate    changed: largest |offset| {during} ns meanwhile; within 1 µs {after:.3} s after it ended"
+            );
+        }
         match t.frequency_error_ppm {
             Some(ppm) => {
                 let _ = writeln!(text, "  frequency error  {ppm:.4} ppm (slope over the run)");

@@ -36,7 +36,7 @@ fn json_has_the_samples_and_the_summary() {
         doc["against"],
         timehands::sys::KernelClock::Monotonic.name()
     );
-    assert_eq!(doc["upkeep"], false);
+    assert_eq!(doc["busy"], false);
     let samples = doc["samples"].as_array().expect("samples");
     assert_eq!(samples.len(), 6, "{doc}");
     assert!(samples[0]["frequency_error_ppm"].is_null());
@@ -66,12 +66,12 @@ fn json_has_the_samples_and_the_summary() {
 }
 
 #[test]
-fn upkeep_is_said_in_the_text_and_the_json() {
-    let text = stdout(&["track", "-D", "0.02", "--interval", "10", "--upkeep"]);
+fn busy_is_said_in_the_text_and_the_json() {
+    let text = stdout(&["track", "-D", "0.02", "--interval", "10", "--busy"]);
     assert!(
         text.lines()
             .next()
-            .is_some_and(|l| l.contains("upkeep thread")),
+            .is_some_and(|l| l.contains("a thread reading now()")),
         "{text}"
     );
     let doc = json(&[
@@ -80,10 +80,10 @@ fn upkeep_is_said_in_the_text_and_the_json() {
         "0.02",
         "--interval",
         "10",
-        "--upkeep",
+        "--busy",
         "--json",
     ]);
-    assert_eq!(doc["upkeep"], true);
+    assert_eq!(doc["busy"], true);
 }
 
 #[test]

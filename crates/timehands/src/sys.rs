@@ -24,7 +24,7 @@ use std::io;
 
 #[cfg(unix)]
 pub use crate::os::posix::{clock_nanos, clock_timespec, timespec_nanos};
-pub use crate::os::{KernelClock, Policy};
+pub use crate::os::{KernelClock, KernelRate, Policy};
 
 /// `clock` in nanoseconds since its origin; see [`KernelClock`] for what
 /// each is on this OS.
@@ -35,6 +35,27 @@ pub use crate::os::{KernelClock, Policy};
 #[inline]
 pub fn kernel_nanos(clock: KernelClock) -> io::Result<u64> {
     crate::os::kernel_nanos(clock)
+}
+
+/// The kernel clock's tick and frequency (Linux's `adjtimex(2)`, read
+/// without privilege).
+///
+/// # Errors
+/// The OS's; on an OS that does not say, one naming it.
+pub fn kernel_rate() -> io::Result<KernelRate> {
+    crate::os::kernel_rate()
+}
+
+/// Sets the kernel clock's tick and frequency, as an NTP daemon does: every
+/// program's CLOCK_MONOTONIC and CLOCK_REALTIME run at the new rate until
+/// it is set back (Realtime keeps what it gained meanwhile).
+///
+/// # Errors
+/// Without the privilege (root: CAP_SYS_TIME), for a tick outside 9000 to
+/// 11 000 µs or a frequency beyond ±500 ppm, and on an OS that has no such
+/// call, one line that says which.
+pub fn set_kernel_rate(rate: KernelRate) -> io::Result<()> {
+    crate::os::set_kernel_rate(rate)
 }
 
 /// The CPUs the calling thread may run on, in increasing order (on Windows,

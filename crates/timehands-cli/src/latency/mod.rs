@@ -23,7 +23,6 @@ mod clock;
 mod deadline;
 pub(crate) mod duration;
 mod feeds;
-pub(crate) mod interrupt;
 mod measure;
 mod plan;
 mod realtime;
@@ -135,7 +134,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let fifo = args.fifo.as_deref().map(feeds::Fifo::create).transpose()?;
     pin_main_thread(args)?;
     let text = !matches!(json, Some(JsonOut::Stdout));
-    let stop = interrupt::stop_on_interrupt()?;
+    let stop = crate::interrupt::stop_on_interrupt()?;
     if args.resolution {
         clock::check_resolution(plan.threads[0].clock, args.verbose, args.dbg_cyclictest);
     }

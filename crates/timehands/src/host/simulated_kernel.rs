@@ -492,3 +492,40 @@ fn bursts_between_idle_spells_keep_time() {
         );
     }
 }
+
+/// chrony slews while the process is stopped (no read, no windup, for 3 s
+/// at +8.33 %): the first read after it stands no further ahead than the
+/// hands' promise, never behind an earlier read; the windup it makes puts
+/// the clock back on CLOCK_MONOTONIC (the counter ran 250 ms less than the
+/// kernel), and once the slew is over the clock is back within 1 µs, and
+/// its rate on the kernel's, within a second.
+#[test]
+#[cfg_attr(miri, ignore = "simulated seconds of steering: too slow")]
+fn a_slew_during_a_stop_is_followed() {
+    let kernel = SimKernel::leaked();
+    kernel.says_rate.store(true, Ordering::Release);
+    let clock = clock(kernel, 20);
+    run(clock, kernel, 2_000_000_000, 100_000);
+    let before = clock.timekeeper().uptime();
+    kernel.rate_ppb.store(83_333_333, Ordering::Release);
+    kernel.advance(3_000_000_000);
+    let first = clock.timekeeper().uptime();
+    assert!(first >= before);
+    clock.windup();
+    assert!(
+        offset(clock, kernel).unsigned_abs()
+            <= clock.accuracy_nanos() as u128 + 2 * WINDUP_INTERVAL.as_nanos(),
+        "{} ns off after the stop",
+        offset(clock, kernel)
+    );
+    run(clock, kernel, 1_000_000_000, 100_000);
+    kernel.rate_ppb.store(0, Ordering::Release);
+    run(clock, kernel, 1_000_000_000, 100_000);
+    assert!(
+        offset(clock, kernel).abs() < 1_000,
+        "{} ns off a second after the slew",
+        offset(clock, kernel)
+    );
+    let correction = clock.steering().correction_ppb();
+    assert!((correction - 20_000).abs() < 1_000, "{correction} ppb");
+}

@@ -4,7 +4,7 @@
 
 use std::io;
 
-use super::{ForkHandler, NtpState, Policy, unsupported};
+use super::{ForkHandler, KernelRate, NtpState, Policy, unsupported};
 
 /// No NTP state a program can read: no bound on real time.
 pub(crate) fn ntp() -> io::Result<NtpState> {
@@ -34,6 +34,20 @@ pub(crate) fn current_cpu() -> Option<usize> {
 /// No real-time scheduling policy.
 pub(crate) fn set_scheduling(policy: Policy, _priority: i32) -> io::Result<()> {
     Err(unsupported(policy.name()))
+}
+
+/// No tick and frequency of the kernel's clock that a program can read.
+pub(crate) fn kernel_rate() -> io::Result<KernelRate> {
+    Err(unsupported(
+        "the kernel clock's tick and frequency (adjtimex)",
+    ))
+}
+
+/// No tick and frequency of the kernel's clock that a program can set.
+pub(crate) fn set_kernel_rate(_rate: KernelRate) -> io::Result<()> {
+    Err(unsupported(
+        "setting the kernel clock's tick and frequency (adjtimex)",
+    ))
 }
 
 /// No CPU time of a thread that a program can read.

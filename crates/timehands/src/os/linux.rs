@@ -47,15 +47,75 @@ pub(crate) fn ntp() -> io::Result<NtpState> {
 }
 
 /// The kernel clock's rate against its nominal one, in ppb, from
-/// `adjtimex`'s `tick` (µs a USER_HZ tick, 10 000 nominal) and `freq` (ppm
-/// scaled by 2^16): the rate is their product.
+/// `adjtimex`'s `tick` and `freq`.
 #[cfg(target_os = "linux")]
-pub(crate) fn kernel_rate_ppb(tick_us: i64, freq: i64) -> i64 {
-    const NOMINAL_TICK_US: i128 = 10_000;
-    const FREQ_ONE: i128 = 65_536 * 1_000_000;
-    let rate =
-        tick_us as i128 * 1_000_000_000 * (FREQ_ONE + freq as i128) / (NOMINAL_TICK_US * FREQ_ONE);
-    (rate - 1_000_000_000) as i64
+fn kernel_rate_ppb(tick_us: i64, freq: i64) -> i64 {
+    super::KernelRate {
+        tick_us,
+        frequency: freq,
+    }
+    .rate_ppb()
+}
+
+/// The kernel clock's tick and frequency: `adjtimex(2)` with modes 0.
+#[cfg(target_os = "linux")]
+pub(crate) fn kernel_rate() -> io::Result<super::KernelRate> {
+    // SAFETY: a zeroed timex is a valid argument (modes 0: read only).
+    let mut tx: libc::timex = unsafe { std::mem::zeroed() };
+    // SAFETY: `tx` is a valid timex to write; modes 0 changes nothing.
+    if unsafe { libc::adjtimex(&mut tx) } < 0 {
+        return Err(super::last_error("adjtimex"));
+    }
+    Ok(super::KernelRate {
+        tick_us: tx.tick as i64,
+        frequency: tx.freq as i64,
+    })
+}
+
+/// Sets the kernel clock's tick and frequency (`adjtimex(2)` with ADJ_TICK
+/// and ADJ_FREQUENCY): root's (CAP_SYS_TIME).
+#[cfg(target_os = "linux")]
+pub(crate) fn set_kernel_rate(rate: super::KernelRate) -> io::Result<()> {
+    // SAFETY: a zeroed timex is a valid argument; the modes say which
+    // fields are read.
+    let mut tx: libc::timex = unsafe { std::mem::zeroed() };
+    tx.modes = libc::ADJ_TICK | libc::ADJ_FREQUENCY;
+    tx.tick = rate.tick_us as _;
+    tx.freq = rate.frequency as _;
+    // SAFETY: `tx` is a valid timex; the kernel checks the values.
+    if unsafe { libc::adjtimex(&mut tx) } < 0 {
+        let e = io::Error::last_os_error();
+        let why = if e.kind() == io::ErrorKind::PermissionDenied {
+            "it needs root (CAP_SYS_TIME)"
+        } else {
+            "the tick is 9000 to 11000 µs, the frequency within ±500 ppm"
+        };
+        return Err(io::Error::new(
+            e.kind(),
+            format!(
+                "adjtimex to a tick of {} µs and a frequency of {} ppm: {e}; {why}",
+                rate.tick_us,
+                rate.frequency as f64 / 65_536.0
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Android's libc crate binds no `struct timex` (see [`ntp`]).
+#[cfg(target_os = "android")]
+pub(crate) fn kernel_rate() -> io::Result<super::KernelRate> {
+    Err(super::unsupported(
+        "the kernel clock's tick and frequency (adjtimex)",
+    ))
+}
+
+/// See [`kernel_rate`].
+#[cfg(target_os = "android")]
+pub(crate) fn set_kernel_rate(_rate: super::KernelRate) -> io::Result<()> {
+    Err(super::unsupported(
+        "setting the kernel clock's tick and frequency (adjtimex)",
+    ))
 }
 
 /// Android's kernel keeps the NTP state, and bionic has `adjtimex` from
@@ -217,9 +277,11 @@ pub(crate) fn refuse_threads_and_ntp() -> io::Result<()> {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::kernel_rate_ppb;
+    use crate::os::KernelRate;
 
     /// The tick and the frequency multiply: chrony's slew (tick 10 833 µs),
-    /// ntpd's 500 ppm, both, and the nominal rate.
+    /// ntpd's 500 ppm, both, and the nominal rate; and a rate in ppb is
+    /// made of both.
     #[test]
     fn the_kernel_rate_is_the_tick_times_the_frequency() {
         assert_eq!(kernel_rate_ppb(10_000, 0), 0);
@@ -228,5 +290,11 @@ mod tests {
         assert_eq!(kernel_rate_ppb(10_000, 500 * 65_536), 500_000);
         assert_eq!(kernel_rate_ppb(10_000, -500 * 65_536), -500_000);
         assert_eq!(kernel_rate_ppb(11_000, 500 * 65_536), 100_550_000);
+        for ppb in [0, 83_333_333, -100_000_000, 500_000, -499_999, 1_234_567] {
+            let rate = KernelRate::of_ppb(ppb);
+            assert!((rate.rate_ppb() - ppb).abs() <= 1, "{ppb}: {rate:?}");
+            assert!(rate.frequency.abs() <= 100 * 65_536, "{ppb}: {rate:?}");
+        }
+        assert_eq!(KernelRate::NOMINAL.rate_ppb(), 0);
     }
 }

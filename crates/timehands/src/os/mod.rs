@@ -24,6 +24,8 @@
 //! - `set_scheduling(Policy, priority)` and `set_minimal_timer_slack()`;
 //! - `thread_cpu_nanos()`: the calling thread's CPU time, where the OS
 //!   tells it (CLOCK_THREAD_CPUTIME_ID);
+//! - `kernel_rate()` and `set_kernel_rate(KernelRate)`: the kernel clock's
+//!   tick and frequency (Linux's `adjtimex`), or an error naming the OS;
 //! - `on_fork(prepare, parent, child)`: the `pthread_atfork` handlers, and
 //!   their registration before `main`; nothing where there is no `fork`.
 //!
@@ -102,6 +104,7 @@ pub(crate) use family::{
     allowed_cpus, clock_name, current_cpu, kernel_nanos, ntp, on_fork, pin_to_cpus, process_cpus,
     set_minimal_timer_slack, set_scheduling, thread_cpu_nanos,
 };
+pub(crate) use family::{kernel_rate, set_kernel_rate};
 
 /// The OS's clocks, as the host clock follows them. What each is on each OS
 /// is in the table of the repository's `docs/platforms.md`; in short:
@@ -146,6 +149,46 @@ impl KernelClock {
     /// The OS's name for the clock, such as `"CLOCK_MONOTONIC"`.
     pub fn name(self) -> &'static str {
         clock_name(self)
+    }
+}
+
+/// The rate of the kernel's clock as an NTP daemon sets it, on Linux
+/// (`adjtimex(2)`): the length of a tick and a frequency offset. Its rate
+/// against the nominal one is their product ([`KernelRate::rate_ppb`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelRate {
+    /// Microseconds a USER_HZ tick adds: 10 000 nominal, 9 000 to 11 000
+    /// allowed (chrony slews at 10 833).
+    pub tick_us: i64,
+    /// The frequency offset in ppm scaled by 2^16, within ±500 ppm.
+    pub frequency: i64,
+}
+
+impl KernelRate {
+    /// The nominal rate: ticks of 10 000 µs, no frequency offset.
+    pub const NOMINAL: KernelRate = KernelRate {
+        tick_us: 10_000,
+        frequency: 0,
+    };
+
+    /// How far the clock runs from its nominal rate, in ppb.
+    pub fn rate_ppb(&self) -> i64 {
+        const FREQ_ONE: i128 = 65_536 * 1_000_000;
+        let rate = self.tick_us as i128 * 100_000 * (FREQ_ONE + self.frequency as i128) / FREQ_ONE;
+        (rate - 1_000_000_000) as i64
+    }
+
+    /// The rate `ppb` from nominal: through the tick, in its steps of 100
+    /// ppm, and the rest through the frequency (the two multiply).
+    pub fn of_ppb(ppb: i64) -> KernelRate {
+        const FREQ_ONE: i128 = 65_536 * 1_000_000;
+        let tick_us = 10_000 + ppb.div_euclid(100_000);
+        let frequency =
+            (1_000_000_000 + ppb as i128) * FREQ_ONE / (tick_us as i128 * 100_000) - FREQ_ONE;
+        KernelRate {
+            tick_us,
+            frequency: frequency as i64,
+        }
     }
 }
 

@@ -10,6 +10,7 @@ pub(crate) use super::absent::ntp;
 pub(crate) use super::absent::{
     allowed_cpus, current_cpu, pin_to_cpus, process_cpus, set_minimal_timer_slack, set_scheduling,
 };
+pub(crate) use super::absent::{kernel_rate, set_kernel_rate};
 use super::posix;
 pub(crate) use posix::{clock_name, kernel_nanos, on_fork, thread_cpu_nanos};
 

@@ -1,6 +1,7 @@
 //! Ctrl-C (and SIGTERM, SIGHUP) as a request to stop: the measuring threads
 //! finish the period they are in and the summary is printed, as cyclictest
-//! does.
+//! does (`latency`, `load`), or a change made to the kernel is undone
+//! (`track --kernel-rate`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
