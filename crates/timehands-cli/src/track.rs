@@ -504,6 +504,7 @@ mod tests {
             offset_ns,
             bracket_ns: 50,
             frequency_error_ppm: None,
+            kernel_rate_ppm: None,
         }
     }
 
@@ -515,7 +516,7 @@ mod tests {
             .collect();
         let per_s = slope(&samples).expect("a slope");
         assert!((per_s - 250.0).abs() < 1e-9, "{per_s}");
-        let totals = totals(&samples).expect("samples");
+        let totals = totals(&samples, None).expect("samples");
         assert_eq!(totals.max_abs_offset_ns, 1000);
         assert!((totals.frequency_error_ppm.expect("a rate") - 0.25).abs() < 1e-12);
     }
@@ -523,7 +524,22 @@ mod tests {
     #[test]
     fn one_sample_has_no_slope() {
         assert!(slope(&[at(0.0, 7)]).is_none());
-        assert!(totals(&[]).is_err());
+        assert!(totals(&[], None).is_err());
+    }
+
+    /// With the kernel's rate changed, the summary has the largest offset
+    /// while it was, and when the offset was last beyond 1 µs (more than
+    /// half its bracket) after the change ended.
+    #[test]
+    fn a_change_of_the_kernels_rate_is_summed_up() {
+        let mut samples = vec![at(0.0, 3), at(0.5, -2_000_000), at(1.0, 400_000)];
+        samples[1].kernel_rate_ppm = Some(83_333);
+        samples[2].kernel_rate_ppm = Some(0);
+        samples.extend([at(1.1, 1_026), at(1.2, 1_024), at(1.3, 2)]);
+        let totals = totals(&samples, Some(1.0)).expect("samples");
+        assert_eq!(totals.max_abs_offset_during_change_ns, Some(2_000_000));
+        let after = totals.settled_after_change_s.expect("settled");
+        assert!((after - 0.1).abs() < 1e-9, "{after}");
     }
 
     #[test]
