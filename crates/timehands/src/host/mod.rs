@@ -18,6 +18,12 @@
 //! `TIMEHANDS_COUNTER=tsc` takes the TSC whatever the checks say. [`info`](crate::info())
 //! tells what was chosen and why.
 //!
+//! The TSC takes over only once its frequency is measured against
+//! CLOCK_MONOTONIC over [`SETTLE`](choice::SETTLE) (10 ms, while readers read the kernel's
+//! clock; longer on a machine that preempts the brackets): a frequency
+//! CPUID states is some hundreds of ppm off in a VM, which puts a fresh
+//! process microseconds off the kernel by its first steering.
+//!
 //! The move is a retirement ([`Timekeeper::retire`](crate::Timekeeper::retire)) of the timekeeper on the
 //! kernel's clock for one on the chosen counter that starts where it stops.
 //! The thread waits until that point falls due before it moves the readers,
@@ -44,8 +50,9 @@
 //!
 //! Every step of the clock's life that must be seen whole (a hand-over, a
 //! steering) runs under the steering lock, which a `pthread_atfork` handler
-//! takes before a fork (`fork.rs`): a child never sees one half done, and
-//! starts its own upkeep thread. A stop (SIGSTOP, a paused VM) leaves reads
+//! takes before a fork (`process.rs`, which says in one place what a child
+//! forgets): a child never sees one half done, and starts its own upkeep
+//! thread when a read needs it. A stop (SIGSTOP, a paused VM) leaves reads
 //! standing at the promise; the windup after it resumes on CLOCK_MONOTONIC
 //! wherever the counter's rate would have put it. The error bound
 //! [`getres`](crate::getres()) reports is true at every moment: the offset
@@ -56,9 +63,16 @@
 //! The clock has CLOCK_MONOTONIC's origin from its first read, and the steering
 //! of `steer.rs` keeps it there: at windups it compares itself with the kernel
 //! through tight brackets and slews its phase and trims its rate, never
-//! stepping. Realtime and Boottime are Monotonic plus the kernel's own offsets
-//! (REALTIME − MONOTONIC, BOOTTIME − MONOTONIC), re-read at each windup, so
-//! they follow `settimeofday` and suspend within one windup interval.
+//! stepping. The kernel's clock itself changes rate (chrony slews through the
+//! tick at 8.3 %, PTP daemons step the frequency): the steering finds such a
+//! change at its next measurement, or from the kernel's word where it gives
+//! one (Linux's `adjtimex`), follows the new rate from the next switch
+//! point, and closes the gap it left within some tens of milliseconds,
+//! running fast, or slow as far as standing still. Realtime and Boottime are
+//! Monotonic plus the kernel's own offsets (REALTIME − MONOTONIC, BOOTTIME −
+//! MONOTONIC), re-read at each windup, so they follow `settimeofday` and
+//! suspend within one windup (a Realtime read that finds a windup due reads
+//! again after it).
 //!
 //! # When the counter goes wrong
 //!
@@ -70,9 +84,9 @@
 //! base, which the engine clamps to it: a counter that went back shows as time
 //! standing at the last windup, a step back of at most the reads made since);
 //! [`info`](crate::info()) reports the fallback and its reason. Readers find windups due
-//! after a counter went back too, and the upkeep thread winds up (and so
-//! steers and watches) whatever the readers do, so that a counter that
-//! stopped, which no reader can notice, is caught as well.
+//! after a counter went back too; a counter that stopped, which no reader
+//! can notice (its reads never fall due), is caught by the upkeep thread's
+//! last windup before it parks, when the windups readers made stopped.
 //!
 //! A suspend is not a failure: an invariant TSC counts on through s2idle,
 //! where CLOCK_MONOTONIC stops, and the watchdog's reference counts the
@@ -89,16 +103,23 @@
 //!
 //! # Who winds up
 //!
-//! The upkeep thread (`upkeep.rs`), started at the first windup a reader
-//! makes, winds up every half interval, so that a windup falls due only when
-//! it is late: readers then rarely wind up ([`Info::reader_windups`](crate::Info::reader_windups)), and a
+//! Keeping time costs what the reading needs, and nothing while nobody
+//! reads. Precise readers wind up themselves: a read that finds its hands a
+//! [`WINDUP_INTERVAL`](clock::WINDUP_INTERVAL) old winds up (and steers, at most every 10 ms), a few
+//! hundred nanoseconds some hundred times a second for a program that reads
+//! all the time ([`Info::reader_windups`](crate::Info::reader_windups)); a
 //! read that stood at its hands' promise (no windup for two intervals: a
-//! stop, a suspend) winds up (or waits for the thread that does) and reads
-//! again ([`Info::standing_reads`](crate::Info::standing_reads)). A sandbox
-//! that refuses the thread is asked once: readers wind up, and the coarse
-//! clocks read the counter. Each windup leaves the coarse time ready for
+//! stop, a suspend, a program that reads seldom) winds up (or waits for the
+//! thread that does) and reads again ([`Info::standing_reads`](crate::Info::standing_reads)).
+//! The upkeep thread (`upkeep.rs`) runs only while the clock is read: a
+//! tick apart while coarse clocks are read (they read no counter, so they
+//! cannot find a windup due), a few times a second while precise reads
+//! come, and it parks, with no wakeup at all, once nothing is read
+//! ([`wake.rs`](wake) says how a read wakes it). A sandbox that refuses the
+//! thread is asked once: readers wind up, and the coarse clocks are the
+//! kernel's. The thread's ticks leave the coarse time ready for
 //! [`now_coarse`](crate::now_coarse()) in one word
-//! ([`COARSE_NANOS`](published::COARSE_NANOS)), and the whole seconds of each clock as hints for
+//! ([`COARSE_NANOS`](published::COARSE_NANOS)); every windup leaves the whole seconds of each clock as hints for
 //! [`gettime`](crate::gettime()), which then splits nanoseconds into seconds without a
 //! division.
 

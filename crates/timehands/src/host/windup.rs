@@ -1,5 +1,5 @@
 //! Winding up: a new hands from the counter's reading now, against
-//! CLOCK_MONOTONIC (see [`Timekeeper::windup_following`]), then a steering
+//! CLOCK_MONOTONIC (see [`Timekeeper::windup_following`](crate::Timekeeper::windup_following)), then a steering
 //! when one is due, whose findings the clock keeps; and what the upkeep
 //! thread publishes after its windups, the coarse time in one word.
 
