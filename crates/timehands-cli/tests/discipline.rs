@@ -9,7 +9,7 @@ use support::{assert_svg, fails_in_one_line, json, scratch, stdout, under_a_file
 fn the_table_has_ours_the_model_and_the_target_for_each_figure() {
     let text = stdout(&["discipline", "--scenario", "acquire", "--seed", "3"]);
     let header = text.lines().next().expect("a header");
-    for column in ["ours", "hardpps", "limit", "target", "met"] {
+    for column in ["ours", "oracle", "hardpps", "best", "limit", "target", "met"] {
         assert!(header.contains(column), "{header}");
     }
     let row = text
@@ -17,7 +17,7 @@ fn the_table_has_ours_the_model_and_the_target_for_each_figure() {
         .find(|l| l.contains("time to |phase| < 1 µs"))
         .unwrap_or_else(|| panic!("no acquisition row in\n{text}"));
     assert!(row.trim_end().ends_with("yes"), "{row}");
-    assert!(text.ends_with("seed 3: 3 of 3 targets met\n"), "{text}");
+    assert!(text.ends_with("seed 3: 4 of 4 targets met\n"), "{text}");
 }
 
 #[test]
@@ -32,8 +32,8 @@ fn json_gives_every_row_and_the_same_seed_the_same_figures() {
     ];
     let doc = json(&args);
     let rows = doc["rows"].as_array().expect("rows");
-    // Four cases of σ and w, three rows each.
-    assert_eq!(rows.len(), 12, "{doc}");
+    // Four cases of σ and w, four rows each.
+    assert_eq!(rows.len(), 16, "{doc}");
     for row in rows {
         assert_eq!(row["scenario"], "steady");
         assert!(row["met"].as_bool().is_some(), "{row}");

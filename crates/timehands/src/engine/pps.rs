@@ -93,8 +93,10 @@ const MAX_PRIOR: i128 = 1_000_000 * ONE;
 /// too small, which then grows by [`PRIOR_GROWTH`].
 const WIDE_INNOVATIONS: u32 = 5;
 const PRIOR_GROWTH: i128 = 4;
-/// The smallest wander the filter assumes: 0.01 ppb/√s (an oven).
+/// The smallest wander the filter assumes: 0.01 ppb/√s (an oven), and its
+/// variance, rounded up so that the status reads it whole.
 const MIN_WANDER: i128 = ONE / 100;
+const MIN_VARIANCE: i128 = (MIN_WANDER * MIN_WANDER + ONE - 1) / ONE;
 /// Seconds between the raw phases kept for the wander, and how many.
 const BLOCK: i64 = 16;
 const BLOCKS: usize = 33;
@@ -513,7 +515,9 @@ impl Pps {
             }
         }
         self.accepted = [Some(pulse), self.accepted[0]];
-        if self.spans.iter().all(|mean| mean.samples < SPAN_SAMPLES) {
+        // While the wander is assumed, innovations that run wide say the
+        // assumption is too small (the spans' bounds still cap it).
+        if self.measured_wander().is_err() {
             self.wide = self.wide << 1 | wide as u16;
             if self.wide.count_ones() >= WIDE_INNOVATIONS {
                 self.prior = (self.prior * PRIOR_GROWTH).min(MAX_PRIOR);
@@ -569,18 +573,22 @@ impl Pps {
         mean
     }
 
-    /// The wander's variance `q`, ppb² a second: from the span whose excess
-    /// over the jitter's part is the most certain (relative to itself), if
-    /// any is certain (two standard errors); else the tightest upper bound
-    /// the spans give, or the prior if lower.
+    /// The wander's variance `q`, ppb² a second.
     fn wander(&self) -> i128 {
+        self.measured_wander().unwrap_or_else(|assumed| assumed)
+    }
+
+    /// The wander's variance from the shortest span at which it is at
+    /// least three times the jitter's part (measured, not a draw of the
+    /// jitter); while there is none, `Err` with the prior, or the tightest
+    /// of the upper bounds the spans give (three standard errors above
+    /// their excess over the jitter's part) if lower.
+    fn measured_wander(&self) -> Result<i128, i128> {
         let noise = 6 * self.jitter_variance();
         // The jitter part's own variance, ns⁴ (overlapping differences:
         // half as many independent ones).
         let noise_ns = noise / ONE;
         let noise_variance = noise_ns * noise_ns * 4 / self.jitter.samples.max(1);
-        // The most certain estimate: its error and excess (ns²) and q.
-        let mut best: Option<(i128, i128, i128)> = None;
         let mut bound = self.prior;
         for (mean, span) in self.spans.iter().zip(SPANS) {
             if mean.samples < SPAN_SAMPLES {
@@ -589,23 +597,19 @@ impl Pps {
             let t = (span as i64 * BLOCK) as i128;
             let scale = 2 * t * t * t + t;
             let excess = mean.value - noise;
-            // A sample's variance is twice its mean squared; a span of `s`
-            // blocks overlaps its neighbours: one in `s` is independent.
-            // Its expectation is at least the jitter's part (a low mean
-            // is a low draw, not a small error).
+            if mean.value >= 4 * noise {
+                return Ok((3 * excess / scale).max(MIN_VARIANCE));
+            }
+            // A sample's variance is twice its mean squared, the mean at
+            // least the jitter's part (a low mean is a low draw, not a
+            // small error); a span of `s` blocks overlaps its neighbours:
+            // one in `s` is independent.
             let mean_ns = mean.value.max(noise) / ONE;
             let variance = mean_ns * mean_ns * 2 * span as i128 / mean.samples;
-            let error = (variance + noise_variance).isqrt();
-            bound = bound.min(3 * (excess + 2 * error * ONE) / scale);
-            let excess_ns = excess / ONE;
-            // The smaller error / excess (cross-multiplied), the better.
-            if excess_ns >= 2 * error && best.is_none_or(|(e, x, _)| error * x < e * excess_ns) {
-                best = Some((error, excess_ns, 3 * excess / scale));
-            }
+            let error = (variance + noise_variance).isqrt() * ONE;
+            bound = bound.min(3 * (excess + 3 * error) / scale);
         }
-        // The floor rounded up, so that the status reads it whole.
-        best.map_or(bound, |(_, _, q)| q)
-            .max((MIN_WANDER * MIN_WANDER + ONE - 1) / ONE)
+        Err(bound.max(MIN_VARIANCE))
     }
 
     /// Steers the clock, whose realtime at the pulse was `realtime`, to the
