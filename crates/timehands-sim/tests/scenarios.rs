@@ -11,21 +11,20 @@ fn assert_met(rows: Vec<timehands_sim::scenario::Row>) {
 }
 
 /// 100 ppm and 300 µs off: under 1 µs within 3 s, under 10 ppb by 120 s,
-/// an outlier among the first pulses adds no more than 3σ.
+/// an outlier among the first pulses adds no more than 3σ (the many-seed
+/// runs are `tests/day.rs`).
 #[test]
 fn acquisition_takes_seconds() {
-    for seed in [1, 2, 3] {
+    for seed in [1, 2] {
         assert_met(acquire(seed));
     }
 }
 
 /// 2 % outliers, 5 % drops, a 300 s outage and a +2 ppm step: each within
-/// 1.25 times the oracle on the same draws, over several seeds.
+/// 1.25 times the oracle on the same draws.
 #[test]
 fn outliers_drops_outages_and_steps_are_handled() {
-    for seed in [2, 4, 7] {
-        assert_met(robust(seed));
-    }
+    assert_met(robust(2));
 }
 
 /// An hour of steady state past the first is near the limit already (the
