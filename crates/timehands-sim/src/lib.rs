@@ -16,6 +16,7 @@ mod hardpps;
 mod limit;
 mod oracle;
 mod oscillator;
+mod receiver;
 mod run;
 pub mod scenario;
 
@@ -23,4 +24,5 @@ pub use hardpps::HardPps;
 pub use limit::{holdover, limit};
 pub use oracle::Oracle;
 pub use oscillator::{Oscillator, gaussian};
+pub use receiver::{Pulses, Receiver};
 pub use run::{Config, NtpSource, TUNINGS, Trace, run};

@@ -11,6 +11,7 @@ use timehands::{BinTime, Ntp, NtpStatus, Pps, SimCounter, Timekeeper, Timex};
 use crate::hardpps::{DEFAULT_SHIFT_MAX, HardPps};
 use crate::oracle::Oracle;
 use crate::oscillator::{Oscillator, gaussian};
+use crate::receiver::{Pulses, Receiver};
 
 /// The `pps_shiftmax` values the `hardpps` model runs at beside its
 /// default: 16 to 128 s as the longest calibration interval.
@@ -54,6 +55,8 @@ pub struct Config {
     pub step: Option<(u64, f64)>,
     /// Our clock disciplined by NTP offsets instead of the pulses.
     pub ntp: Option<NtpSource>,
+    /// The pulses from a GPS receiver's world besides (the second world).
+    pub receiver: Option<Receiver>,
 }
 
 /// An NTP client's offsets: one a poll interval, with network delays.
@@ -86,6 +89,7 @@ impl Config {
             outage: None,
             step: None,
             ntp: None,
+            receiver: None,
         }
     }
 }
@@ -169,7 +173,15 @@ pub fn run(config: &Config) -> Trace {
         })
         .collect();
     let mut pps = Pps::new();
-    let mut oracle = Oracle::new(config.jitter_ns, config.wander_ppb);
+    let mut receiver = config.receiver.map(|r| Pulses::new(r, &mut rng));
+    // The oracle is told the receiver's noise and flicker too.
+    let (sawtooth, flicker) = config
+        .receiver
+        .map_or((0.0, 0.0), |r| (r.noise_variance(), r.flicker_variance()));
+    let mut oracle = Oracle::new(
+        (config.jitter_ns.powi(2) + sawtooth).sqrt(),
+        (config.wander_ppb.powi(2) + flicker).sqrt(),
+    );
     let mut ntp = Ntp::new();
     if let Some(source) = config.ntp {
         let mut timex = Timex::default();
@@ -208,9 +220,12 @@ pub fn run(config: &Config) -> Trace {
             _ if outlier => lateness,
             _ => 0.0,
         };
+        let (received, not_a_pulse) = receiver
+            .as_mut()
+            .map_or((0.0, false), |pulses| pulses.lateness(second, &mut rng));
         let processed = osc.count_at(t0 + PROCESSING);
         if second > 0 && !out && !dropped && config.missing != Some(second) {
-            let capture = osc.count_at(t0 + noise + late * 1e-6);
+            let capture = osc.count_at(t0 + noise + late * 1e-6 + received * 1e-9);
             if config.ntp.is_none() {
                 pps.event(ours.at(processed), capture)
                     .expect("a capture 2 ms old is in the ring");
@@ -218,7 +233,7 @@ pub fn run(config: &Config) -> Trace {
             for (clock, hardpps) in &mut models {
                 hardpps.pulse(clock.at(processed), capture, NOMINAL_HZ as f64);
             }
-            if late == 0.0 {
+            if late == 0.0 && !not_a_pulse {
                 oracle.pulse(second, capture as f64 - t0 * NOMINAL_HZ as f64);
             }
         }
@@ -263,7 +278,10 @@ pub fn run(config: &Config) -> Trace {
             .step
             .filter(|&(at, _)| at == second + 1)
             .map_or(0.0, |(_, ppm)| ppm * 1e-6);
-        osc.next_second(&mut rng, step);
+        let flicker = receiver
+            .as_mut()
+            .map_or(0.0, |pulses| pulses.flicker_step(&mut rng));
+        osc.next_second(&mut rng, step + flicker);
         oracle.next_second(step * 1e9);
         let count = osc.count_at(t0 + 1.0);
         windup(&mut ours, &mut models, count);

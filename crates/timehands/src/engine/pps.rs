@@ -63,8 +63,10 @@ const SECOND: i128 = 1_000_000_000 * ONE;
 /// Innovations beyond this many standard deviations are outliers.
 const GATE: i128 = 5;
 /// Rejected pulses in a row on one line before their slope is judged: a
-/// step of the oscillator's frequency when it is not the filter's.
-const STEP_RUN: u32 = 3;
+/// step of the oscillator's frequency when it is not the filter's. (Three
+/// outliers of random lateness lie on a line within the gate about once in
+/// a thousand bursts; four, a thousand times less often.)
+const STEP_RUN: u32 = 4;
 /// Rejected pulses in a row on a line of the filter's slope before they
 /// are a step of the reference's phase, not a run of outliers.
 const PHASE_STEP_RUN: u32 = 10;
