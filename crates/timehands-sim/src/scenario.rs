@@ -297,7 +297,7 @@ pub fn steady(seed: u64, hours: u64) -> Vec<Row> {
         rows.push(
             Row::new(
                 "steady",
-                format!("RMS against hardpps at its best pps_shiftmax, ns ({name})"),
+                format!("RMS against the best hardpps, ns ({name})"),
                 Some(ours_rms),
                 format!("≤ {tuned_rms:.0} (hardpps's best)"),
                 tuned_rms,
@@ -407,7 +407,7 @@ pub fn robust(seed: u64) -> Vec<Row> {
     rows.push(
         Row::new(
             "robust",
-            "RMS with everything against hardpps at its best pps_shiftmax, ns",
+            "RMS with everything against the best hardpps, ns",
             Some(whole(&dirty.ours_ns)),
             format!("≤ {tuned:.0} (hardpps's best)"),
             tuned,
@@ -500,7 +500,7 @@ pub fn receiver(seed: u64) -> Vec<Row> {
             "receiver",
             "RMS of the per-second error bursts of outliers add, ns",
             Some(ours_extra),
-            format!("≤ {:.1} (a quarter of the oracle's RMS)", oracle / 4.0),
+            format!("≤ {:.1} (¼ of the oracle's RMS)", oracle / 4.0),
             oracle / 4.0,
         )
         .beside(
@@ -510,7 +510,7 @@ pub fn receiver(seed: u64) -> Vec<Row> {
         ),
         Row::new(
             "receiver",
-            "RMS against hardpps at its best pps_shiftmax, ns",
+            "RMS against the best hardpps, ns",
             Some(ours),
             format!("≤ {tuned:.0} (hardpps's best)"),
             tuned,

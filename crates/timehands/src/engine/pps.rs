@@ -28,11 +28,11 @@
 //!   jitter it is set by is the median of the second differences so far
 //!   (one outlier spoils three of them, so the median needs seven before it
 //!   is trusted alone; before, it is capped at a 1 µs prior);
-//! - a run of such pulses on one line is a step only when its slope is not
-//!   the filter's frequency (the oscillator's frequency stepped), or when
-//!   it has lasted ten pulses (the reference's phase stepped): pulses late
-//!   by the same amount a few times in a row are outliers. The filter and
-//!   its statistics start again from the run;
+//! - a run of such pulses on one line is a step only when, from its fourth
+//!   pulse, its slope is not the filter's frequency (the oscillator's
+//!   frequency stepped), or when it has lasted ten pulses (the reference's
+//!   phase stepped): pulses late by the same amount a few times in a row
+//!   are outliers. The filter and its statistics start again from the run;
 //! - a pulse less than half a second after the last: spurious.
 //!
 //! Missing pulses are gaps the filter predicts across; when pulses stop,
@@ -42,14 +42,16 @@
 //!
 //! The jitter σ comes from the second differences of consecutive raw phases
 //! (variance `6σ²`): their median over the last fifteen at first, then the
-//! mean square of those within five of its standard deviations. The wander
+//! mean square of those within ten of its standard deviations. The wander
 //! `w` comes from second differences of raw phases `T` apart for `T` of 16
-//! to 256 s (variance `6σ² + w²(2T³+T)/3`), at the `T` whose excess over
-//! the jitter's part is the most certain; while no excess is certain, from
-//! the tightest upper bound they give. Until the first is measured, a prior
-//! of 1 ppb/√s is used, grown fourfold whenever five of the last sixteen
-//! innovations are beyond two standard deviations (a prior too small would
-//! otherwise reject good pulses). Both start again with the filter.
+//! to 256 s (variance `6σ² + w²(2T³+T)/3`), at the shortest `T` where it is
+//! at least three times the jitter's part; while there is none, from a
+//! prior, or the tightest upper bound the spans give if lower (a wander
+//! hidden in the jitter is bounded, never taken for none). The prior is
+//! 1 ppb/√s, grown fourfold whenever five of the last sixteen innovations
+//! are beyond two standard deviations (a prior too small would otherwise
+//! reject good pulses). Both statistics start again with the filter, the
+//! prior then being the last wander.
 
 use super::bintime::BinTime;
 use super::counter::Counter;
