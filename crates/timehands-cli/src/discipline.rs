@@ -24,7 +24,7 @@ Examples:
   timehands discipline --scenario steady --hours 2 --seed 7 --json
   timehands discipline --seeds 1..50          every scenario on 50 seeds: each target's tally and worst seed")]
 pub struct Args {
-    /// The scenario: acquire, steady, robust, ntp, or all.
+    /// The scenario: acquire, steady, robust, receiver, ntp, or all.
     #[arg(long, default_value = "all")]
     pub scenario: String,
     /// The simulation's seed: the same seed, the same figures.
@@ -40,8 +40,9 @@ pub struct Args {
     /// Print one JSON document instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Write the phase error over time (ours and the hardpps model) of the
-    /// scenario's main run to this SVG file (a single scenario only).
+    /// Write the phase error over time (ours, the oracle's and the hardpps
+    /// model's) of the scenario's main run to this SVG file (a single
+    /// scenario only).
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
 }
@@ -117,7 +118,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     };
     let svg = match &args.svg {
         Some(_) if names.len() > 1 => {
-            anyhow::bail!("--svg plots one scenario: add --scenario acquire, steady, robust or ntp")
+            anyhow::bail!(
+                "--svg plots one scenario: add --scenario {}",
+                NAMES.join(", ")
+            )
         }
         Some(path) => Some(OutFile::create(path)?),
         None => None,
@@ -228,6 +232,7 @@ fn chart(name: &str, trace: &timehands_sim::Trace) -> Chart {
     };
     let mut series = vec![line("timehands", &trace.ours_ns)];
     if name != "ntp" {
+        series.push(line("oracle", &trace.oracle_ns));
         series.push(line("hardpps model", &trace.model_ns));
     }
     Chart {
