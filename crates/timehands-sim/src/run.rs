@@ -101,7 +101,8 @@ pub struct Trace {
     pub ours_ns: Vec<f64>,
     /// The `hardpps` model's clock's error at its default tuning, ns.
     pub model_ns: Vec<f64>,
-    /// The model's clock's error at each of the [`TUNINGS`], ns.
+    /// The model's clock's error at each of the [`TUNINGS`] (none in an NTP
+    /// run), ns.
     pub tuned_ns: Vec<Vec<f64>>,
     /// The error of a clock steered by the oracle's estimate, ns.
     pub oracle_ns: Vec<f64>,
@@ -162,13 +163,19 @@ pub fn run(config: &Config) -> Trace {
     );
     let mut ours = Clock::new(config.phase_us);
     // The model at its default tuning first, then at the others.
+    // An NTP run has no pulses for the tunings to differ on.
+    let tunings = if config.ntp.is_some() {
+        &[][..]
+    } else {
+        &TUNINGS[..]
+    };
     let mut models: Vec<(Clock, HardPps)> = [DEFAULT_SHIFT_MAX]
-        .into_iter()
-        .chain(TUNINGS)
+        .iter()
+        .chain(tunings)
         .map(|shift_max| {
             (
                 Clock::new(config.phase_us),
-                HardPps::with_shift_max(shift_max),
+                HardPps::with_shift_max(*shift_max),
             )
         })
         .collect();
@@ -191,7 +198,7 @@ pub fn run(config: &Config) -> Trace {
             .expect("a valid time constant");
     }
     let mut trace = Trace {
-        tuned_ns: vec![Vec::new(); TUNINGS.len()],
+        tuned_ns: vec![Vec::new(); tunings.len()],
         ..Trace::default()
     };
     // Every clock's counter to `count`, wound up.
