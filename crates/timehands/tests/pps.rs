@@ -356,6 +356,31 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
+    /// Pulses anywhere within half a second of the true edge, some missing,
+    /// never make the discipline panic (an overflow in debug) or step a
+    /// read back, whatever it makes of them.
+    #[test]
+    fn wild_pulses_never_panic_the_discipline(
+        offsets in prop::collection::vec(prop::option::of(-400_000_000i64..400_000_000), 1..60)
+    ) {
+        let (counter, tk) = timekeeper(8);
+        let mut pps = Pps::new();
+        let mut uptime = tk.uptime();
+        for offset in offsets {
+            for _ in 0..10 {
+                counter.advance(100_000_000);
+                tk.windup();
+            }
+            if let Some(offset) = offset {
+                let edge = counter.value().saturating_add_signed(offset);
+                let _ = pps.event(&tk, edge);
+            }
+            prop_assert!(tk.uptime() >= uptime);
+            uptime = tk.uptime();
+        }
+        let _ = pps.status(&tk);
+    }
+
     /// Whatever pulses, NTP offsets, slews, frequency changes and realtime
     /// steps come, in any order, uptime never steps back (exact or in ns),
     /// and realtime steps back only when told to.

@@ -111,6 +111,12 @@ const SPAN_SAMPLES: i128 = 8;
 /// The longest memory of the running means, in samples.
 const MEMORY: i128 = 512;
 
+/// The fixed-point square of `x`, saturating: pulses seconds apart square
+/// beyond an `i128`, and the most there is then compares as it should.
+fn square(x: i128) -> i128 {
+    x.saturating_mul(x) / ONE
+}
+
 /// A running mean over the last [`MEMORY`] samples or so.
 #[derive(Clone, Copy, Debug, Default)]
 struct Mean {
@@ -378,7 +384,7 @@ impl Pps {
                 filter.predict(seconds, self.wander());
                 let r = self.jitter_variance();
                 let innovation = pulse.phase - filter.x;
-                let squared = innovation * innovation / ONE;
+                let squared = square(innovation);
                 let variance = filter.innovation_variance(r);
                 let gated = squared > GATE * GATE * variance;
                 if !gated {
@@ -471,7 +477,7 @@ impl Pps {
         let span = (run.last.second - run.first.second) as i128;
         let slope = (run.last.phase - run.first.phase) / span;
         let variance = 2 * self.jitter_variance() / (span * span) + filter.pyy;
-        let apart = (slope - filter.y) * (slope - filter.y) / ONE;
+        let apart = square(slope - filter.y);
         if apart > GATE * GATE * variance || run.pulses >= PHASE_STEP_RUN {
             self.fit(run.first, run.last);
         }
@@ -487,7 +493,7 @@ impl Pps {
         }
         // Spacings in seconds may differ: compare the slopes.
         let bend = (a.phase - b.phase) * bc - (b.phase - c.phase) * ab;
-        let limit = GATE * (6 * self.jitter_variance() * ONE).isqrt() * ab * bc;
+        let limit = GATE * (6 * self.jitter_variance()).saturating_mul(ONE).isqrt() * ab * bc;
         bend.abs() <= limit
     }
 
@@ -509,7 +515,7 @@ impl Pps {
         self.run = None;
         if let [Some(b), Some(c)] = self.accepted {
             let d = pulse.phase - 2 * b.phase + c.phase;
-            let squared = d * d / ONE;
+            let squared = square(d);
             // Within twice the gate of the median's jitter (a median of
             // few is rough): an outlier the filter let in (before the gate
             // was tight) stays out.
@@ -542,7 +548,7 @@ impl Pps {
                 continue;
             };
             let d = pulse.phase - 2 * b.phase + c.phase;
-            mean.add(d * d / ONE);
+            mean.add(square(d));
         }
     }
 
@@ -555,7 +561,7 @@ impl Pps {
         };
         // A normal d's median magnitude is 0.6745 of its deviation √6 σ:
         // σ² = median² / 2.73.
-        let variance = (median * median / ONE * 100 / 273).max(self.resolution);
+        let variance = (square(median) / 273 * 100).max(self.resolution);
         if self.spread.len < MEDIAN_TRUSTED {
             // A median of few is a rough one, either way: widened by the
             // shortfall squared, and capped.
@@ -591,8 +597,11 @@ impl Pps {
         let noise = 6 * self.jitter_variance();
         // The jitter part's own variance, ns⁴ (overlapping differences:
         // half as many independent ones).
+        // (Saturating: pulses a good part of a second apart square beyond
+        // an `i128`, and then a bound of the most there is is right.)
         let noise_ns = noise / ONE;
-        let noise_variance = noise_ns * noise_ns * 4 / self.jitter.samples.max(1);
+        let noise_variance =
+            noise_ns.saturating_mul(noise_ns).saturating_mul(4) / self.jitter.samples.max(1);
         let mut bound = self.prior;
         for (mean, span) in self.spans.iter().zip(SPANS) {
             if mean.samples < SPAN_SAMPLES {
@@ -609,8 +618,11 @@ impl Pps {
             // small error); a span of `s` blocks overlaps its neighbours:
             // one in `s` is independent.
             let mean_ns = mean.value.max(noise) / ONE;
-            let variance = mean_ns * mean_ns * 2 * span as i128 / mean.samples;
-            let error = (variance + noise_variance).isqrt() * ONE;
+            let variance = mean_ns
+                .saturating_mul(mean_ns)
+                .saturating_mul(2 * span as i128)
+                / mean.samples;
+            let error = variance.saturating_add(noise_variance).isqrt() * ONE;
             bound = bound.min(3 * (excess + 3 * error) / scale);
         }
         Err(bound.max(MIN_VARIANCE))
