@@ -1,7 +1,10 @@
 //! `timehands discipline`: the engine's PPS discipline and NTP control in
 //! the simulator (`timehands-sim`), scenario by scenario, each figure beside
-//! the `hardpps` model's and the physical limit, and whether the target is
-//! met; optionally the phase error over time as an SVG.
+//! the oracle's on the same draws, the `hardpps` model's (at its default and
+//! its best tuning) and the physical limit, and whether the target is met;
+//! over a range of seeds, how many met each target and the worst; a missed
+//! target is a non-zero exit that names the seed. Optionally the phase
+//! error over time as an SVG.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -18,22 +21,28 @@ use crate::plot::{self, Chart, Series};
 Examples:
   timehands discipline                        every scenario, seed 1, a 24-hour steady state
   timehands discipline --scenario acquire --svg acquire.svg
-  timehands discipline --scenario steady --hours 2 --seed 7 --json")]
+  timehands discipline --scenario steady --hours 2 --seed 7 --json
+  timehands discipline --seeds 1..50          every scenario on 50 seeds: each target's tally and worst seed")]
 pub struct Args {
-    /// The scenario: acquire, steady, robust, ntp, or all.
+    /// The scenario: acquire, steady, robust, receiver, ntp, or all.
     #[arg(long, default_value = "all")]
     pub scenario: String,
     /// The simulation's seed: the same seed, the same figures.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Run every seed of FIRST..LAST (inclusive), and print per target how
+    /// many met it and the worst seed.
+    #[arg(long, value_name = "FIRST..LAST", value_parser = parse_seeds, conflicts_with_all = ["seed", "svg"])]
+    pub seeds: Option<(u64, u64)>,
     /// Hours of steady state after the first (the targets: 24).
     #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=240))]
     pub hours: u64,
     /// Print one JSON document instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Write the phase error over time (ours and the hardpps model) of the
-    /// scenario's main run to this SVG file (a single scenario only).
+    /// Write the phase error over time (ours, the oracle's and the hardpps
+    /// model's) of the scenario's main run to this SVG file (a single
+    /// scenario only).
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
 }
@@ -47,6 +56,60 @@ struct Run {
     rows: Vec<Row>,
 }
 
+/// Runs over a range of seeds, as JSON names them.
+#[derive(Serialize)]
+struct Seeds {
+    first: u64,
+    last: u64,
+    hours: u64,
+    met: bool,
+    targets: Vec<Tally>,
+}
+
+/// One target over the seeds: how many met it, which did not, the worst.
+#[derive(Serialize)]
+struct Tally {
+    scenario: &'static str,
+    metric: String,
+    seeds: usize,
+    met: usize,
+    missed_seeds: Vec<u64>,
+    worst_seed: u64,
+    /// The worst seed's row.
+    worst: Row,
+}
+
+/// `FIRST..LAST` (or one seed), for `--seeds`.
+fn parse_seeds(text: &str) -> Result<(u64, u64), String> {
+    let number = |part: &str| {
+        part.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{part:?} is not a seed: give FIRST..LAST, as 1..50"))
+    };
+    let (first, last) = match text.split_once("..") {
+        Some((first, last)) => (number(first)?, number(last)?),
+        None => (number(text)?, number(text)?),
+    };
+    if first > last {
+        return Err(format!(
+            "{first}..{last} is empty: give FIRST..LAST with FIRST ≤ LAST"
+        ));
+    }
+    Ok((first, last))
+}
+
+/// How far a row is from its target: its figure over its bound (the
+/// figure itself against a bound of 0), infinite when never reached, and
+/// lowest without a target.
+fn shortfall(row: &Row) -> f64 {
+    match (row.ours, row.bound) {
+        (None, _) => f64::INFINITY,
+        (Some(_), None) => f64::NEG_INFINITY,
+        (Some(ours), Some(bound)) if bound > 0.0 => ours / bound,
+        (Some(ours), Some(_)) => ours,
+    }
+}
+
 /// Runs `timehands discipline`.
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let names: Vec<&str> = match args.scenario.as_str() {
@@ -55,15 +118,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     };
     let svg = match &args.svg {
         Some(_) if names.len() > 1 => {
-            anyhow::bail!("--svg plots one scenario: add --scenario acquire, steady, robust or ntp")
+            anyhow::bail!(
+                "--svg plots one scenario: add --scenario {}",
+                NAMES.join(", ")
+            )
         }
         Some(path) => Some(OutFile::create(path)?),
         None => None,
     };
-    let mut rows = Vec::new();
-    for name in &names {
-        rows.extend(scenario::rows(name, args.seed, args.hours).map_err(anyhow::Error::msg)?);
+    if let Some((first, last)) = args.seeds {
+        return over_seeds(args, &names, first, last);
     }
+    let rows = scenario_rows(&names, args.seed, args.hours)?;
     if let Some(file) = svg {
         let trace = scenario::trace(names[0], args.seed, args.hours).map_err(anyhow::Error::msg)?;
         file.write(&plot::lines(&[chart(names[0], &trace)])?)?;
@@ -74,7 +140,80 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         met: rows.iter().all(|row| row.met),
         rows,
     };
-    output::print_json_or_text(args.json, &run, Run::text)
+    output::print_json_or_text(args.json, &run, Run::text)?;
+    let missed: Vec<&str> = run
+        .rows
+        .iter()
+        .filter(|row| !row.met)
+        .map(|row| row.metric.as_str())
+        .collect();
+    if !missed.is_empty() {
+        anyhow::bail!("seed {}: missed {}", args.seed, missed.join("; "));
+    }
+    Ok(())
+}
+
+/// Every row of the scenarios `names` on `seed`.
+fn scenario_rows(names: &[&str], seed: u64, hours: u64) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for name in names {
+        rows.extend(scenario::rows(name, seed, hours).map_err(anyhow::Error::msg)?);
+    }
+    Ok(rows)
+}
+
+/// The scenarios on every seed of `first..=last`: a tally per target.
+fn over_seeds(args: &Args, names: &[&str], first: u64, last: u64) -> anyhow::Result<()> {
+    let mut targets: Vec<Tally> = Vec::new();
+    for seed in first..=last {
+        for (at, row) in scenario_rows(names, seed, args.hours)?
+            .into_iter()
+            .enumerate()
+        {
+            // Every seed gives the same rows in the same order.
+            if seed == first {
+                targets.push(Tally {
+                    scenario: row.scenario,
+                    metric: row.metric.clone(),
+                    seeds: 0,
+                    met: 0,
+                    missed_seeds: Vec::new(),
+                    worst_seed: seed,
+                    worst: row.clone(),
+                });
+            }
+            let tally = &mut targets[at];
+            tally.seeds += 1;
+            tally.met += row.met as usize;
+            if !row.met {
+                tally.missed_seeds.push(seed);
+            }
+            if shortfall(&row) > shortfall(&tally.worst) {
+                (tally.worst_seed, tally.worst) = (seed, row);
+            }
+        }
+    }
+    let seeds = Seeds {
+        first,
+        last,
+        hours: args.hours,
+        met: targets.iter().all(|tally| tally.missed_seeds.is_empty()),
+        targets,
+    };
+    output::print_json_or_text(args.json, &seeds, Seeds::text)?;
+    let missed: Vec<String> = seeds
+        .targets
+        .iter()
+        .filter(|tally| !tally.missed_seeds.is_empty())
+        .map(|tally| {
+            let list: Vec<String> = tally.missed_seeds.iter().map(u64::to_string).collect();
+            format!("{} on seed {}", tally.metric, list.join(", "))
+        })
+        .collect();
+    if !missed.is_empty() {
+        anyhow::bail!("missed {}", missed.join("; "));
+    }
+    Ok(())
 }
 
 /// At most this many points a line: a day is decimated.
@@ -93,6 +232,7 @@ fn chart(name: &str, trace: &timehands_sim::Trace) -> Chart {
     };
     let mut series = vec![line("timehands", &trace.ours_ns)];
     if name != "ntp" {
+        series.push(line("oracle", &trace.oracle_ns));
         series.push(line("hardpps model", &trace.model_ns));
     }
     Chart {
@@ -107,28 +247,24 @@ fn chart(name: &str, trace: &timehands_sim::Trace) -> Chart {
 impl Run {
     /// The table, one row a figure.
     fn text(&self) -> String {
-        let figure = |value: Option<f64>| match value {
-            None => "never".to_string(),
-            Some(v) if v.abs() >= 100.0 || v.fract() == 0.0 => format!("{v:.0}"),
-            Some(v) => format!("{v:.1}"),
-        };
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{:<8} {:<62} {:>10} {:>10} {:>8}  {:<26} met",
-            "scenario", "metric", "ours", "hardpps", "limit", "target"
+            "{:<8} {:<66} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<28} met",
+            "scenario", "metric", "ours", "oracle", "hardpps", "best", "limit", "target"
         );
         for row in &self.rows {
-            let model = row.model.map_or("-".into(), |m| figure(Some(m)));
-            let limit = row.limit.map_or("-".into(), |l| figure(Some(l)));
+            let column = |value: Option<f64>| value.map_or("-".into(), |v| figure(Some(v)));
             let _ = writeln!(
                 out,
-                "{:<8} {:<62} {:>10} {:>10} {:>8}  {:<26} {}",
+                "{:<8} {:<66} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<28} {}",
                 row.scenario,
                 row.metric,
                 figure(row.ours),
-                model,
-                limit,
+                column(row.oracle),
+                column(row.model),
+                column(row.tuned),
+                column(row.limit),
                 row.target,
                 if row.met { "yes" } else { "NO" }
             );
@@ -139,6 +275,54 @@ impl Run {
             "seed {}: {met} of {} targets met",
             self.seed,
             self.rows.len()
+        );
+        out
+    }
+}
+
+/// A figure as the tables print it: "never" for none, whole from 100 on.
+fn figure(value: Option<f64>) -> String {
+    match value {
+        None => "never".to_string(),
+        Some(v) if v.abs() >= 100.0 || v.fract() == 0.0 => format!("{v:.0}"),
+        Some(v) => format!("{v:.1}"),
+    }
+}
+
+impl Seeds {
+    /// The tally, one row a target.
+    fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<8} {:<66} {:>7} {:>6} {:>8} {:>8}  {:<28}",
+            "scenario", "metric", "met", "worst", "ours", "oracle", "its target"
+        );
+        for tally in &self.targets {
+            let worst = &tally.worst;
+            let _ = writeln!(
+                out,
+                "{:<8} {:<66} {:>7} {:>6} {:>8} {:>8}  {:<28}",
+                tally.scenario,
+                tally.metric,
+                format!("{}/{}", tally.met, tally.seeds),
+                tally.worst_seed,
+                figure(worst.ours),
+                worst.oracle.map_or("-".into(), |o| figure(Some(o))),
+                worst.target,
+            );
+        }
+        let met = self
+            .targets
+            .iter()
+            .filter(|t| t.missed_seeds.is_empty())
+            .count();
+        let _ = writeln!(
+            out,
+            "seeds {}..{}: {met} of {} targets met on every seed",
+            self.first,
+            self.last,
+            self.targets.len()
         );
         out
     }

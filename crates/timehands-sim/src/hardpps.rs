@@ -21,7 +21,10 @@
 use timehands::{SimCounter, Timekeeper};
 
 const MIN_SHIFT: u32 = 2;
-const MAX_SHIFT: u32 = 8;
+/// The kernel's default `pps_shiftmax` (`PPS_FAVGDEF`): calibration
+/// intervals up to 256 s; `PPS_FAVGMAX` allows up to 2^15 s.
+pub(crate) const DEFAULT_SHIFT_MAX: u32 = 8;
+const MAX_SHIFT_MAX: u32 = 15;
 const MAX_WANDER_PPB: f64 = 100_000.0;
 const MAX_FREQ_PPB: f64 = 500_000.0;
 const GATE_NS: f64 = 500_000.0;
@@ -39,6 +42,8 @@ pub struct HardPps {
     /// The frequency estimate, ppb (the correction: minus the oscillator's).
     freq: f64,
     shift: u32,
+    /// The longest interval's shift (`pps_shiftmax`).
+    shift_max: u32,
     good: i32,
     /// The count and raw second number where the calibration interval began.
     calibration: Option<(u64, u64)>,
@@ -53,8 +58,14 @@ impl Default for HardPps {
 }
 
 impl HardPps {
-    /// No pulse yet: shift 2, frequency 0.
+    /// No pulse yet: shift 2, frequency 0, intervals up to 256 s.
     pub fn new() -> HardPps {
+        HardPps::with_shift_max(DEFAULT_SHIFT_MAX)
+    }
+
+    /// As [`new`](HardPps::new), with calibration intervals up to
+    /// 2^`shift_max` s (the kernel's `pps_shiftmax`, 2 to 15).
+    pub fn with_shift_max(shift_max: u32) -> HardPps {
         HardPps {
             offsets: [0.0; 3],
             seen: 0,
@@ -62,6 +73,7 @@ impl HardPps {
             offset: 0.0,
             freq: 0.0,
             shift: MIN_SHIFT,
+            shift_max: shift_max.clamp(MIN_SHIFT, MAX_SHIFT_MAX),
             good: 0,
             calibration: None,
             last_count: None,
@@ -138,7 +150,7 @@ impl HardPps {
         }
         if self.good >= 4 {
             self.good = 0;
-            self.shift = (self.shift + 1).min(MAX_SHIFT);
+            self.shift = (self.shift + 1).min(self.shift_max);
         } else if self.good <= -4 {
             self.good = 0;
             self.shift = (self.shift - 1).max(MIN_SHIFT);

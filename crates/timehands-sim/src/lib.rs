@@ -14,11 +14,15 @@
 
 mod hardpps;
 mod limit;
+mod oracle;
 mod oscillator;
+mod receiver;
 mod run;
 pub mod scenario;
 
 pub use hardpps::HardPps;
 pub use limit::{holdover, limit};
+pub use oracle::Oracle;
 pub use oscillator::{Oscillator, gaussian};
-pub use run::{Config, NtpSource, Trace, run};
+pub use receiver::{Pulses, Receiver};
+pub use run::{Config, NtpSource, TUNINGS, Trace, run};

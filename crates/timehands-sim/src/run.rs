@@ -1,5 +1,6 @@
-//! One simulated run: the oscillator, the PPS source, and the two
-//! disciplined clocks side by side, second by second.
+//! One simulated run: the oscillator, the PPS source, our disciplined
+//! clock beside `hardpps` models at five tunings, and the oracle, second
+//! by second.
 
 use std::time::Duration;
 
@@ -7,8 +8,14 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use timehands::{BinTime, Ntp, NtpStatus, Pps, SimCounter, Timekeeper, Timex};
 
-use crate::hardpps::HardPps;
+use crate::hardpps::{DEFAULT_SHIFT_MAX, HardPps};
+use crate::oracle::Oracle;
 use crate::oscillator::{Oscillator, gaussian};
+use crate::receiver::{Pulses, Receiver};
+
+/// The `pps_shiftmax` values the `hardpps` model runs at beside its
+/// default: 16 to 128 s as the longest calibration interval.
+pub const TUNINGS: [u32; 4] = [4, 5, 6, 7];
 
 /// The counter's nominal frequency: 1 GHz, a count a nanosecond.
 pub const NOMINAL_HZ: u64 = 1_000_000_000;
@@ -32,10 +39,14 @@ pub struct Config {
     pub jitter_ns: f64,
     /// The oscillator's random-walk wander, ppb per √s.
     pub wander_ppb: f64,
-    /// The fraction of pulses that come late, and by how much (µs).
+    /// The fraction of pulses that come late.
     pub outliers: f64,
-    /// How late an outlier comes, µs.
-    pub outlier_us: f64,
+    /// How late an outlier comes, µs: uniform in this range.
+    pub outlier_us: (f64, f64),
+    /// One pulse late by this many µs at this second, besides.
+    pub late: Option<(u64, f64)>,
+    /// One pulse missing at this second, besides.
+    pub missing: Option<u64>,
     /// The fraction of pulses dropped.
     pub drops: f64,
     /// An outage: no pulses from this second for that many.
@@ -44,6 +55,8 @@ pub struct Config {
     pub step: Option<(u64, f64)>,
     /// Our clock disciplined by NTP offsets instead of the pulses.
     pub ntp: Option<NtpSource>,
+    /// The pulses from a GPS receiver's world besides (the second world).
+    pub receiver: Option<Receiver>,
 }
 
 /// An NTP client's offsets: one a poll interval, with network delays.
@@ -69,11 +82,14 @@ impl Config {
             jitter_ns: 0.0,
             wander_ppb: 0.0,
             outliers: 0.0,
-            outlier_us: 0.0,
+            outlier_us: (0.0, 0.0),
+            late: None,
+            missing: None,
             drops: 0.0,
             outage: None,
             step: None,
             ntp: None,
+            receiver: None,
         }
     }
 }
@@ -83,8 +99,13 @@ impl Config {
 pub struct Trace {
     /// Our clock's error against true time, ns.
     pub ours_ns: Vec<f64>,
-    /// The `hardpps` model's clock's error, ns.
+    /// The `hardpps` model's clock's error at its default tuning, ns.
     pub model_ns: Vec<f64>,
+    /// The model's clock's error at each of the [`TUNINGS`] (none in an NTP
+    /// run), ns.
+    pub tuned_ns: Vec<Vec<f64>>,
+    /// The error of a clock steered by the oracle's estimate, ns.
+    pub oracle_ns: Vec<f64>,
     /// Our frequency estimate's error, ppb.
     pub ours_frequency_ppb: Vec<f64>,
     /// The model's frequency estimate's error, ppb.
@@ -141,9 +162,33 @@ pub fn run(config: &Config) -> Trace {
         config.wander_ppb * 1e-9,
     );
     let mut ours = Clock::new(config.phase_us);
-    let mut model = Clock::new(config.phase_us);
+    // The model at its default tuning first, then at the others.
+    // An NTP run has no pulses for the tunings to differ on.
+    let tunings = if config.ntp.is_some() {
+        &[][..]
+    } else {
+        &TUNINGS[..]
+    };
+    let mut models: Vec<(Clock, HardPps)> = [DEFAULT_SHIFT_MAX]
+        .iter()
+        .chain(tunings)
+        .map(|shift_max| {
+            (
+                Clock::new(config.phase_us),
+                HardPps::with_shift_max(*shift_max),
+            )
+        })
+        .collect();
     let mut pps = Pps::new();
-    let mut hardpps = HardPps::new();
+    let mut receiver = config.receiver.map(|r| Pulses::new(r, &mut rng));
+    // The oracle is told the receiver's noise and flicker too.
+    let (sawtooth, flicker) = config
+        .receiver
+        .map_or((0.0, 0.0), |r| (r.noise_variance(), r.flicker_variance()));
+    let mut oracle = Oracle::new(
+        (config.jitter_ns.powi(2) + sawtooth).sqrt(),
+        (config.wander_ppb.powi(2) + flicker).sqrt(),
+    );
     let mut ntp = Ntp::new();
     if let Some(source) = config.ntp {
         let mut timex = Timex::default();
@@ -152,26 +197,52 @@ pub fn run(config: &Config) -> Trace {
         ntp.adjtime(&ours.tk, &timex)
             .expect("a valid time constant");
     }
-    let mut trace = Trace::default();
+    let mut trace = Trace {
+        tuned_ns: vec![Vec::new(); tunings.len()],
+        ..Trace::default()
+    };
+    // Every clock's counter to `count`, wound up.
+    let windup = |ours: &mut Clock, models: &mut [(Clock, HardPps)], count: u64| {
+        ours.at(count).windup();
+        for (clock, _) in models {
+            clock.at(count).windup();
+        }
+    };
     for second in 0..config.seconds {
         let t0 = second as f64;
         // The kernel's second, then the pulse at its edge.
-        hardpps.second(model.at(osc.count_at(t0)));
+        for (clock, hardpps) in &mut models {
+            hardpps.second(clock.at(osc.count_at(t0)));
+        }
         let out = config
             .outage
             .is_some_and(|(from, len)| (from..from + len).contains(&second));
         let dropped = rng.random::<f64>() < config.drops;
-        let late = rng.random::<f64>() < config.outliers;
+        let outlier = rng.random::<f64>() < config.outliers;
         let noise = config.jitter_ns * 1e-9 * gaussian(&mut rng);
+        let (earliest, latest) = config.outlier_us;
+        let lateness = earliest + (latest - earliest) * rng.random::<f64>();
+        let late = match config.late {
+            Some((at, us)) if at == second => us,
+            _ if outlier => lateness,
+            _ => 0.0,
+        };
+        let (received, not_a_pulse) = receiver
+            .as_mut()
+            .map_or((0.0, false), |pulses| pulses.lateness(second, &mut rng));
         let processed = osc.count_at(t0 + PROCESSING);
-        if second > 0 && !out && !dropped {
-            let edge = t0 + noise + if late { config.outlier_us * 1e-6 } else { 0.0 };
-            let capture = osc.count_at(edge);
+        if second > 0 && !out && !dropped && config.missing != Some(second) {
+            let capture = osc.count_at(t0 + noise + late * 1e-6 + received * 1e-9);
             if config.ntp.is_none() {
                 pps.event(ours.at(processed), capture)
                     .expect("a capture 2 ms old is in the ring");
             }
-            hardpps.pulse(model.at(processed), capture, NOMINAL_HZ as f64);
+            for (clock, hardpps) in &mut models {
+                hardpps.pulse(clock.at(processed), capture, NOMINAL_HZ as f64);
+            }
+            if late == 0.0 && !not_a_pulse {
+                oracle.pulse(second, capture as f64 - t0 * NOMINAL_HZ as f64);
+            }
         }
         if let Some(source) = config.ntp.filter(|source| second % source.poll == 0) {
             let delay = |rng: &mut ChaCha8Rng| -source.delay_us * (1.0 - rng.random::<f64>()).ln();
@@ -182,16 +253,20 @@ pub fn run(config: &Config) -> Trace {
             ntp.adjtime(&ours.tk, &timex)
                 .expect("an offset is always taken");
         }
-        for windup in 1..WINDUPS {
-            let count = osc.count_at(t0 + windup as f64 / WINDUPS as f64);
-            if windup == WINDUPS / 2 {
+        for windup_at in 1..WINDUPS {
+            let count = osc.count_at(t0 + windup_at as f64 / WINDUPS as f64);
+            if windup_at == WINDUPS / 2 {
                 let t = t0 + 0.5;
-                trace
-                    .ours_ns
-                    .push(ours.error(count, t, &mut trace.backward_steps));
-                trace
-                    .model_ns
-                    .push(model.error(count, t, &mut trace.backward_steps));
+                let backward = &mut trace.backward_steps;
+                trace.ours_ns.push(ours.error(count, t, backward));
+                trace.model_ns.push(models[0].0.error(count, t, backward));
+                for (errors, (clock, _)) in trace.tuned_ns.iter_mut().zip(&mut models[1..]) {
+                    errors.push(clock.error(count, t, backward));
+                }
+                // A clock steered by the oracle is behind by as much as
+                // it thinks the oscillator ahead beyond the truth.
+                let truth = count as f64 - t * NOMINAL_HZ as f64;
+                trace.oracle_ns.push(truth - oracle.phase(0.5));
                 let y = osc.y() * 1e9;
                 let estimate = match config.ntp {
                     // The NTP frequency is the correction: minus the oscillator's.
@@ -199,20 +274,24 @@ pub fn run(config: &Config) -> Trace {
                     None => pps.status(&ours.tk).frequency_ppb as f64,
                 };
                 trace.ours_frequency_ppb.push(estimate - y);
-                trace.model_frequency_ppb.push(hardpps.frequency_ppb() - y);
+                trace
+                    .model_frequency_ppb
+                    .push(models[0].1.frequency_ppb() - y);
             }
-            ours.at(count).windup();
-            model.at(count).windup();
+            windup(&mut ours, &mut models, count);
             ntp.second(&ours.tk);
         }
         let step = config
             .step
             .filter(|&(at, _)| at == second + 1)
             .map_or(0.0, |(_, ppm)| ppm * 1e-6);
-        osc.next_second(&mut rng, step);
+        let flicker = receiver
+            .as_mut()
+            .map_or(0.0, |pulses| pulses.flicker_step(&mut rng));
+        osc.next_second(&mut rng, step + flicker);
+        oracle.next_second(step * 1e9);
         let count = osc.count_at(t0 + 1.0);
-        ours.at(count).windup();
-        model.at(count).windup();
+        windup(&mut ours, &mut models, count);
         ntp.second(&ours.tk);
     }
     trace

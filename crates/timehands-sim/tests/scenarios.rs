@@ -10,32 +10,21 @@ fn assert_met(rows: Vec<timehands_sim::scenario::Row>) {
     }
 }
 
-/// 100 ppm and 300 µs off: under 1 µs within 20 s, under 10 ppb by 120 s.
+/// 100 ppm and 300 µs off: under 1 µs within 3 s, under 10 ppb by 120 s,
+/// an outlier among the first pulses adds no more than 3σ (the many-seed
+/// runs are `tests/day.rs`).
 #[test]
 fn acquisition_takes_seconds() {
-    for seed in [1, 2, 3] {
+    for seed in [1, 2] {
         assert_met(acquire(seed));
     }
 }
 
-/// Outliers and drops cost little, a minute's holdover stays within 0.5
-/// µs where the oscillator allows it, and a frequency step is followed
-/// within 30 s, over several seeds.
+/// 2 % outliers, 5 % drops, a 300 s outage and a +2 ppm step: each within
+/// 1.25 times the oracle on the same draws.
 #[test]
 fn outliers_drops_outages_and_steps_are_handled() {
-    for seed in [2, 4, 7] {
-        let (rows, beyond_the_limit): (Vec<_>, Vec<_>) = robust(seed)
-            .into_iter()
-            .partition(|row| !(row.metric.contains("outage") && row.metric.contains("w = 1 ppb")));
-        assert_met(rows);
-        // At 1 ppb/√s the best prediction after a minute is 366 ns RMS: 0.5
-        // µs is missed one run in six by any discipline (see `robust`).
-        // Within three times that, always.
-        for row in beyond_the_limit {
-            let (ours, limit) = (row.ours.unwrap(), row.limit.unwrap());
-            assert!(ours <= 3.0 * limit, "{row:?}");
-        }
-    }
+    assert_met(robust(2));
 }
 
 /// An hour of steady state past the first is near the limit already (the

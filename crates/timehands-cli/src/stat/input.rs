@@ -88,6 +88,10 @@ pub fn read_sample(name: &str, reader: impl Read, columns: &Columns) -> Result<S
     Sample::new(name, points)
 }
 
+/// The most of a bad field an error shows, in characters: the line's
+/// number names it, and a field of megabytes is no message.
+const SHOWN: usize = 40;
+
 /// A finite decimal number, as `strtod` reads a whole field.
 fn parse_number(field: &[u8]) -> Result<f64> {
     let start = field
@@ -96,12 +100,21 @@ fn parse_number(field: &[u8]) -> Result<f64> {
         .unwrap_or(field.len());
     let text = String::from_utf8_lossy(&field[start..]);
     let Ok(value) = text.parse::<f64>() else {
-        bail!("{text:?} is not a number");
+        bail!("{} is not a number", shown(&text));
     };
     if !value.is_finite() {
-        bail!("{text:?} is not a finite number");
+        bail!("{} is not a finite number", shown(&text));
     }
     Ok(value)
+}
+
+/// `text` quoted, or its first [`SHOWN`] characters and its length when
+/// longer.
+fn shown(text: &str) -> String {
+    match text.char_indices().nth(SHOWN) {
+        None => format!("{text:?}"),
+        Some((end, _)) => format!("{:?}… ({} bytes)", &text[..end], text.len()),
+    }
 }
 
 #[cfg(test)]
@@ -168,6 +181,10 @@ mod tests {
             ("1\n2\n3x\n", "\"3x\" is not a number"),
             ("1\n2\ninf\n", "\"inf\" is not a finite number"),
             ("1\n2\n3 ,\n", "\"3 \" is not a number"),
+            (
+                &format!("1\n2\n{}\n", "7".repeat(4_999) + "x"),
+                &format!("\"{}\"… (5000 bytes) is not a number", "7".repeat(40)),
+            ),
         ] {
             let err = read_sample("data.txt", text.as_bytes(), &columns(1, ","))
                 .map(|_| ())

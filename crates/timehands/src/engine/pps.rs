@@ -23,9 +23,16 @@
 //! # What it rejects
 //!
 //! - a pulse whose innovation is beyond five standard deviations of what
-//!   the filter expects (a late interrupt, a glitch): an outlier, dropped;
-//! - three such pulses in a row that agree with each other: a frequency or
-//!   phase step of the oscillator, and the filter starts again from them;
+//!   the filter expects (a late interrupt, a glitch, a receiver without a
+//!   fix): an outlier, dropped. The gate holds from the third pulse: the
+//!   jitter it is set by is the median of the second differences so far
+//!   (one outlier spoils three of them, so the median needs seven before it
+//!   is trusted alone; before, it is capped at a 1 µs prior);
+//! - a run of such pulses on one line is a step only when, from its fourth
+//!   pulse, its slope is not the filter's frequency (the oscillator's
+//!   frequency stepped), or when it has lasted ten pulses (the reference's
+//!   phase stepped): pulses late by the same amount a few times in a row
+//!   are outliers. The filter and its statistics start again from the run;
 //! - a pulse less than half a second after the last: spurious.
 //!
 //! Missing pulses are gaps the filter predicts across; when pulses stop,
@@ -34,9 +41,17 @@
 //! # Measuring jitter and wander
 //!
 //! The jitter σ comes from the second differences of consecutive raw phases
-//! (variance `6σ²`), the wander `w` from second differences of raw phases
-//! `T` apart for `T` of 16 to 256 s (variance `6σ² + w²(2T³+T)/3`), at the
-//! shortest `T` where the wander dominates.
+//! (variance `6σ²`): their median over the last fifteen at first, then the
+//! mean square of those within ten of its standard deviations. The wander
+//! `w` comes from second differences of raw phases `T` apart for `T` of 16
+//! to 256 s (variance `6σ² + w²(2T³+T)/3`), at the shortest `T` where it is
+//! at least three times the jitter's part; while there is none, from a
+//! prior, or the tightest upper bound the spans give if lower (a wander
+//! hidden in the jitter is bounded, never taken for none). The prior is
+//! 1 ppb/√s, grown fourfold whenever five of the last sixteen innovations
+//! are beyond two standard deviations (a prior too small would otherwise
+//! reject good pulses). Both statistics start again with the filter, the
+//! prior then being the last wander.
 
 use super::bintime::BinTime;
 use super::counter::Counter;
@@ -49,26 +64,58 @@ use crate::Error;
 const SECOND: i128 = 1_000_000_000 * ONE;
 /// Innovations beyond this many standard deviations are outliers.
 const GATE: i128 = 5;
-/// Rejected pulses in a row that agree with each other: a step.
-const STEP_RUN: usize = 3;
+/// Rejected pulses in a row on one line before their slope is judged: a
+/// step of the oscillator's frequency when it is not the filter's. (Three
+/// outliers of random lateness lie on a line within the gate about once in
+/// a thousand bursts; four, a thousand times less often.)
+const STEP_RUN: u32 = 4;
+/// Rejected pulses in a row on a line of the filter's slope before they
+/// are a step of the reference's phase, not a run of outliers.
+const PHASE_STEP_RUN: u32 = 10;
 /// Pulses after a fit before the discipline says it is locked.
 const LOCK_PULSES: u32 = 8;
 /// Seconds without a pulse before the discipline says it is in holdover.
 const HOLDOVER_AFTER: u64 = 2;
-/// The jitter's variance assumed until four second differences have been
-/// seen: (1 µs)².
+/// The jitter's variance assumed until it is measured, and the most the
+/// median of fewer than [`MEDIAN_TRUSTED`] second differences may say:
+/// (1 µs)².
 const PRIOR_JITTER: i128 = 1_000_000 * ONE;
+/// Second differences whose median is the robust jitter (odd).
+const MEDIAN_WINDOW: usize = 15;
+/// Second differences in the median before it is trusted alone: one
+/// outlier spoils three.
+const MEDIAN_TRUSTED: usize = 7;
+/// Gated second differences before their mean square is the jitter.
+const JITTER_SAMPLES: i128 = 16;
 /// The wander assumed until it has been measured: 1 ppb/√s.
 const PRIOR_WANDER: i128 = ONE;
-/// The smallest wander the filter assumes: 0.01 ppb/√s (an oven).
-const MIN_WANDER: i128 = ONE / 10_000;
+/// The largest the prior grows to: (1 ppm/√s)², which keeps every
+/// prediction's covariance within an `i128`.
+const MAX_PRIOR: i128 = 1_000_000 * ONE;
+/// Of the last sixteen innovations, how many beyond two standard
+/// deviations (one in twenty-two when the model is right) show a prior
+/// too small, which then grows by [`PRIOR_GROWTH`].
+const WIDE_INNOVATIONS: u32 = 5;
+const PRIOR_GROWTH: i128 = 4;
+/// The smallest wander the filter assumes: 0.01 ppb/√s (an oven), and its
+/// variance, rounded up so that the status reads it whole.
+const MIN_WANDER: i128 = ONE / 100;
+const MIN_VARIANCE: i128 = (MIN_WANDER * MIN_WANDER + ONE - 1) / ONE;
 /// Seconds between the raw phases kept for the wander, and how many.
 const BLOCK: i64 = 16;
 const BLOCKS: usize = 33;
 /// The spacings (in blocks) at which the wander is measured.
 const SPANS: [usize; 5] = [1, 2, 4, 8, 16];
+/// Samples of a spacing before it says anything of the wander.
+const SPAN_SAMPLES: i128 = 8;
 /// The longest memory of the running means, in samples.
 const MEMORY: i128 = 512;
+
+/// The fixed-point square of `x`, saturating: pulses seconds apart square
+/// beyond an `i128`, and the most there is then compares as it should.
+fn square(x: i128) -> i128 {
+    x.saturating_mul(x) / ONE
+}
 
 /// A running mean over the last [`MEMORY`] samples or so.
 #[derive(Clone, Copy, Debug, Default)]
@@ -82,6 +129,44 @@ impl Mean {
         self.samples = (self.samples + 1).min(MEMORY);
         self.value += (sample - self.value) / self.samples;
     }
+}
+
+/// The last [`MEDIAN_WINDOW`] samples, for their median.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    samples: [i128; MEDIAN_WINDOW],
+    len: usize,
+    next: usize,
+}
+
+impl Window {
+    const EMPTY: Window = Window {
+        samples: [0; MEDIAN_WINDOW],
+        len: 0,
+        next: 0,
+    };
+
+    fn push(&mut self, sample: i128) {
+        self.samples[self.next] = sample;
+        self.next = (self.next + 1) % MEDIAN_WINDOW;
+        self.len = (self.len + 1).min(MEDIAN_WINDOW);
+    }
+
+    /// The lower median, `None` when empty.
+    fn median(&self) -> Option<i128> {
+        let mut sorted = self.samples;
+        let sorted = &mut sorted[..self.len];
+        sorted.sort_unstable();
+        sorted.get(self.len.saturating_sub(1) / 2).copied()
+    }
+}
+
+/// Rejected pulses in a row that lie on one line: its first and last.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    first: Pulse,
+    last: Pulse,
+    pulses: u32,
 }
 
 /// A pulse as the filter counts it: its counter value, the second it marks
@@ -175,16 +260,26 @@ pub struct Pps {
     step_threshold: i128,
     filter: Option<Kalman>,
     last: Option<Pulse>,
-    /// The last two accepted pulses, the newer first: for the jitter.
+    /// The last two pulses, taken or not, the newer first: for the median.
+    recent: [Option<Pulse>; 2],
+    /// The last two accepted pulses, the newer first: for the mean.
     accepted: [Option<Pulse>; 2],
-    /// The last rejected pulses in a row, the newer first: for a step.
-    rejected: [Option<Pulse>; STEP_RUN],
-    /// Mean squared second difference of consecutive raw phases: `6σ²`.
+    /// The rejected pulses in a row since the last taken, if on a line.
+    run: Option<Run>,
+    /// Magnitudes of the last second differences of consecutive phases.
+    spread: Window,
+    /// Mean squared second difference of consecutive accepted phases,
+    /// within the gate of the median: `6σ²`.
     jitter: Mean,
     /// Raw phases every [`BLOCK`] seconds, by block number modulo [`BLOCKS`].
     blocks: [Option<Pulse>; BLOCKS],
     /// Mean squared second difference at each of the [`SPANS`].
     spans: [Mean; SPANS.len()],
+    /// The wander's variance assumed while no span has measured it.
+    prior: i128,
+    /// The last sixteen accepted innovations, a bit each: set when beyond
+    /// two standard deviations.
+    wide: u16,
     since_fit: u32,
     /// The counter's quantization noise, `(1 count)² / 12` in ns²: the
     /// least jitter there is (an exact edge still has it).
@@ -206,11 +301,15 @@ impl Pps {
             step_threshold: 128_000_000 * ONE,
             filter: None,
             last: None,
+            recent: [None; 2],
             accepted: [None; 2],
-            rejected: [None; STEP_RUN],
+            run: None,
+            spread: Window::EMPTY,
             jitter: Mean::default(),
             blocks: [None; BLOCKS],
             spans: [Mean::default(); SPANS.len()],
+            prior: PRIOR_WANDER,
+            wide: 0,
             since_fit: 0,
             resolution: 0,
             status: PpsStatus {
@@ -251,11 +350,13 @@ impl Pps {
         self.resolution = count_ns * count_ns / 12 / ONE;
         self.status.pulses += 1;
         let Some(last) = self.last else {
-            self.last = Some(Pulse {
+            let first = Pulse {
                 count,
                 second: 0,
                 phase: 0,
-            });
+            };
+            self.last = Some(first);
+            self.observe(first);
             self.steer(tk, stamp.realtime, 0);
             return Ok(());
         };
@@ -277,15 +378,15 @@ impl Pps {
         };
         self.last = Some(pulse);
         self.status.missing += seconds as u64 - 1;
+        self.observe(pulse);
         match self.filter.filter(|_| seconds <= MAX_GAP) {
             Some(mut filter) => {
                 filter.predict(seconds, self.wander());
                 let r = self.jitter_variance();
                 let innovation = pulse.phase - filter.x;
-                // Until the jitter is measured (four second differences)
-                // every pulse is taken: there is no gate to hold it to.
-                let gated = self.jitter.samples >= 4
-                    && innovation * innovation / ONE > GATE * GATE * filter.innovation_variance(r);
+                let squared = square(innovation);
+                let variance = filter.innovation_variance(r);
+                let gated = squared > GATE * GATE * variance;
                 if !gated {
                     filter.update(pulse.phase, r);
                 }
@@ -295,7 +396,7 @@ impl Pps {
                     self.reject(pulse);
                 } else {
                     self.since_fit += 1;
-                    self.accept(pulse);
+                    self.accept(pulse, squared > 4 * variance);
                 }
             }
             None => self.fit(last, pulse),
@@ -320,10 +421,20 @@ impl Pps {
         status
     }
 
-    /// Starts the filter again from the line through `from` and `to`.
+    /// Starts the filter again from the line through `from` and `to`, and
+    /// its statistics with it (a step spoils every second difference across
+    /// it); the wander assumed until measured is the last one's.
     fn fit(&mut self, from: Pulse, to: Pulse) {
         let seconds = (to.second - from.second) as i128;
-        self.status.restarts += self.filter.is_some() as u64;
+        if self.filter.is_some() {
+            self.status.restarts += 1;
+            self.prior = self.wander();
+        }
+        self.run = None;
+        self.jitter = Mean::default();
+        self.blocks = [None; BLOCKS];
+        self.spans = [Mean::default(); SPANS.len()];
+        self.wide = 0;
         if seconds > MAX_GAP {
             // Too long ago to say anything of the frequency: `to` is a
             // first pulse again.
@@ -338,38 +449,91 @@ impl Pps {
             self.jitter_variance(),
         ));
         self.since_fit = 0;
-        self.rejected = [None; STEP_RUN];
         self.accepted = [Some(to), Some(from)];
     }
 
-    /// A pulse the gate kept out; a run of them that agree is a step.
+    /// A pulse the gate kept out. A run of them on one line is a step when
+    /// what the run says of the frequency is not what the filter says, or
+    /// when it has lasted [`PHASE_STEP_RUN`] pulses.
     fn reject(&mut self, pulse: Pulse) {
         self.status.outliers += 1;
-        self.rejected.rotate_right(1);
-        self.rejected[0] = Some(pulse);
-        let [Some(a), Some(b), Some(c)] = self.rejected else {
+        let Some(mut run) = self.run.filter(|run| self.on_line(run, pulse)) else {
+            // The first of a run, or one off the run's line: a new run.
+            self.run = Some(Run {
+                first: pulse,
+                last: pulse,
+                pulses: 1,
+            });
             return;
         };
-        // Do the three lie on a line, to within the gate? (Spacings in
-        // seconds may differ: compare the slopes.)
-        let (ab, bc) = ((a.second - b.second) as i128, (b.second - c.second) as i128);
-        let bend = (a.phase - b.phase) * bc - (b.phase - c.phase) * ab;
-        let limit = GATE * (6 * self.jitter_variance() * ONE).isqrt() * ab * bc;
-        if bend.abs() <= limit {
-            self.fit(b, a);
+        run.last = pulse;
+        run.pulses += 1;
+        self.run = Some(run);
+        let Some(filter) = self.filter.filter(|_| run.pulses >= STEP_RUN) else {
+            return;
+        };
+        // The run's slope against the filter's frequency, each with its
+        // variance: the two ends' jitter over the span, and `pyy`.
+        let span = (run.last.second - run.first.second) as i128;
+        let slope = (run.last.phase - run.first.phase) / span;
+        let variance = 2 * self.jitter_variance() / (span * span) + filter.pyy;
+        let apart = square(slope - filter.y);
+        if apart > GATE * GATE * variance || run.pulses >= PHASE_STEP_RUN {
+            self.fit(run.first, run.last);
         }
     }
 
-    /// A pulse the filter took: the jitter and wander statistics.
-    fn accept(&mut self, pulse: Pulse) {
-        self.rejected = [None; STEP_RUN];
-        if let [Some(b), Some(c)] = self.accepted {
+    /// Whether `pulse` lies on the line through the run's first and last
+    /// pulses (one pulse: any line), to within the gate.
+    fn on_line(&self, run: &Run, pulse: Pulse) -> bool {
+        let (a, b, c) = (pulse, run.last, run.first);
+        let (ab, bc) = ((a.second - b.second) as i128, (b.second - c.second) as i128);
+        if bc == 0 {
+            return true;
+        }
+        // Spacings in seconds may differ: compare the slopes.
+        let bend = (a.phase - b.phase) * bc - (b.phase - c.phase) * ab;
+        let limit = GATE * (6 * self.jitter_variance()).saturating_mul(ONE).isqrt() * ab * bc;
+        bend.abs() <= limit
+    }
+
+    /// Every pulse, taken or not: the median of second differences of
+    /// consecutive phases.
+    fn observe(&mut self, pulse: Pulse) {
+        if let [Some(b), Some(c)] = self.recent {
             if pulse.second - b.second == 1 && b.second - c.second == 1 {
-                let d = pulse.phase - 2 * b.phase + c.phase;
-                self.jitter.add(d * d / ONE);
+                self.spread
+                    .push((pulse.phase - 2 * b.phase + c.phase).abs());
+            }
+        }
+        self.recent = [Some(pulse), self.recent[0]];
+    }
+
+    /// A pulse the filter took (`wide`: its innovation beyond two standard
+    /// deviations): the jitter and wander statistics, and the prior.
+    fn accept(&mut self, pulse: Pulse, wide: bool) {
+        self.run = None;
+        if let [Some(b), Some(c)] = self.accepted {
+            let d = pulse.phase - 2 * b.phase + c.phase;
+            let squared = square(d);
+            // Within twice the gate of the median's jitter (a median of
+            // few is rough): an outlier the filter let in (before the gate
+            // was tight) stays out.
+            let gate = 4 * GATE * GATE * 6 * self.robust_jitter();
+            if pulse.second - b.second == 1 && b.second - c.second == 1 && squared <= gate {
+                self.jitter.add(squared);
             }
         }
         self.accepted = [Some(pulse), self.accepted[0]];
+        // While the wander is assumed, innovations that run wide say the
+        // assumption is too small (the spans' bounds still cap it).
+        if self.measured_wander().is_err() {
+            self.wide = self.wide << 1 | wide as u16;
+            if self.wide.count_ones() >= WIDE_INNOVATIONS {
+                self.prior = (self.prior * PRIOR_GROWTH).min(MAX_PRIOR);
+                self.wide = 0;
+            }
+        }
         if pulse.second % BLOCK != 0 {
             return;
         }
@@ -384,37 +548,84 @@ impl Pps {
                 continue;
             };
             let d = pulse.phase - 2 * b.phase + c.phase;
-            mean.add(d * d / ONE);
+            mean.add(square(d));
+        }
+    }
+
+    /// The jitter's variance from the median second difference, ns²: the
+    /// prior while there is none, capped by it while it could be an
+    /// outlier's.
+    fn robust_jitter(&self) -> i128 {
+        let Some(median) = self.spread.median() else {
+            return PRIOR_JITTER;
+        };
+        // A normal d's median magnitude is 0.6745 of its deviation √6 σ:
+        // σ² = median² / 2.73.
+        let variance = (square(median) / 273 * 100).max(self.resolution);
+        if self.spread.len < MEDIAN_TRUSTED {
+            // A median of few is a rough one, either way: widened by the
+            // shortfall squared, and capped.
+            let short = (MEDIAN_TRUSTED / self.spread.len) as i128;
+            (variance * short * short).min(PRIOR_JITTER)
+        } else {
+            variance
         }
     }
 
     /// The jitter's variance `r`, ns²: never below the counter's
     /// quantization, so that the filter never takes a pulse as exact.
     fn jitter_variance(&self) -> i128 {
-        if self.jitter.samples < 4 {
-            return PRIOR_JITTER;
+        let mean = (self.jitter.value / 6).max(self.resolution);
+        if self.jitter.samples < JITTER_SAMPLES {
+            // Both are rough: the larger, so that no good pulse is gated.
+            return self.robust_jitter().max(mean);
         }
-        (self.jitter.value / 6).max(self.resolution)
+        mean
     }
 
-    /// The wander's variance `q`, ppb² a second: from the shortest span at
-    /// which it is at least three times the jitter's part, or the longest
-    /// measured.
+    /// The wander's variance `q`, ppb² a second.
     fn wander(&self) -> i128 {
+        self.measured_wander().unwrap_or_else(|assumed| assumed)
+    }
+
+    /// The wander's variance from the shortest span at which it is at
+    /// least three times the jitter's part (measured, not a draw of the
+    /// jitter); while there is none, `Err` with the prior, or the tightest
+    /// of the upper bounds the spans give (three standard errors above
+    /// their excess over the jitter's part) if lower.
+    fn measured_wander(&self) -> Result<i128, i128> {
         let noise = 6 * self.jitter_variance();
-        let mut estimate = None;
+        // The jitter part's own variance, ns⁴ (overlapping differences:
+        // half as many independent ones).
+        // (Saturating: pulses a good part of a second apart square beyond
+        // an `i128`, and then a bound of the most there is is right.)
+        let noise_ns = noise / ONE;
+        let noise_variance =
+            noise_ns.saturating_mul(noise_ns).saturating_mul(4) / self.jitter.samples.max(1);
+        let mut bound = self.prior;
         for (mean, span) in self.spans.iter().zip(SPANS) {
-            if mean.samples < 8 {
+            if mean.samples < SPAN_SAMPLES {
                 continue;
             }
             let t = (span as i64 * BLOCK) as i128;
-            let q = 3 * (mean.value - noise) / (2 * t * t * t + t);
-            estimate = Some(q);
+            let scale = 2 * t * t * t + t;
+            let excess = mean.value - noise;
             if mean.value >= 4 * noise {
-                break;
+                return Ok((3 * excess / scale).max(MIN_VARIANCE));
             }
+            // A sample's variance is twice its mean squared, the mean at
+            // least the jitter's part (a low mean is a low draw, not a
+            // small error); a span of `s` blocks overlaps its neighbours:
+            // one in `s` is independent.
+            let mean_ns = mean.value.max(noise) / ONE;
+            let variance = mean_ns
+                .saturating_mul(mean_ns)
+                .saturating_mul(2 * span as i128)
+                / mean.samples;
+            let error = variance.saturating_add(noise_variance).isqrt() * ONE;
+            bound = bound.min(3 * (excess + 3 * error) / scale);
         }
-        estimate.map_or(PRIOR_WANDER, |q| q.max(MIN_WANDER * MIN_WANDER / ONE))
+        Err(bound.max(MIN_VARIANCE))
     }
 
     /// Steers the clock, whose realtime at the pulse was `realtime`, to the
