@@ -168,11 +168,17 @@ impl Report {
             "clock", "against", "offset ns", "bracket ns"
         );
         for a in &self.accuracy {
-            let _ = writeln!(
+            let _ = write!(
                 text,
                 "{:<34} {:<24} {:>14} {:>11}",
                 a.label, a.against, a.offset.offset_ns, a.offset.bracket_ns
             );
+            if a.coarse {
+                text.push_str(
+                    "  (coarse: each is its last tick's time, up to a tick behind by design)",
+                );
+            }
+            text.push('\n');
         }
         text
     }

@@ -22,6 +22,9 @@ use crate::summary::Summary;
 /// machine is too busy for a round of this length.
 const MAX_PREEMPTED_IN_A_ROW: u64 = 1000;
 
+/// How long the clocks are read before they are measured.
+const WARM_UP: Duration = Duration::from_millis(200);
+
 /// The most rounds `--rounds` takes: the kept rounds are held in memory, 8
 /// bytes each per clock, so that a mistyped count fails at once rather than
 /// in an allocation the machine cannot make. (An i64, which clap's range
@@ -80,10 +83,15 @@ pub struct Cost {
 /// Takes `plan.rounds` undisturbed rounds of every clock (fewer if the
 /// budget runs out), with a progress bar when that will take a while.
 pub fn measure(clocks: &[Clock], plan: Plan) -> anyhow::Result<Vec<Rounds>> {
-    // One round of each clock first, which also warms them up (the first
-    // reads start timehands' clock and its upkeep thread), tells how long
-    // the whole will take.
-    let one_round: Duration = clocks.iter().map(|c| c.time_calls(plan.calls)).sum();
+    // Rounds of each clock for WARM_UP first, which warm them up (the first
+    // reads start timehands' clock, and its upkeep thread, which keeps the
+    // coarse clocks once it has chosen and checked the counter: until then a
+    // coarse read costs a precise one), and tell how long the whole will take.
+    let warming = Instant::now();
+    let mut one_round: Duration = clocks.iter().map(|c| c.time_calls(plan.calls)).sum();
+    while warming.elapsed() < WARM_UP {
+        one_round = clocks.iter().map(|c| c.time_calls(plan.calls)).sum();
+    }
     let expected = one_round.saturating_mul(u32::try_from(plan.rounds).unwrap_or(u32::MAX));
     let progress = progress::bar("rounds", plan.rounds as u64, expected);
     let mut measured: Vec<Rounds> = clocks

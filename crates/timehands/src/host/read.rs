@@ -234,7 +234,10 @@ pub(super) fn coarse_nanos_long_way<const REALTIME: bool>() -> u64 {
         return kernel_coarse_nanos::<REALTIME>(clock);
     }
     if !ticking {
-        clock.windup();
+        // A precise read winds up if a windup is due: the timekeeper's
+        // coarse time is then at most an interval old, as `getres` says,
+        // for some nanoseconds a read while the thread wakes up.
+        read_nanos::<REALTIME, true>();
     }
     let timekeeper = clock.timekeeper();
     if REALTIME {

@@ -43,7 +43,8 @@ use super::wake::{Demand, Need};
 /// How often the thread winds up while coarse clocks are read: the
 /// kernel's tick at 250 Hz, so that our coarse clocks are as fresh as its.
 pub(crate) const COARSE_TICK: Duration = Duration::from_millis(4);
-/// How often the thread looks whether precise reads still come.
+/// How often the thread looks whether precise reads still come (a coarse
+/// read wakes it sooner).
 pub(super) const WATCH: Duration = Duration::from_millis(250);
 /// How often the thread takes the coarse time away to see whether it is
 /// still read.
@@ -168,7 +169,8 @@ impl HostClock {
         self.wake.started();
         self.choose_counter();
         self.check_across_cpus();
-        let mut plan = Plan::new(Instant::now(), self.wake.demand());
+        // The demand that started the thread counts.
+        let mut plan = Plan::new(Instant::now(), (0, 0));
         for wakeup in 0u64.. {
             let cpu = wakeup % WAKEUPS_A_CPU_READING == 0;
             self.wake
@@ -189,7 +191,8 @@ impl HostClock {
                 }
                 Next::Watch => {
                     self.stop_ticking();
-                    std::thread::sleep(WATCH);
+                    // A coarse read wakes it early (see `Wake::need`).
+                    std::thread::park_timeout(WATCH);
                 }
                 Next::Park => {
                     self.stop_ticking();

@@ -55,6 +55,9 @@ pub(super) struct Wake {
     coarse: AtomicU64,
     /// Whether the thread keeps the coarse time fresh (a tick apart).
     ticking: AtomicBool,
+    /// Whether a coarse read woke the thread from a timed sleep since it
+    /// last started or stopped ticking: one wake is enough.
+    nudged: AtomicBool,
     /// The thread, set by itself before it first parks; leaked, as a
     /// `fork()`ed child may copy it while a reader uses it.
     thread: AtomicPtr<Thread>,
@@ -72,6 +75,7 @@ impl Wake {
             precise: AtomicU64::new(0),
             coarse: AtomicU64::new(0),
             ticking: AtomicBool::new(false),
+            nudged: AtomicBool::new(false),
             thread: AtomicPtr::new(std::ptr::null_mut()),
             wakeups: AtomicU64::new(0),
             cpu_nanos: AtomicU64::new(0),
@@ -103,8 +107,9 @@ impl Wake {
     }
 
     /// A read needs the thread: counts the demand and wakes the thread if it
-    /// parked. True when there is no thread and this caller should spawn one
-    /// (it then owns the spawn: the state is [`SPAWNING`]).
+    /// parked, or, for a coarse read, if it sleeps without ticking (once).
+    /// True when there is no thread and this caller should spawn one (it
+    /// then owns the spawn: the state is [`SPAWNING`]).
     pub(super) fn need(&self, need: Need) -> bool {
         let count = match need {
             Need::Precise => &self.precise,
@@ -114,7 +119,15 @@ impl Wake {
         // Pairs with the fence in `park`: either the thread sees this
         // demand, or this load sees it parked.
         fence(Ordering::SeqCst);
-        match self.state.load(Ordering::Relaxed) {
+        match self.state.load(Ordering::Acquire) {
+            AWAKE
+                if need == Need::Coarse
+                    && !self.ticking.load(Ordering::Acquire)
+                    && !self.nudged.swap(true, Ordering::AcqRel) =>
+            {
+                self.unpark();
+                false
+            }
             IDLE => self
                 .state
                 .compare_exchange(IDLE, SPAWNING, Ordering::AcqRel, Ordering::Relaxed)
@@ -125,17 +138,22 @@ impl Wake {
                     .compare_exchange(PARKED, AWAKE, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
                 {
-                    let thread = self.thread.load(Ordering::Acquire);
-                    // SAFETY: a parked thread stored its handle before it
-                    // parked (Release, seen through the state's AcqRel);
-                    // handles are leaked, never freed.
-                    if let Some(thread) = unsafe { thread.as_ref() } {
-                        thread.unpark();
-                    }
+                    self.unpark();
                 }
                 false
             }
             _ => false,
+        }
+    }
+
+    /// Unparks the thread, which is awake or parked.
+    fn unpark(&self) {
+        let thread = self.thread.load(Ordering::Acquire);
+        // SAFETY: an awake or parked thread stored its handle before it said
+        // so (Release, seen through the state's Acquire); handles are
+        // leaked, never freed.
+        if let Some(thread) = unsafe { thread.as_ref() } {
+            thread.unpark();
         }
     }
 
@@ -190,6 +208,7 @@ impl Wake {
     /// gone finds the thread not ticking (and winds up itself).
     pub(super) fn set_ticking(&self, ticking: bool) {
         self.ticking.store(ticking, Ordering::Release);
+        self.nudged.store(false, Ordering::Release);
     }
 
     /// In a `fork()`ed child: the thread did not come along (nor one being
@@ -208,6 +227,7 @@ impl Wake {
 mod tests {
     use super::*;
     use std::sync::Arc;
+    use std::time::{Duration, Instant};
 
     /// The first read that needs the thread says to spawn it (once); a read
     /// while it is parked wakes it, and the demand it counted is there; a
@@ -241,6 +261,42 @@ mod tests {
         // outside tests; freed here so that miri sees no leak).
         drop(unsafe { Box::from_raw(handle) });
     }
+
+    /// A coarse read wakes the thread from a timed sleep when it does not
+    /// tick (once: the next coarse read finds it nudged), and not when it
+    /// ticks.
+    #[test]
+    fn a_coarse_read_nudges_a_thread_that_does_not_tick() {
+        let wake = Arc::new(Wake::new());
+        assert!(wake.need(Need::Precise));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = {
+            let wake = wake.clone();
+            std::thread::spawn(move || {
+                wake.started();
+                tx.send(()).expect("the test waits");
+                let slept = Instant::now();
+                std::thread::park_timeout(Duration::from_secs(60));
+                slept.elapsed()
+            })
+        };
+        rx.recv().expect("the thread started");
+        assert!(!wake.need(Need::Coarse));
+        assert!(wake.nudged.load(Ordering::Acquire));
+        assert!(!wake.need(Need::Coarse));
+        let slept = thread.join().expect("the thread woke");
+        assert!(slept < Duration::from_secs(60), "slept {slept:?}");
+        wake.set_ticking(true);
+        assert!(!wake.nudged.load(Ordering::Acquire));
+        assert!(!wake.need(Need::Coarse));
+        assert!(
+            !wake.nudged.load(Ordering::Acquire),
+            "a ticking thread nudged"
+        );
+        let handle = wake.thread.swap(std::ptr::null_mut(), Ordering::Relaxed);
+        // SAFETY: from `Box::into_raw` in `started`; the thread has ended.
+        drop(unsafe { Box::from_raw(handle) });
+    }
 }
 
 #[cfg(all(test, loom))]
@@ -272,13 +328,15 @@ mod loom_tests {
     }
 
     /// Two readers need the parked thread at once: one wakes it, neither
-    /// spawns another.
+    /// spawns another. (The thread ticked before it parked, so that no
+    /// coarse read nudges it from a timed sleep, which loom does not model.)
     #[test]
     fn loom_two_readers_wake_one_thread() {
         loom::model(|| {
             let wake = Arc::new(Wake::new());
             wake.state.store(SPAWNING, Ordering::Relaxed);
             wake.started();
+            wake.set_ticking(true);
             let seen = wake.demand();
             let readers: Vec<_> = (0..2)
                 .map(|_| {
