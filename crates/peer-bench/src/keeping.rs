@@ -4,8 +4,9 @@
 //! Each clock runs in a fresh process of its own (this binary, told by
 //! [`CHILD_ENV`] which clock and which workload), since a library's threads
 //! are per process. The child reads as its workload says, then measures one
-//! window of [`WINDOW`]: the wakeups (voluntary and involuntary context
-//! switches) and the CPU time of every thread but the main one, from
+//! window of [`WINDOW`]: the wakeups (voluntary context switches: each sleep
+//! that ends is one; a preemption by another program is not the library's)
+//! and the CPU time of every thread but the main one, from
 //! `/proc/self/task/*/status` and `schedstat`, and the whole process's CPU.
 //! The workloads:
 //!
@@ -277,7 +278,7 @@ fn sample() -> Sample {
             .map(|status| {
                 status
                     .lines()
-                    .filter(|l| l.contains("ctxt_switches"))
+                    .filter(|l| l.starts_with("voluntary_ctxt_switches"))
                     .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
                     .sum()
             })
