@@ -39,8 +39,7 @@ use crate::lock::Lock;
 use crate::periodic::forward;
 use crate::record::{Due, Record};
 use crate::requests::{Requests, Taken};
-use crate::service::Expiry;
-use crate::side::{Armed, Callback, Round};
+use crate::side::{Armed, Callback, Expiry, Round};
 use crate::sync::{Ordering, fence};
 
 /// How many requests a caller applies per hold of the hard lock: the most

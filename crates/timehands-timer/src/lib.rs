@@ -75,6 +75,7 @@ mod sync;
 pub mod wheel;
 
 pub use sched::Scheduling;
-pub use service::{Builder, Expiry, SideStatistics, Statistics, Timer, TimerService};
+pub use service::{Builder, Statistics, Timer, TimerService};
+pub use side::{Expiry, SideStatistics};
 pub use simulated::Simulation;
 pub use sleep::sleep_until;

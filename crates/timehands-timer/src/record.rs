@@ -16,8 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use hdrhistogram::Histogram;
 
 use crate::lock::Lock;
-use crate::service::{Expiry, SideStatistics};
-use crate::side::Callback;
+use crate::side::{Callback, Expiry, SideStatistics};
 
 /// The lateness histograms count nanoseconds up to an hour; later is
 /// recorded as an hour.

@@ -15,22 +15,9 @@ use crate::fork::Epoch;
 use crate::hard::{Hard, HardControl};
 use crate::lock::Lock;
 use crate::sched::{self, Scheduling};
-use crate::side::{Armed, Callback};
+use crate::side::{Armed, Callback, Expiry, SideStatistics};
 use crate::soft::Soft;
 use crate::wheel::Wheel;
-
-/// What a callback is told when its timer fires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Expiry {
-    /// The deadline this expiry is for.
-    pub deadline: Instant,
-    /// For a periodic timer, how many expiries after this one were already
-    /// past when it fired and are skipped (see
-    /// [`forward`](crate::periodic::forward)); 0 for a one-shot timer. (An
-    /// expiry due while the timer's callback still runs on another soft
-    /// worker waits for it, as on one thread.)
-    pub overruns: u64,
-}
 
 /// Builds a [`TimerService`] with non-default settings.
 #[derive(Clone, Debug)]
@@ -249,23 +236,6 @@ pub struct Statistics {
     pub hard: SideStatistics,
     /// The soft timers'.
     pub soft: SideStatistics,
-}
-
-/// One side's counts: see [`Statistics`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SideStatistics {
-    /// Expiries whose callbacks ran (or started to).
-    pub fired: u64,
-    /// Soft expiries whose callbacks started after the soft bound,
-    /// `deadline + slack + one soft tick` (from when the timer was armed if
-    /// that was later): the soft workers did not keep up. Always 0 on the
-    /// hard side, which promises no bound (see
-    /// [`TimerService::hard_lateness`]).
-    pub beyond_bound: u64,
-    /// Callbacks that panicked.
-    pub panics: u64,
-    /// The message of the last callback that panicked, if it was a string.
-    pub last_panic: Option<String>,
 }
 
 pub(crate) struct Shared {

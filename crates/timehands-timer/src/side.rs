@@ -1,7 +1,22 @@
 //! What the two sides (`hard`, `soft`) share: a timer as the user armed it,
-//! its callback, and what an expiry round did.
+//! its callback, what it is told when it fires, what an expiry round did,
+//! and the counts each side keeps. Below both sides and the service, which
+//! all name these.
 
-use crate::service::Expiry;
+use timehands::Instant;
+
+/// What a callback is told when its timer fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expiry {
+    /// The deadline this expiry is for.
+    pub deadline: Instant,
+    /// For a periodic timer, how many expiries after this one were already
+    /// past when it fired and are skipped (see
+    /// [`forward`](crate::periodic::forward)); 0 for a one-shot timer. (An
+    /// expiry due while the timer's callback still runs on another soft
+    /// worker waits for it, as on one thread.)
+    pub overruns: u64,
+}
 
 /// A timer's callback, run on its side's expiry thread.
 pub(crate) type Callback = Box<dyn FnMut(Expiry) + Send>;
@@ -24,4 +39,21 @@ pub(crate) enum Round {
     Idle,
     /// Timers fired.
     Fired,
+}
+
+/// One side's counts: see [`Statistics`](crate::Statistics).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SideStatistics {
+    /// Expiries whose callbacks ran (or started to).
+    pub fired: u64,
+    /// Soft expiries whose callbacks started after the soft bound,
+    /// `deadline + slack + one soft tick` (from when the timer was armed if
+    /// that was later): the soft workers did not keep up. Always 0 on the
+    /// hard side, which promises no bound (see
+    /// [`TimerService::hard_lateness`](crate::TimerService::hard_lateness)).
+    pub beyond_bound: u64,
+    /// Callbacks that panicked.
+    pub panics: u64,
+    /// The message of the last callback that panicked, if it was a string.
+    pub last_panic: Option<String>,
 }

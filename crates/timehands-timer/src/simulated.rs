@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use timehands::{Clock, Instant, Mock};
 
-use crate::Scheduling;
 use crate::hard::{Hard, HardRounds};
+use crate::sched::Scheduling;
 use crate::service::{Builder, Shared, TimerService};
 use crate::side::Round;
 use crate::soft::{Soft, SoftRounds};

@@ -30,8 +30,7 @@ use crate::arena::{Arena, Key};
 use crate::lock::Lock;
 use crate::periodic::forward;
 use crate::record::{Due, Record};
-use crate::service::Expiry;
-use crate::side::{Armed, Callback, Round};
+use crate::side::{Armed, Callback, Expiry, Round};
 use crate::wheel::{Wheel, WheelKey};
 
 /// A timer in the registry.
