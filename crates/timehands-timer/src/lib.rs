@@ -58,6 +58,7 @@
 mod alarm;
 mod arena;
 mod control;
+mod expiry;
 mod fork;
 mod hard;
 pub mod heap;
@@ -74,8 +75,8 @@ mod soft;
 mod sync;
 pub mod wheel;
 
+pub use expiry::{Expiry, SideStatistics};
 pub use sched::Scheduling;
 pub use service::{Builder, Statistics, Timer, TimerService};
-pub use side::{Expiry, SideStatistics};
 pub use simulated::Simulation;
 pub use sleep::sleep_until;

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use hdrhistogram::Histogram;
 
+use crate::expiry::{Callback, Expiry, SideStatistics};
 use crate::lock::Lock;
-use crate::side::{Callback, Expiry, SideStatistics};
 
 /// The lateness histograms count nanoseconds up to an hour; later is
 /// recorded as an hour.

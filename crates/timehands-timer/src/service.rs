@@ -10,12 +10,13 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use timehands::{Clock, Instant};
 
-use crate::arena::Key;
+use crate::expiry::{Armed, Callback, Expiry, SideStatistics};
 use crate::fork::Epoch;
-use crate::hard::{Hard, HardControl};
+use crate::hard::Hard;
+use crate::heap::DeadlineHeap;
 use crate::lock::Lock;
 use crate::sched::{self, Scheduling};
-use crate::side::{Armed, Callback, Expiry, SideStatistics};
+use crate::side::{Side, TimerControl};
 use crate::soft::Soft;
 use crate::wheel::Wheel;
 
@@ -85,8 +86,8 @@ impl Builder {
     /// `threaded` (none on simulated time).
     pub(crate) fn shared(&self, clock: Clock, threaded: bool) -> io::Result<Arc<Shared>> {
         Ok(Arc::new(Shared {
-            hard: Hard::new(self.batch, clock.clone())?,
-            soft: Soft::new(Wheel::new(self.soft_tick_shift), self.batch, clock)?,
+            hard: Side::new(DeadlineHeap::new(), true, self.batch, clock.clone())?,
+            soft: Side::new(Wheel::new(self.soft_tick_shift), false, self.batch, clock)?,
             builder: self.clone(),
             threaded,
             threads: Lock::new(Vec::new(), false),
@@ -213,19 +214,13 @@ pub struct TimerService {
 #[derive(Clone)]
 pub struct Timer {
     shared: Arc<Shared>,
-    kind: Kind,
+    /// Its state, shared with its side (see `control`).
+    control: Arc<TimerControl>,
+    /// Whether it is a hard timer.
+    hard: bool,
     /// The process it was armed in (see [`Epoch`]): in a forked child, a
     /// handle from the parent names nothing.
     epoch: u64,
-}
-
-/// Which side a [`Timer`] is on, and what names it there.
-#[derive(Clone)]
-enum Kind {
-    /// Its state, shared with the hard thread (see `control`).
-    Hard(Arc<HardControl>),
-    /// Its key in the soft side's registry.
-    Soft(Key),
 }
 
 /// What the service has done since it started, from
@@ -284,7 +279,7 @@ impl Shared {
                 // Joining a thread of the parent fails; its handle is
                 // forgotten.
                 self.threads.reset(Vec::new());
-                let hard = self.hard.reset_after_fork();
+                let hard = self.hard.reset_after_fork(DeadlineHeap::new());
                 let soft = self
                     .soft
                     .reset_after_fork(Wheel::new(self.builder.soft_tick_shift));
@@ -462,14 +457,15 @@ impl TimerService {
             period,
             callback,
         };
-        let kind = if hard {
-            Kind::Hard(self.shared.hard.arm(timer))
+        let control = if hard {
+            self.shared.hard.arm(timer)
         } else {
-            Kind::Soft(self.shared.soft.arm(timer))
+            self.shared.soft.arm(timer)
         };
         Timer {
             shared: Arc::clone(&self.shared),
-            kind,
+            control,
+            hard,
             epoch: Epoch::current(),
         }
     }
@@ -511,12 +507,10 @@ impl fmt::Debug for TimerService {
 
 impl fmt::Debug for Timer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut timer = f.debug_struct("Timer");
-        match &self.kind {
-            Kind::Hard(control) => timer.field("hard", &Arc::as_ptr(control)),
-            Kind::Soft(id) => timer.field("soft", id),
-        };
-        timer.finish()
+        let side = if self.hard { "hard" } else { "soft" };
+        f.debug_struct("Timer")
+            .field(side, &Arc::as_ptr(&self.control))
+            .finish()
     }
 }
 
@@ -532,9 +526,10 @@ impl Timer {
         if !self.enter() {
             return false;
         }
-        match &self.kind {
-            Kind::Hard(control) => self.shared.hard.cancel(control),
-            Kind::Soft(id) => self.shared.soft.cancel(*id),
+        if self.hard {
+            self.shared.hard.cancel(&self.control)
+        } else {
+            self.shared.soft.cancel(&self.control)
         }
     }
 
@@ -545,9 +540,11 @@ impl Timer {
         if !self.enter() {
             return false;
         }
-        match &self.kind {
-            Kind::Hard(control) => self.shared.hard.reschedule(control, deadline.as_nanos()),
-            Kind::Soft(id) => self.shared.soft.reschedule(*id, deadline.as_nanos()),
+        let deadline = deadline.as_nanos();
+        if self.hard {
+            self.shared.hard.reschedule(&self.control, deadline)
+        } else {
+            self.shared.soft.reschedule(&self.control, deadline)
         }
     }
 

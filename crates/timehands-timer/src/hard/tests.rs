@@ -4,9 +4,9 @@
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use super::*;
 use crate::Scheduling;
-use crate::side::Armed;
+use crate::expiry::Armed;
+use timehands::Clock;
 
 /// The calling thread's priority as the kernel runs it now (field 18 of
 /// its stat: -1 - rt_priority for a real-time priority, boosted or not).

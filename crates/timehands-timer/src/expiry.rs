@@ -1,0 +1,59 @@
+//! What the two sides (`hard`, `soft`) share: a timer as the user armed it,
+//! its callback, what it is told when it fires, what an expiry round did,
+//! and the counts each side keeps. Below both sides and the service, which
+//! all name these.
+
+use timehands::Instant;
+
+/// What a callback is told when its timer fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expiry {
+    /// The deadline this expiry is for.
+    pub deadline: Instant,
+    /// For a periodic timer, how many expiries after this one were already
+    /// past when it fired and are skipped (see
+    /// [`forward`](crate::periodic::forward)); 0 for a one-shot timer. (An
+    /// expiry due while the timer's callback still runs on another soft
+    /// worker waits for it, as on one thread.)
+    pub overruns: u64,
+}
+
+/// A timer's callback, run on its side's expiry thread.
+pub(crate) type Callback = Box<dyn FnMut(Expiry) + Send>;
+
+/// A timer as the user armed it.
+pub(crate) struct Armed {
+    pub(crate) deadline: u64,
+    pub(crate) slack: u64,
+    /// At least 1 ns: a period of zero is refused before it gets here.
+    pub(crate) period: Option<u64>,
+    pub(crate) callback: Callback,
+}
+
+/// What an expiry round did.
+pub(crate) enum Round {
+    /// The service is stopping: nothing was taken.
+    Stopped,
+    /// Nothing was due (or the round's steps all went to moving soft
+    /// timers down the wheel); the alarm is set for the next deadline.
+    Idle,
+    /// Timers fired.
+    Fired,
+}
+
+/// One side's counts: see [`Statistics`](crate::Statistics).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SideStatistics {
+    /// Expiries whose callbacks ran (or started to).
+    pub fired: u64,
+    /// Soft expiries whose callbacks started after the soft bound,
+    /// `deadline + slack + one soft tick` (from when the timer was armed if
+    /// that was later): the soft workers did not keep up. Always 0 on the
+    /// hard side, which promises no bound (see
+    /// [`TimerService::hard_lateness`](crate::TimerService::hard_lateness)).
+    pub beyond_bound: u64,
+    /// Callbacks that panicked.
+    pub panics: u64,
+    /// The message of the last callback that panicked, if it was a string.
+    pub last_panic: Option<String>,
+}
