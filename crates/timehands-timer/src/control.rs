@@ -337,4 +337,45 @@ mod loom_tests {
             assert_eq!(drops.load(Ordering::Relaxed), 1, "dropped once");
         });
     }
+
+    /// A soft worker runs a periodic timer's callback (taken at version 0)
+    /// while a caller reschedules the timer, and another worker takes the
+    /// rescheduled expiry (at version 1) as the first gives the callback
+    /// back. In every interleaving the second worker finds the expiry busy
+    /// (and, once the callback is back, fires it) or fires it at once, never
+    /// stale, and the callback's cell is never reached by two at once.
+    #[test]
+    fn an_expiry_due_while_its_callback_is_out_is_busy_not_stale() {
+        loom::model(|| {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let control = Arc::new(Control::new(Callback(Arc::clone(&drops)), Some(1), 0));
+            let Take::Fire(callback) = control.take(0, true) else {
+                panic!("armed at version 0");
+            };
+            let first_worker = {
+                let control = Arc::clone(&control);
+                thread::spawn(move || assert!(control.give_back(callback).is_none()))
+            };
+            assert_eq!(control.bump(), Some(1), "the reschedule");
+            // Busy, the expiry is queued again by the next round: here,
+            // once the first worker is done.
+            let mut first_worker = Some(first_worker);
+            let callback = loop {
+                match control.take(1, true) {
+                    Take::Fire(callback) => break callback,
+                    Take::Busy => first_worker
+                        .take()
+                        .expect("busy only while the callback is out")
+                        .join()
+                        .unwrap(),
+                    Take::Stale => panic!("the expiry at the current version is stale"),
+                }
+            };
+            if let Some(first_worker) = first_worker {
+                first_worker.join().unwrap();
+            }
+            drop(callback);
+            assert_eq!(drops.load(Ordering::Relaxed), 1);
+        });
+    }
 }

@@ -421,4 +421,53 @@ mod loom_tests {
             assert_eq!(seen, [0, 1]);
         });
     }
+
+    /// Two soft workers each set the alarm, under the side's lock (as a
+    /// round does before a wait), and take the stack after it, while a
+    /// caller arms a timer due at 10, ringing the alarm if that is before
+    /// the alarm it sees. A worker's setting drops a ring not taken yet, so
+    /// whatever the interleaving, a worker takes the request or the alarm
+    /// rings by its deadline.
+    #[test]
+    fn a_request_is_taken_or_rung_for_whichever_worker_sets_the_alarm_last() {
+        loom::model(|| {
+            let requests = Arc::new(Requests::new());
+            requests.set_alarm_at(5);
+            let alarm = Arc::new(Mutex::new(5));
+            let side_lock = Arc::new(Mutex::new(()));
+            let caller = {
+                let (requests, alarm) = (Arc::clone(&requests), Arc::clone(&alarm));
+                thread::spawn(move || {
+                    if requests.push(10, Some(10)).unwrap() {
+                        *alarm.lock().unwrap() = 0;
+                    }
+                })
+            };
+            let worker =
+                move |requests: &Requests<u64>, alarm: &Mutex<u64>, side: &Mutex<()>, at| {
+                    let _side = side.lock().unwrap();
+                    requests.set_alarm_at(at);
+                    *alarm.lock().unwrap() = at;
+                    let mut taken = Vec::new();
+                    requests.take_after_alarm(&mut taken);
+                    taken.iter().map(|t| **t).collect::<Vec<u64>>()
+                };
+            let other = {
+                let (requests, alarm, side) = (
+                    Arc::clone(&requests),
+                    Arc::clone(&alarm),
+                    Arc::clone(&side_lock),
+                );
+                thread::spawn(move || worker(&requests, &alarm, &side, 3600))
+            };
+            let mine = worker(&requests, &alarm, &side_lock, 1000);
+            caller.join().unwrap();
+            let theirs = other.join().unwrap();
+            let rings_by = *alarm.lock().unwrap();
+            assert!(
+                mine.contains(&10) || theirs.contains(&10) || rings_by <= 10,
+                "asleep until {rings_by} with {mine:?} and {theirs:?} taken"
+            );
+        });
+    }
 }

@@ -634,3 +634,6 @@ fn cancel_all(controls: Vec<Arc<TimerControl>>) -> Vec<Callback> {
         .filter_map(|control| control.cancel().flatten())
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -149,10 +149,20 @@ struct Fate {
 }
 
 #[test]
-fn threads_arming_rescheduling_and_cancelling_hard_timers_get_answers_the_expiries_agree_with() {
-    // Hard requests reach the hard thread through a lock-free stack and are
-    // applied by whoever holds the hard lock; a cancel and a reschedule
-    // decide at once, racing the expiry (see the crate's `control`).
+fn threads_arming_rescheduling_and_cancelling_timers_get_answers_the_expiries_agree_with() {
+    // Requests reach each side through a lock-free stack and are applied by
+    // whoever holds the side's lock (hard callers, the hard thread, the soft
+    // workers); a cancel and a reschedule decide at once, racing the expiry
+    // (see the crate's `control`).
+    for hard in [true, false] {
+        arm_reschedule_and_cancel_from_threads(hard);
+    }
+}
+
+/// Four threads arm, reschedule and cancel timers on one side at random;
+/// each timer fires once, for the deadline its last reschedule set, unless
+/// its cancel said it would not.
+fn arm_reschedule_and_cancel_from_threads(hard: bool) {
     const THREADS: u64 = 4;
     const EACH: u64 = 5_000;
     let service = Arc::new(TimerService::new().unwrap());
@@ -173,7 +183,7 @@ fn threads_arming_rescheduling_and_cancelling_hard_timers_get_answers_the_expiri
                     let id = thread * EACH + n;
                     let tx = tx.clone();
                     let mut deadline = soon(random(2000));
-                    let timer = service.hard_at(deadline, move |expiry| {
+                    let timer = arm(&service, hard, deadline, move |expiry| {
                         let _ = tx.send((id, expiry.deadline, timehands::now()));
                     });
                     if random(2) == 0 {
