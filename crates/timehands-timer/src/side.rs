@@ -18,7 +18,14 @@
 //!   preempted while it held it would keep the workers waiting for as long
 //!   as the scheduler kept it off the CPU (nothing lends a normal thread's
 //!   priority to a lock's holder), and a pile of requests delays a due
-//!   timer by one batch at most.
+//!   timer by one batch at most. Only past [`SOFT_BACKLOG`] requests not
+//!   applied yet does a caller apply some, a batch a request, waiting for
+//!   the lock if it must: the workers run at a lower priority, and threads
+//!   arming timers non-stop could otherwise pile up requests, and memory,
+//!   without end (four threads arming and cancelling 1.5 M soft timers
+//!   each on two CPUs left 6 M requests, 1 GB, for the workers; trying the
+//!   lock, as on the hard side, was no brake: the workers, preempted while
+//!   they held it, kept the callers out).
 //!
 //! A round takes the due expiries out of the queue under the lock, at most
 //! a batch, and runs their callbacks without it, so that a callback may arm,
@@ -42,11 +49,16 @@ use crate::requests::{Requests, Taken};
 use crate::sync::{Ordering, fence};
 use crate::wheel::{Wheel, WheelKey};
 
-/// How many requests a caller applies per hold of the hard lock: the most
+/// How many requests a caller applies per hold of a side's lock: the most
 /// the hard thread waits for (some microseconds; a batch that freed the
 /// lock after every request would make the hard thread's wait no shorter
 /// and the callers' lock traffic 64 times larger).
 const HELP_BATCH: usize = 64;
+
+/// Requests not applied yet past which soft callers apply some too (see
+/// the module docs): some 40 MB of requests, and more than a pile of
+/// 100 000 timers armed at once.
+const SOFT_BACKLOG: u64 = 1 << 18;
 
 /// A timer's state, shared by its handles and its side.
 pub(crate) type TimerControl = Control<Callback>;
@@ -379,13 +391,16 @@ impl<Q: Queue> Side<Q> {
         match self.requests.push(request, due) {
             Ok(ring) => {
                 // On the hard side the caller does the work if the lock is
-                // free (see the module docs); the alarm's ring does not
-                // wait for it.
+                // free, and past the soft backlog it does some in any case
+                // (see the module docs); the alarm's ring does not wait for
+                // it.
                 if ring {
                     self.alarm.set(Some(0));
                 }
                 if self.realtime {
                     self.help();
+                } else if self.requests.pending() > SOFT_BACKLOG {
+                    self.apply_batch(&mut self.state.lock(), HELP_BATCH);
                 }
                 true
             }

@@ -170,3 +170,20 @@ fn a_soft_expiry_due_while_its_callback_runs_on_another_worker_waits_for_it() {
     // The callback holds the service: the test lets it go.
     assert!(shared.soft.cancel(&armed));
 }
+
+/// With no worker keeping up, soft callers past [`SOFT_BACKLOG`] requests
+/// apply some themselves, a batch a request: the requests waiting, and
+/// their memory, stay bounded.
+#[test]
+fn past_the_soft_backlog_callers_apply_requests_themselves() {
+    let shared = crate::Builder::new().shared(Clock::new(), false).unwrap();
+    let soft = &shared.soft;
+    for _ in 0..SOFT_BACKLOG + 10 * HELP_BATCH as u64 {
+        soft.arm(idle(u64::MAX));
+        assert!(soft.requests.pending() <= SOFT_BACKLOG + 1);
+    }
+    assert_eq!(
+        soft.armed(),
+        (SOFT_BACKLOG + 10 * HELP_BATCH as u64) as usize
+    );
+}
