@@ -51,7 +51,22 @@ pub struct SideStatistics {
     /// that was later): the soft workers did not keep up. Always 0 on the
     /// hard side, which promises no bound (see
     /// [`TimerService::hard_lateness`](crate::TimerService::hard_lateness)).
+    /// The sum of the two causes below.
     pub beyond_bound: u64,
+    /// Of those, the ones whose worker was busy from before the bound to
+    /// the callback's start, taking and running other timers' callbacks:
+    /// the callbacks' work due then was more than the workers could do
+    /// within the bound (callbacks too slow or too many, or one that
+    /// blocks; see [`TimerService::soft_at`](crate::TimerService::soft_at)).
+    /// A stall of the machine while a worker runs callbacks counts here
+    /// too: [`Statistics::steal`](crate::Statistics::steal) shows the
+    /// hypervisor's share.
+    pub beyond_bound_behind_callbacks: u64,
+    /// Of those, the ones whose worker was still waiting for its alarm
+    /// after the bound: nothing kept it busy, but it was woken, or given
+    /// the CPU, too late: the machine stalled (another process, or the
+    /// hypervisor: see [`Statistics::steal`](crate::Statistics::steal)).
+    pub beyond_bound_stalled: u64,
     /// Callbacks that panicked.
     pub panics: u64,
     /// The message of the last callback that panicked, if it was a string.

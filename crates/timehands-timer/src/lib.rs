@@ -13,8 +13,10 @@
 //!   slack, in a hierarchical timing [`wheel::Wheel`] with O(1) arm and
 //!   cancel, coalesced, expired by workers of their own.
 //!
-//! Threads that arm, cancel or reschedule hard timers never wait for a lock
-//! the real-time thread takes, so none of them, preempted, can hold it up;
+//! Threads that arm, cancel or reschedule timers never wait for a lock an
+//! expiry thread takes, so none of them, preempted, can hold the real-time
+//! thread up, and a pile of soft timers armed at once delays no soft timer
+//! due meanwhile by more than a batch of requests;
 //! a forked child gets a service of its own; dropping the service frees
 //! every callback; and [`TimerService::statistics`] counts soft timers that
 //! missed their bound and callbacks that panicked (see [`TimerService`]).
@@ -72,6 +74,7 @@ mod side;
 mod simulated;
 mod sleep;
 mod soft;
+mod steal;
 mod sync;
 pub mod wheel;
 

@@ -35,11 +35,21 @@ pub(crate) struct Due {
     pub(crate) bound: Option<u64>,
 }
 
+/// Whom an expiry's start finds: `start`, and when the thread running it
+/// last returned from waiting for its alarm (0 if it never waited), which
+/// tells why an expiry beyond its bound was late (see
+/// [`SideStatistics`]'s causes).
+pub(crate) struct Start {
+    pub(crate) at: u64,
+    pub(crate) woke_at: u64,
+}
+
 /// One side's record; see the module docs.
 pub(crate) struct Record {
     lateness: Lock<Histogram<u64>>,
     fired: AtomicU64,
-    beyond_bound: AtomicU64,
+    behind_callbacks: AtomicU64,
+    stalled: AtomicU64,
     panics: AtomicU64,
     last_panic: Lock<Option<String>>,
 }
@@ -51,7 +61,8 @@ impl Record {
         Record {
             lateness: Lock::new(histogram(), realtime),
             fired: AtomicU64::new(0),
-            beyond_bound: AtomicU64::new(0),
+            behind_callbacks: AtomicU64::new(0),
+            stalled: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             last_panic: Lock::new(None, realtime),
         }
@@ -68,7 +79,12 @@ impl Record {
             self.lateness.reset(histogram());
             self.last_panic.reset(None);
         }
-        for counter in [&self.fired, &self.beyond_bound, &self.panics] {
+        for counter in [
+            &self.fired,
+            &self.behind_callbacks,
+            &self.stalled,
+            &self.panics,
+        ] {
             counter.store(0, Ordering::Relaxed);
         }
     }
@@ -78,31 +94,42 @@ impl Record {
     }
 
     pub(crate) fn statistics(&self) -> SideStatistics {
+        let behind_callbacks = self.behind_callbacks.load(Ordering::Relaxed);
+        let stalled = self.stalled.load(Ordering::Relaxed);
         SideStatistics {
             fired: self.fired.load(Ordering::Relaxed),
-            beyond_bound: self.beyond_bound.load(Ordering::Relaxed),
+            beyond_bound: behind_callbacks + stalled,
+            beyond_bound_behind_callbacks: behind_callbacks,
+            beyond_bound_stalled: stalled,
             panics: self.panics.load(Ordering::Relaxed),
             last_panic: self.last_panic.lock().clone(),
         }
     }
 
-    /// Runs `callback` for `due`, which starts at `start`, and records it
-    /// (`unrecorded` is the expiry thread's own buffer of lateness figures
-    /// that a reader kept out of the histogram); whether it returned (a
-    /// panic is caught, counted and its message kept: a panicking callback
-    /// loses its timer, not the thread).
+    /// Runs `callback` for `due`, which starts as `start` says, and records
+    /// it (`unrecorded` is the expiry thread's own buffer of lateness
+    /// figures that a reader kept out of the histogram); whether it
+    /// returned (a panic is caught, counted and its message kept: a
+    /// panicking callback loses its timer, not the thread).
     pub(crate) fn run(
         &self,
         callback: &mut Callback,
         due: Due,
-        start: u64,
+        start: Start,
         unrecorded: &mut Vec<u64>,
     ) -> bool {
-        unrecorded.push(start.saturating_sub(due.late_from));
+        unrecorded.push(start.at.saturating_sub(due.late_from));
         self.record_lateness(unrecorded);
         self.fired.fetch_add(1, Ordering::Relaxed);
-        if due.bound.is_some_and(|bound| start > bound) {
-            self.beyond_bound.fetch_add(1, Ordering::Relaxed);
+        if let Some(bound) = due.bound.filter(|&bound| start.at > bound) {
+            // Waiting past the bound, the thread was late to wake; woken
+            // before it, the thread was busy since.
+            let cause = if start.woke_at > bound {
+                &self.stalled
+            } else {
+                &self.behind_callbacks
+            };
+            cause.fetch_add(1, Ordering::Relaxed);
         }
         match catch_unwind(AssertUnwindSafe(|| callback(due.expiry))) {
             Ok(()) => true,

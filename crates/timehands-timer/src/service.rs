@@ -18,6 +18,7 @@ use crate::lock::Lock;
 use crate::sched::{self, Scheduling};
 use crate::side::{Side, TimerControl};
 use crate::soft::Soft;
+use crate::steal::steal_nanos;
 use crate::wheel::Wheel;
 
 /// Builds a [`TimerService`] with non-default settings.
@@ -92,6 +93,7 @@ impl Builder {
             threaded,
             threads: Lock::new(Vec::new(), false),
             epoch: Epoch::new(),
+            steal_at_start: threaded.then(steal_nanos).flatten(),
         }))
     }
 
@@ -135,17 +137,25 @@ impl Builder {
 ///   value where nice values are per thread (Linux, Android), coalesced
 ///   within the first half of their slack.
 ///
-/// Arming, cancelling or rescheduling a hard timer never waits for a lock
-/// the hard thread takes: the caller pushes a request onto a lock-free
-/// stack, and applies pending requests itself, a few dozen at a time, only
-/// if the hard lock is free (otherwise its holder, or the hard thread, does).
-/// A cancel still answers at once and truly: each hard timer's state is one
-/// atomic word that says who has its callback. So a caller preempted at any
-/// point holds nothing the hard thread needs, and the hard thread waits for
-/// the lock at most while one caller applies one such batch (on Linux the
-/// lock inherits priority, so even a preempted caller finishes it at once).
-/// Soft timers are armed under their side's lock, which no real-time thread
-/// takes.
+/// Arming, cancelling or rescheduling a timer never waits for a lock an
+/// expiry thread takes: the caller pushes a request onto a lock-free stack
+/// of its timer's side. A cancel still answers at once and truly: each
+/// timer's state is one atomic word that says who has its callback.
+///
+/// - On the hard side the caller then applies pending requests itself, a
+///   few dozen at a time, only if the hard lock is free (otherwise its
+///   holder, or the hard thread, does). So a caller preempted at any point
+///   holds nothing the hard thread needs, and the hard thread waits for the
+///   lock at most while one caller applies one such batch (on Linux the
+///   lock inherits priority, so even a preempted caller finishes it at
+///   once), and the callers' work stays off the real-time thread.
+/// - On the soft side the workers apply the requests, a batch a round after
+///   the timers due, so a thread arming 100 000 soft timers at once (a
+///   server's timeouts after a reconnect storm) delays a soft timer due
+///   meanwhile by one batch at most, tens of microseconds. Only past 2^18
+///   requests waiting (threads arming faster than the workers apply, for
+///   long) does a caller apply a batch itself, waiting for the soft lock:
+///   memory stays bounded.
 ///
 /// Each thread sleeps on an alarm set to the absolute deadline of its queue
 /// (on Linux and Android a timerfd on CLOCK_MONOTONIC, the origin of
@@ -231,6 +241,13 @@ pub struct Statistics {
     pub hard: SideStatistics,
     /// The soft timers'.
     pub soft: SideStatistics,
+    /// The time the hypervisor ran other guests on the machine's CPUs
+    /// while they had work (steal time, summed over the CPUs) since the
+    /// service started: a stall of the whole machine, which delays timers
+    /// of every kind. `None` where the OS does not say (it does on Linux
+    /// and Android, in clock ticks of 10 ms on most kernels), and on
+    /// simulated time.
+    pub steal: Option<Duration>,
 }
 
 pub(crate) struct Shared {
@@ -241,6 +258,9 @@ pub(crate) struct Shared {
     threaded: bool,
     threads: Lock<Vec<JoinHandle<()>>>,
     epoch: Epoch,
+    /// The machine's steal time when the service started (see
+    /// `Statistics::steal`); `None` on simulated time.
+    steal_at_start: Option<u64>,
 }
 
 impl Shared {
@@ -372,11 +392,9 @@ impl TimerService {
     /// off the CPU for longer (a stall of the machine longer than the
     /// margin can put the timers due in it beyond). The wheel's own work is
     /// not in the way: it moves timers down its levels ahead of time, in
-    /// polls that find nothing due. A thread that arms timers back to back
-    /// holds the soft lock most of the time, and the workers wait for it:
-    /// arm a pile of timers before they come due.
-    /// Timers fired beyond the bound are counted in
-    /// [`SideStatistics::beyond_bound`].
+    /// polls that find nothing due, and neither is a thread that arms a pile
+    /// of timers (see [`TimerService`]). Timers fired beyond the bound are
+    /// counted in [`SideStatistics::beyond_bound`].
     pub fn soft_at(
         &self,
         deadline: Instant,
@@ -419,8 +437,9 @@ impl TimerService {
         self.shared.soft.record().lateness()
     }
 
-    /// The service's counts: expiries, soft ones beyond their bound, and
-    /// callbacks' panics.
+    /// The service's counts: expiries, soft ones beyond their bound (and
+    /// why: the workers busy with callbacks, or the machine stalled), the
+    /// callbacks' panics, and the machine's steal time.
     ///
     /// ```
     /// use std::time::Duration;
@@ -436,9 +455,15 @@ impl TimerService {
     /// ```
     pub fn statistics(&self) -> Statistics {
         self.shared.enter();
+        let steal = self
+            .shared
+            .steal_at_start
+            .zip(steal_nanos())
+            .map(|(start, now)| Duration::from_nanos(now.saturating_sub(start)));
         Statistics {
             hard: self.shared.hard.record().statistics(),
             soft: self.shared.soft.record().statistics(),
+            steal,
         }
     }
 

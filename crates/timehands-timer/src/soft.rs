@@ -39,7 +39,10 @@ impl Soft {
                     self.alarm.set(Some(0));
                     return;
                 }
-                Round::Idle => self.alarm.wait(),
+                Round::Idle => {
+                    self.alarm.wait();
+                    rounds.woke_at = self.now().as_nanos();
+                }
                 Round::Fired => {}
             }
         }

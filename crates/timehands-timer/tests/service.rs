@@ -415,3 +415,31 @@ fn a_periodic_soft_callback_never_runs_on_two_workers_at_once_nor_loses_an_expir
         );
     }
 }
+
+#[test]
+fn a_soft_timer_due_behind_a_slow_callback_counts_behind_callbacks() {
+    // One worker: a callback arms a timer due at once, then holds the
+    // worker well past that timer's bound (deadline + one tick).
+    let service = Builder::new().soft_workers(1).build().unwrap();
+    let service = Arc::new(service);
+    let (tx, rx) = mpsc::channel();
+    let inner = Arc::clone(&service);
+    service.soft_at(soon(0), Duration::ZERO, move |_| {
+        let tx = tx.clone();
+        inner.soft_at(timehands::now(), Duration::ZERO, move |_| {
+            let _ = tx.send(());
+        });
+        sleep_until(timehands::now() + Duration::from_millis(20));
+    });
+    rx.recv_timeout(HANG).unwrap();
+    let soft = service.statistics().soft;
+    assert_eq!(
+        (
+            soft.beyond_bound,
+            soft.beyond_bound_behind_callbacks,
+            soft.beyond_bound_stalled
+        ),
+        (1, 1, 0),
+        "{soft:?}"
+    );
+}

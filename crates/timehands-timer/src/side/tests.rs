@@ -187,3 +187,33 @@ fn past_the_soft_backlog_callers_apply_requests_themselves() {
         (SOFT_BACKLOG + 10 * HELP_BATCH as u64) as usize
     );
 }
+
+/// A soft timer beyond its bound counts behind callbacks when the worker
+/// that took it had returned from its last wait before the bound (it was
+/// busy since), and as a stall when it was still waiting after the bound.
+#[test]
+fn a_soft_timer_beyond_its_bound_is_counted_with_its_cause() {
+    let (clock, mock) = Clock::mock();
+    let shared = crate::Builder::new().shared(clock, false).unwrap();
+    let soft = &shared.soft;
+    let tick = soft.state.lock().queue.tick_nanos();
+    let mut rounds = Rounds::new();
+    for (woke_after_bound, cause) in [(false, "behind callbacks"), (true, "stalled")] {
+        let due = mock.now().as_nanos() + tick;
+        soft.arm(idle(due));
+        soft.round(&mut rounds);
+        let bound = due + tick;
+        rounds.woke_at = if woke_after_bound { bound + 1 } else { bound };
+        mock.set(Instant::from_nanos(bound + 2 * tick));
+        assert!(matches!(soft.round(&mut rounds), Round::Fired), "{cause}");
+    }
+    let statistics = soft.record().statistics();
+    assert_eq!(
+        (
+            statistics.beyond_bound,
+            statistics.beyond_bound_behind_callbacks,
+            statistics.beyond_bound_stalled
+        ),
+        (2, 1, 1)
+    );
+}
