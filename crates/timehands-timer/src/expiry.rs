@@ -39,6 +39,9 @@ pub(crate) enum Round {
     Idle,
     /// Timers fired.
     Fired,
+    /// Nothing fired, but work is left that needs no wait (soft requests
+    /// to apply): the next round follows at once.
+    More,
 }
 
 /// One side's counts: see [`Statistics`](crate::Statistics).

@@ -52,7 +52,7 @@ impl Hard {
             match self.round(&mut rounds) {
                 Round::Stopped => return,
                 Round::Idle => self.alarm.wait(),
-                Round::Fired => {}
+                Round::Fired | Round::More => {}
             }
         }
     }

@@ -239,8 +239,9 @@ where
         match side.round(rounds) {
             Round::Stopped => break,
             Round::Fired => fired = true,
-            // The round's steps went to moving soft timers down the wheel.
-            Round::Idle => {}
+            // The round's steps went to moving soft timers down the wheel,
+            // or to applying requests.
+            Round::Idle | Round::More => {}
         }
     }
     fired

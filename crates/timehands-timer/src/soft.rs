@@ -43,14 +43,15 @@ impl Soft {
                     self.alarm.wait();
                     rounds.woke_at = self.now().as_nanos();
                 }
-                Round::Fired => {}
+                Round::Fired | Round::More => {}
             }
         }
     }
 
     /// One round: the due timers (at most a batch of steps), then a batch
-    /// of requests and, if none was due, what they made due; the alarm;
-    /// then the callbacks, without the lock.
+    /// of requests and, if none was due, what they made due; the alarm
+    /// (unless the worker comes straight back for more requests); then the
+    /// callbacks, without the lock.
     pub(crate) fn round(&self, rounds: &mut Rounds) -> Round {
         {
             let mut state = self.state.lock();
@@ -64,24 +65,29 @@ impl Soft {
             if rounds.fired.is_empty() {
                 self.take_due(&mut state, &mut rounds.fired);
             }
+            // Requests left, and no callbacks to run: straight on to the
+            // next batch, the alarm untouched (setting it costs a system
+            // call, some microseconds on a virtual machine, and before any
+            // wait the alarm is set, and the stack looked at, again).
+            let left = state.requests_left();
+            if rounds.fired.is_empty() && left {
+                return Round::More;
+            }
             // Before a wait the alarm is set even if unchanged: a ring
             // taken for a deadline that timehands' clock has not reached
             // yet (it may trail the kernel's by a little) must ring again.
             // Setting it takes the requests of callers that saw it as it
-            // was; work left rings it at once.
+            // was; work left rings it at once, for another worker.
             let now = self.now().as_nanos();
-            let at = if state.requests_left() {
+            let at = if left {
                 0
             } else {
                 state.queue.next_deadline().unwrap_or(u64::MAX)
             };
-            if (rounds.fired.is_empty() || at != state.alarm_at || at <= now)
-                && self.set_alarm(&mut state, at)
-            {
-                self.set_alarm(&mut state, 0);
-            }
+            let took = (rounds.fired.is_empty() || at != state.alarm_at || at <= now)
+                && self.set_alarm(&mut state, at);
             if rounds.fired.is_empty() {
-                return Round::Idle;
+                return if took { Round::More } else { Round::Idle };
             }
         }
         self.run_fired(rounds);
