@@ -13,8 +13,8 @@
 //!   a batch of the pending requests itself if the lock is free (see
 //!   [`Side::help`]), so that the callers' work stays off the real-time
 //!   thread (see `hard`);
-//! - on the soft side, the workers apply them, a batch per round after the
-//!   timers due (see `soft`), so that no caller holds the soft lock: one
+//! - on the soft side, the workers apply them, a batch in each round that
+//!   finds no timer due (see `soft`), so that no caller holds the soft lock: one
 //!   preempted while it held it would keep the workers waiting for as long
 //!   as the scheduler kept it off the CPU (nothing lends a normal thread's
 //!   priority to a lock's holder), and a pile of requests delays a due
@@ -176,11 +176,6 @@ impl<Q: Queue> State<Q> {
             alarm_at: u64::MAX,
             stopping: false,
         }
-    }
-
-    /// Whether requests taken off the stack wait to be applied.
-    pub(crate) fn requests_left(&self) -> bool {
-        !self.taken.is_empty()
     }
 
     /// Queues an expiry of `control` at `version`, due at `deadline`.
@@ -551,7 +546,7 @@ impl<Q: Queue> Side<Q> {
         self.alarm.set((at != u64::MAX).then_some(at));
         state.alarm_at = at;
         self.requests.take_after_alarm(&mut state.taken);
-        state.requests_left()
+        !state.taken.is_empty()
     }
 
     /// Takes due expiries out of the queue, in at most a batch of steps; a
