@@ -61,14 +61,15 @@ pub struct SideStatistics {
     /// the callbacks' work due then was more than the workers could do
     /// within the bound (callbacks too slow or too many, or one that
     /// blocks; see [`TimerService::soft_at`](crate::TimerService::soft_at)).
-    /// A stall of the machine while a worker runs callbacks counts here
-    /// too: [`Statistics::steal`](crate::Statistics::steal) shows the
-    /// hypervisor's share.
+    /// A stall of the whole machine while a worker runs callbacks (the
+    /// hypervisor's) counts here too, and shows in
+    /// [`Statistics::steal`](crate::Statistics::steal).
     pub beyond_bound_behind_callbacks: u64,
-    /// Of those, the ones whose worker was still waiting for its alarm
-    /// after the bound: nothing kept it busy, but it was woken, or given
-    /// the CPU, too late: the machine stalled (another process, or the
-    /// hypervisor: see [`Statistics::steal`](crate::Statistics::steal)).
+    /// Of those, the ones whose worker was kept from them by the machine:
+    /// it was still waiting for its alarm after the bound (woken, or given
+    /// the CPU, too late), or, where the OS tells (Linux, Android), it
+    /// waited for a CPU, preempted by other threads or processes, for at
+    /// least half the time the expiry is late since its round began.
     pub beyond_bound_stalled: u64,
     /// Callbacks that panicked.
     pub panics: u64,

@@ -74,7 +74,7 @@ mod side;
 mod simulated;
 mod sleep;
 mod soft;
-mod steal;
+mod stall;
 mod sync;
 pub mod wheel;
 

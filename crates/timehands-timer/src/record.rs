@@ -17,6 +17,7 @@ use hdrhistogram::Histogram;
 
 use crate::expiry::{Callback, Expiry, SideStatistics};
 use crate::lock::Lock;
+use crate::stall::RunDelay;
 
 /// The lateness histograms count nanoseconds up to an hour; later is
 /// recorded as an hour.
@@ -35,13 +36,39 @@ pub(crate) struct Due {
     pub(crate) bound: Option<u64>,
 }
 
-/// Whom an expiry's start finds: `start`, and when the thread running it
-/// last returned from waiting for its alarm (0 if it never waited), which
-/// tells why an expiry beyond its bound was late (see
-/// [`SideStatistics`]'s causes).
-pub(crate) struct Start {
-    pub(crate) at: u64,
+/// Where an expiry thread stands, kept by the soft workers to tell why an
+/// expiry beyond its bound was late (see [`SideStatistics`]'s causes).
+#[derive(Default)]
+pub(crate) struct Worker {
+    /// When it last returned from waiting for its alarm (0: never waited).
     pub(crate) woke_at: u64,
+    /// The thread's run delay (`None` until a soft worker opens it, and
+    /// where the OS does not say), and what it was when its round began.
+    pub(crate) run_delay: Option<RunDelay>,
+    pub(crate) round_delay: Option<u64>,
+}
+
+impl Worker {
+    /// Whether the thread, starting at `at` an expiry due to have started
+    /// by `bound`, was kept from it by the machine rather than by work: it
+    /// was still waiting for its alarm after the bound, or, since its round
+    /// began, it waited for a CPU for at least half the time the expiry is
+    /// late.
+    fn stalled(&self, at: u64, bound: u64) -> bool {
+        if self.woke_at > bound {
+            return true;
+        }
+        let now = self.run_delay.as_ref().and_then(RunDelay::nanos);
+        let Some((then, now)) = self.round_delay.zip(now) else {
+            return false;
+        };
+        now.saturating_sub(then).saturating_mul(2) >= at - bound
+    }
+
+    /// At a round's start: the run delay so far.
+    pub(crate) fn begin_round(&mut self) {
+        self.round_delay = self.run_delay.as_ref().and_then(RunDelay::nanos);
+    }
 }
 
 /// One side's record; see the module docs.
@@ -106,7 +133,7 @@ impl Record {
         }
     }
 
-    /// Runs `callback` for `due`, which starts as `start` says, and records
+    /// Runs `callback` for `due`, which starts `at` on `worker`, and records
     /// it (`unrecorded` is the expiry thread's own buffer of lateness
     /// figures that a reader kept out of the histogram); whether it
     /// returned (a panic is caught, counted and its message kept: a
@@ -115,16 +142,14 @@ impl Record {
         &self,
         callback: &mut Callback,
         due: Due,
-        start: Start,
+        (at, worker): (u64, &Worker),
         unrecorded: &mut Vec<u64>,
     ) -> bool {
-        unrecorded.push(start.at.saturating_sub(due.late_from));
+        unrecorded.push(at.saturating_sub(due.late_from));
         self.record_lateness(unrecorded);
         self.fired.fetch_add(1, Ordering::Relaxed);
-        if let Some(bound) = due.bound.filter(|&bound| start.at > bound) {
-            // Waiting past the bound, the thread was late to wake; woken
-            // before it, the thread was busy since.
-            let cause = if start.woke_at > bound {
+        if let Some(bound) = due.bound.filter(|&bound| at > bound) {
+            let cause = if worker.stalled(at, bound) {
                 &self.stalled
             } else {
                 &self.behind_callbacks

@@ -18,7 +18,7 @@ use crate::lock::Lock;
 use crate::sched::{self, Scheduling};
 use crate::side::{Side, TimerControl};
 use crate::soft::Soft;
-use crate::steal::steal_nanos;
+use crate::stall::steal_nanos;
 use crate::wheel::Wheel;
 
 /// Builds a [`TimerService`] with non-default settings.

@@ -44,7 +44,7 @@ use crate::expiry::{Armed, Callback, Expiry};
 use crate::heap::{DeadlineHeap, HeapKey};
 use crate::lock::Lock;
 use crate::periodic::forward;
-use crate::record::{Due, Record, Start};
+use crate::record::{Due, Record, Worker};
 use crate::requests::{Requests, Taken};
 use crate::sync::{Ordering, fence};
 use crate::wheel::{Wheel, WheelKey};
@@ -242,9 +242,9 @@ pub(crate) struct Rounds {
     pub(crate) fired: Vec<Fired>,
     ran: Vec<Ran>,
     unrecorded: Vec<u64>,
-    /// When the thread last returned from waiting for its alarm (0 if it
-    /// has not waited), set by the soft workers (see `record::Start`).
-    pub(crate) woke_at: u64,
+    /// Where the thread stands, kept by the soft workers (see
+    /// `record::Worker`).
+    pub(crate) worker: Worker,
 }
 
 impl Rounds {
@@ -253,7 +253,7 @@ impl Rounds {
             fired: Vec::new(),
             ran: Vec::new(),
             unrecorded: Vec::new(),
-            woke_at: 0,
+            worker: Worker::default(),
         }
     }
 
@@ -612,7 +612,7 @@ impl<Q: Queue> Side<Q> {
             fired,
             ran,
             unrecorded,
-            woke_at,
+            worker,
         } = rounds;
         for Fired {
             control,
@@ -621,10 +621,7 @@ impl<Q: Queue> Side<Q> {
             next,
         } in fired.drain(..)
         {
-            let start = Start {
-                at: self.clock.now().as_nanos(),
-                woke_at: *woke_at,
-            };
+            let start = (self.clock.now().as_nanos(), &*worker);
             let returned = self.record.run(&mut callback, due, start, unrecorded);
             let Some((next, version)) = next else {
                 continue;

@@ -26,6 +26,7 @@
 
 use crate::expiry::Round;
 use crate::side::{Queued, Rounds, Side};
+use crate::stall::RunDelay;
 use crate::wheel::Wheel;
 
 /// The soft timers; see the module docs.
@@ -35,6 +36,7 @@ impl Soft {
     /// A soft worker: rounds until stopped.
     pub(crate) fn run(&self) {
         let mut rounds = Rounds::new();
+        rounds.worker.run_delay = Some(RunDelay::of_this_thread());
         loop {
             match self.round(&mut rounds) {
                 Round::Stopped => {
@@ -45,7 +47,7 @@ impl Soft {
                 }
                 Round::Idle => {
                     self.alarm.wait();
-                    rounds.woke_at = self.now().as_nanos();
+                    rounds.worker.woke_at = self.now().as_nanos();
                 }
                 Round::Fired | Round::More => {}
             }
@@ -57,6 +59,7 @@ impl Soft {
     /// (unless the worker comes straight back for more requests); then the
     /// callbacks, without the lock.
     pub(crate) fn round(&self, rounds: &mut Rounds) -> Round {
+        rounds.worker.begin_round();
         {
             let mut state = self.state.lock();
             if !self.begin_round(&mut state, rounds) {

@@ -205,7 +205,7 @@ fn a_soft_timer_beyond_its_bound_is_counted_with_its_cause() {
         soft.arm(idle(due));
         soft.round(&mut rounds);
         let bound = due + tick;
-        rounds.woke_at = if woke_after_bound { bound + 1 } else { bound };
+        rounds.worker.woke_at = if woke_after_bound { bound + 1 } else { bound };
         mock.set(Instant::from_nanos(bound + 2 * tick));
         assert!(matches!(soft.round(&mut rounds), Round::Fired), "{cause}");
     }
