@@ -3,6 +3,8 @@
 //! and the counts each side keeps. Below both sides and the service, which
 //! all name these.
 
+use std::time::Duration;
+
 use timehands::Instant;
 
 /// What a callback is told when its timer fires.
@@ -71,6 +73,12 @@ pub struct SideStatistics {
     /// waited for a CPU, preempted by other threads or processes, for at
     /// least half the time the expiry is late since its round began.
     pub beyond_bound_stalled: u64,
+    /// How long the soft workers, between them, waited for a CPU while
+    /// they could run (preempted by other threads or processes), where the
+    /// OS tells (Linux, Android; zero elsewhere, and on the hard side): the
+    /// machine's share of a backlog, which `beyond_bound_behind_callbacks`
+    /// counts from the moment it formed, whatever formed it.
+    pub waited_for_cpu: Duration,
     /// Callbacks that panicked.
     pub panics: u64,
     /// The message of the last callback that panicked, if it was a string.

@@ -12,6 +12,7 @@
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
@@ -65,9 +66,14 @@ impl Worker {
         now.saturating_sub(then).saturating_mul(2) >= at - bound
     }
 
-    /// At a round's start: the run delay so far.
-    pub(crate) fn begin_round(&mut self) {
+    /// At a round's start: the run delay so far; how much it grew since
+    /// the last round began.
+    pub(crate) fn begin_round(&mut self) -> u64 {
+        let last = self.round_delay;
         self.round_delay = self.run_delay.as_ref().and_then(RunDelay::nanos);
+        self.round_delay
+            .zip(last)
+            .map_or(0, |(now, then)| now.saturating_sub(then))
     }
 }
 
@@ -77,6 +83,8 @@ pub(crate) struct Record {
     fired: AtomicU64,
     behind_callbacks: AtomicU64,
     stalled: AtomicU64,
+    /// The expiry threads' run delay, in nanoseconds.
+    waited_for_cpu: AtomicU64,
     panics: AtomicU64,
     last_panic: Lock<Option<String>>,
 }
@@ -90,6 +98,7 @@ impl Record {
             fired: AtomicU64::new(0),
             behind_callbacks: AtomicU64::new(0),
             stalled: AtomicU64::new(0),
+            waited_for_cpu: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             last_panic: Lock::new(None, realtime),
         }
@@ -110,6 +119,7 @@ impl Record {
             &self.fired,
             &self.behind_callbacks,
             &self.stalled,
+            &self.waited_for_cpu,
             &self.panics,
         ] {
             counter.store(0, Ordering::Relaxed);
@@ -128,6 +138,7 @@ impl Record {
             beyond_bound: behind_callbacks + stalled,
             beyond_bound_behind_callbacks: behind_callbacks,
             beyond_bound_stalled: stalled,
+            waited_for_cpu: Duration::from_nanos(self.waited_for_cpu.load(Ordering::Relaxed)),
             panics: self.panics.load(Ordering::Relaxed),
             last_panic: self.last_panic.lock().clone(),
         }
@@ -163,6 +174,11 @@ impl Record {
                 false
             }
         }
+    }
+
+    /// Adds `nanos` to the time the expiry threads waited for a CPU.
+    pub(crate) fn waited_for_cpu(&self, nanos: u64) {
+        self.waited_for_cpu.fetch_add(nanos, Ordering::Relaxed);
     }
 
     /// Counts a callback's panic and keeps its message.

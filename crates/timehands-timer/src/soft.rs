@@ -59,7 +59,7 @@ impl Soft {
     /// (unless the worker comes straight back for more requests); then the
     /// callbacks, without the lock.
     pub(crate) fn round(&self, rounds: &mut Rounds) -> Round {
-        rounds.worker.begin_round();
+        self.record().waited_for_cpu(rounds.worker.begin_round());
         {
             let mut state = self.state.lock();
             if !self.begin_round(&mut state, rounds) {
