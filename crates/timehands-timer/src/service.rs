@@ -128,7 +128,7 @@ impl Builder {
 /// real-time thread. Here the two kinds never share anything on the expiry
 /// path:
 ///
-/// - hard timers live in a [`DeadlineHeap`](crate::heap::DeadlineHeap),
+/// - hard timers live in a [`DeadlineHeap`],
 ///   expired by a thread that asks for SCHED_FIFO (see
 ///   [`TimerService::scheduling`]) and a 1 ns timer slack (where the OS has
 ///   timer slack);
