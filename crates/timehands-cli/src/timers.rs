@@ -203,9 +203,13 @@ struct Pile {
     /// after the pile, due at once, fired); `None` if that was not before
     /// the window's end.
     applied_ms: Option<f64>,
-    /// Soft expiries meanwhile, and those beyond their bound.
+    /// Soft expiries meanwhile, those beyond their bound and why, and how
+    /// long the soft workers waited for a CPU meanwhile.
     soft_expiries: u64,
     soft_beyond_bound: u64,
+    soft_beyond_bound_behind_callbacks: u64,
+    soft_beyond_bound_stalled: u64,
+    soft_workers_waited_for_cpu_ms: f64,
 }
 
 /// Ratios between setups, as JSON names them.
@@ -379,13 +383,16 @@ fn pile(service: &TimerService, storm: &Storm, end: Instant) -> Pile {
     });
     // Not past the window's end, which the pile must not stretch.
     let applied = rx.recv_timeout(end.duration_since(timehands::now())).ok();
-    let after = service.statistics().soft;
+    let meanwhile = since(&before, &service.statistics().soft);
     Pile {
         timers: storm.soft,
         arming_ms: ms(armed - began),
         applied_ms: applied.map(|applied| ms(applied - began)),
-        soft_expiries: after.fired - before.fired,
-        soft_beyond_bound: after.beyond_bound - before.beyond_bound,
+        soft_expiries: meanwhile.fired,
+        soft_beyond_bound: meanwhile.beyond_bound,
+        soft_beyond_bound_behind_callbacks: meanwhile.beyond_bound_behind_callbacks,
+        soft_beyond_bound_stalled: meanwhile.beyond_bound_stalled,
+        soft_workers_waited_for_cpu_ms: ms(meanwhile.waited_for_cpu),
     }
 }
 
@@ -589,12 +596,16 @@ fn text(r: &Report) -> String {
             out,
             "a pile of {} more soft timers armed mid-window in {:.1} ms ({:.0} ns each), \
              all in the workers' wheel {applied}; soft expiries meanwhile: {}, \
-             beyond the bound: {} (target 0)",
+             beyond the bound: {} (target 0: {} behind callbacks, {} stalled; \
+             the soft workers waited {:.1} ms for a CPU)",
             p.timers,
             p.arming_ms,
             p.arming_ms * 1e6 / p.timers.max(1) as f64,
             p.soft_expiries,
-            p.soft_beyond_bound
+            p.soft_beyond_bound,
+            p.soft_beyond_bound_behind_callbacks,
+            p.soft_beyond_bound_stalled,
+            p.soft_workers_waited_for_cpu_ms
         );
     }
     out.push('\n');
