@@ -1,5 +1,8 @@
 //! `Record`: what a side keeps of its expiries (a lateness histogram, counts,
 //! the last panic's message), and the one way both sides run a callback.
+//! A soft expiry beyond its bound is counted with its cause, which the
+//! worker that runs it tells from where it stands (`Worker`: when it last
+//! woke, and how long it has waited for a CPU, see `stall`).
 //!
 //! The expiry threads write it, users read it ([`TimerService::statistics`],
 //! the lateness histograms), and no expiry thread ever waits for a reader:
