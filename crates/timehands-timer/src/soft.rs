@@ -10,7 +10,7 @@
 //! waits for one batch of requests at most, some tens of microseconds, not
 //! for the pile. (Applied in every round, as the workers first did, the
 //! pile's 100 000 requests, some 11 ms of a worker, came before the
-//! callbacks due: on two CPUs, one of them arming, 43-55 % of the soft
+//! callbacks due: on two CPUs, one of them arming, 43-51 % of the soft
 //! timers due meanwhile came out beyond their bound, against 16-41 % with
 //! the requests in idle rounds, where the rest is the workers' share of
 //! the CPU.)
