@@ -14,11 +14,11 @@
 //!   [`Side::help`]), so that the callers' work stays off the real-time
 //!   thread (see `hard`);
 //! - on the soft side, the workers apply them, a batch in each round that
-//!   finds no timer due (see `soft`), so that no caller holds the soft lock: one
-//!   preempted while it held it would keep the workers waiting for as long
-//!   as the scheduler kept it off the CPU (nothing lends a normal thread's
-//!   priority to a lock's holder), and a pile of requests delays a due
-//!   timer by one batch at most. Only past [`SOFT_BACKLOG`] requests not
+//!   finds no timer due (see `soft`), so that no caller holds the soft
+//!   lock: one preempted while it held it would keep the workers waiting
+//!   for as long as the scheduler kept it off the CPU (nothing lends a
+//!   normal thread's priority to a lock's holder), and a pile of requests
+//!   delays a due timer by one batch at most. Only past [`SOFT_BACKLOG`] requests not
 //!   applied yet does a caller apply some, a batch a request, waiting for
 //!   the lock if it must: the workers run at a lower priority, and threads
 //!   arming timers non-stop could otherwise pile up requests, and memory,
