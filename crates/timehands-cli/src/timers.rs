@@ -15,12 +15,20 @@
 //!
 //! Lateness is the time from a hard timer's deadline to its handler's start,
 //! on timehands' clock; each setup prints its p50, p99 and max.
+//!
+//! With the soft timers, the service's window also shows what its soft
+//! side promises: how many soft expiries came out beyond their bound
+//! (deadline + slack + one tick), split by cause (the workers busy with
+//! callbacks since before the bound, or still waiting for their alarm
+//! after it: the machine stalled) beside the machine's steal time; and, in
+//! the middle of the window, what arming a pile of M more soft timers at
+//! once costs the arming thread and the soft timers due meanwhile.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::IsTerminal;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -29,7 +37,7 @@ use rand::Rng;
 use serde::Serialize;
 use timehands::Instant;
 use timehands_timer::periodic::forward;
-use timehands_timer::{Builder, Scheduling, sched, sleep_until};
+use timehands_timer::{Builder, Scheduling, SideStatistics, TimerService, sched, sleep_until};
 
 /// Flags of `timehands timers`.
 #[derive(clap::Args)]
@@ -150,8 +158,18 @@ struct Setup {
     max_ns: u64,
     soft_expiries: u64,
     /// Soft expiries after deadline + slack + one soft tick (the service's
-    /// bound; 0 for the naive queue, which promises none).
+    /// bound; 0 for the naive queue, which promises none), and of those,
+    /// the ones whose worker was busy with callbacks since before the
+    /// bound, and the ones whose worker was still waiting after it.
     soft_beyond_bound: u64,
+    soft_beyond_bound_behind_callbacks: u64,
+    soft_beyond_bound_stalled: u64,
+    /// How long the soft workers waited for a CPU while they could run
+    /// (Linux, Android; 0 elsewhere and for the naive queue).
+    soft_workers_waited_for_cpu_ms: f64,
+    /// The machine's steal time during the window, where the OS says (not
+    /// for the naive queue).
+    steal_ms: Option<f64>,
 }
 
 impl Setup {
@@ -164,10 +182,34 @@ impl Setup {
             p50_ns: hard.value_at_quantile(0.5),
             p99_ns: hard.value_at_quantile(0.99),
             max_ns: hard.max(),
-            soft_expiries: m.soft_expiries,
-            soft_beyond_bound: m.soft_beyond_bound,
+            soft_expiries: m.soft.fired,
+            soft_beyond_bound: m.soft.beyond_bound,
+            soft_beyond_bound_behind_callbacks: m.soft.beyond_bound_behind_callbacks,
+            soft_beyond_bound_stalled: m.soft.beyond_bound_stalled,
+            soft_workers_waited_for_cpu_ms: ms(m.soft.waited_for_cpu),
+            steal_ms: m.steal.map(ms),
         }
     }
+}
+
+/// A pile of soft timers armed at once in the middle of the window, as
+/// JSON names it.
+#[derive(Clone, Copy, Default, Serialize)]
+struct Pile {
+    timers: usize,
+    /// How long the arming thread took to arm them.
+    arming_ms: f64,
+    /// From the first arm until the workers had them all (a timer armed
+    /// after the pile, due at once, fired); `None` if that was not before
+    /// the window's end.
+    applied_ms: Option<f64>,
+    /// Soft expiries meanwhile, those beyond their bound and why, and how
+    /// long the soft workers waited for a CPU meanwhile.
+    soft_expiries: u64,
+    soft_beyond_bound: u64,
+    soft_beyond_bound_behind_callbacks: u64,
+    soft_beyond_bound_stalled: u64,
+    soft_workers_waited_for_cpu_ms: f64,
 }
 
 /// Ratios between setups, as JSON names them.
@@ -195,6 +237,8 @@ struct Report {
     /// ran past their first deadlines (0 when it ended before them).
     soft_arming_ms: f64,
     soft_arming_overran_ms: f64,
+    /// The pile armed in the middle of the loaded window.
+    pile: Pile,
     hard_scheduling: String,
     naive_scheduling: String,
     setups: [Setup; 3],
@@ -208,12 +252,18 @@ struct Measured {
     /// Hard expiries skipped because the previous one was handled more than
     /// a period late.
     missed: u64,
-    soft_expiries: u64,
-    soft_beyond_bound: u64,
+    /// The soft timers' counts over the window (the naive queue counts
+    /// only its expiries).
+    soft: SideStatistics,
+    /// The machine's steal time over the window, where the OS says.
+    steal: Option<Duration>,
     /// How long arming the soft timers through the service took, and how
     /// far it ran past their first deadlines (zero when it ended before
     /// them, as it should); `None` where none were armed through it.
     arming: Option<(Duration, Duration)>,
+    /// The pile armed in the middle of the window, where soft timers were
+    /// armed through the service.
+    pile: Option<Pile>,
     scheduling: Scheduling,
 }
 
@@ -243,12 +293,12 @@ const ARMING_ALLOWANCE_PER_TIMER: Duration = Duration::from_micros(2);
 
 /// Setups 1 and 2: the service, with `soft` soft timers armed.
 ///
-/// Arming is kept out of the measured window, for the soft timers as for
-/// the hard one: one thread arming 100 000 timers back to back holds the
-/// soft lock most of the time for some 25-40 ms, and the soft timers due
-/// meanwhile wait for it (see docs/timers.md). So the soft timers' first
-/// deadlines start after an allowance for arming them, the hard timer
-/// starts then too, and the soft counts are taken over the window alone.
+/// The storm's arming is kept out of the measured window, for the soft
+/// timers as for the hard one, so that the window shows the steady state:
+/// the soft timers' first deadlines start after an allowance for arming
+/// them, the hard timer starts then too, and the soft counts are taken over
+/// the window alone. What arming a pile costs is measured on its own, in
+/// the middle of the window (see [`pile`]).
 fn service(storm: &Storm, soft: bool) -> anyhow::Result<Measured> {
     let service = Builder::new()
         .realtime_priority(storm.priority)
@@ -275,17 +325,75 @@ fn service(storm: &Storm, soft: bool) -> anyhow::Result<Measured> {
         })
         .context("arming the hard timer")?;
     sleep_until(start);
-    let before = service.statistics().soft;
-    sleep_until(start + storm.run);
-    let after = service.statistics().soft;
+    let before = service.statistics();
+    let end = start + storm.run;
+    let pile = if soft {
+        sleep_until(start + storm.run / 2);
+        Some(pile(&service, storm, end))
+    } else {
+        None
+    };
+    sleep_until(end);
+    let after = service.statistics();
     Ok(Measured {
         hard: service.hard_lateness(),
         missed: missed.load(Ordering::Relaxed),
-        soft_expiries: after.fired - before.fired,
-        soft_beyond_bound: after.beyond_bound - before.beyond_bound,
+        soft: since(&before.soft, &after.soft),
+        steal: after
+            .steal
+            .zip(before.steal)
+            .map(|(a, b)| a.saturating_sub(b)),
         arming: soft.then(|| (armed - arming_from, armed.duration_since(start))),
+        pile,
         scheduling: service.scheduling().clone(),
     })
+}
+
+/// The soft counts from `before` to `after`.
+fn since(before: &SideStatistics, after: &SideStatistics) -> SideStatistics {
+    SideStatistics {
+        fired: after.fired - before.fired,
+        beyond_bound: after.beyond_bound - before.beyond_bound,
+        beyond_bound_behind_callbacks: after.beyond_bound_behind_callbacks
+            - before.beyond_bound_behind_callbacks,
+        beyond_bound_stalled: after.beyond_bound_stalled - before.beyond_bound_stalled,
+        waited_for_cpu: after.waited_for_cpu.saturating_sub(before.waited_for_cpu),
+        ..SideStatistics::default()
+    }
+}
+
+/// Arms a pile of as many one-shot soft timers as the storm has, due after
+/// the window (`end`), back to back from this thread, as a server arms a
+/// timeout per connection after a reconnect storm: how long that takes,
+/// how long until the workers have them all, and how the soft timers due
+/// meanwhile fared (they should wait for no more than a batch of requests).
+fn pile(service: &TimerService, storm: &Storm, end: Instant) -> Pile {
+    let later = end + Duration::from_secs(1);
+    let before = service.statistics().soft;
+    let began = timehands::now();
+    for _ in 0..storm.soft {
+        service.soft_at(later, storm.slack, |_| {});
+    }
+    let armed = timehands::now();
+    // Requests are applied oldest first: one armed after the pile and due
+    // at once fires once the pile is in.
+    let (tx, rx) = mpsc::channel();
+    service.soft_at(armed, Duration::ZERO, move |_| {
+        let _ = tx.send(timehands::now());
+    });
+    // Not past the window's end, which the pile must not stretch.
+    let applied = rx.recv_timeout(end.duration_since(timehands::now())).ok();
+    let meanwhile = since(&before, &service.statistics().soft);
+    Pile {
+        timers: storm.soft,
+        arming_ms: ms(armed - began),
+        applied_ms: applied.map(|applied| ms(applied - began)),
+        soft_expiries: meanwhile.fired,
+        soft_beyond_bound: meanwhile.beyond_bound,
+        soft_beyond_bound_behind_callbacks: meanwhile.beyond_bound_behind_callbacks,
+        soft_beyond_bound_stalled: meanwhile.beyond_bound_stalled,
+        soft_workers_waited_for_cpu_ms: ms(meanwhile.waited_for_cpu),
+    }
 }
 
 /// Setup 3: every timer in one heap, one thread. Entry 0 is the hard timer.
@@ -340,9 +448,13 @@ fn naive(storm: &Storm) -> anyhow::Result<Measured> {
     Ok(Measured {
         hard,
         missed,
-        soft_expiries: soft_expiries.load(Ordering::Relaxed),
-        soft_beyond_bound: 0,
+        soft: SideStatistics {
+            fired: soft_expiries.load(Ordering::Relaxed),
+            ..SideStatistics::default()
+        },
+        steal: None,
         arming: None,
+        pile: None,
         scheduling,
     })
 }
@@ -388,6 +500,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         soft_tick_us: (1_u64 << storm.soft_tick_shift) as f64 / 1000.0,
         soft_arming_ms: ms(arming.0),
         soft_arming_overran_ms: ms(arming.1),
+        pile: loaded.pile.unwrap_or_default(),
         hard_scheduling: unloaded.scheduling.to_string(),
         naive_scheduling: stacked.scheduling.to_string(),
         setups,
@@ -455,11 +568,46 @@ fn text(r: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "service's soft timers beyond deadline + slack + one tick: {} of {} ({:.3}%)",
+        "service's soft timers beyond deadline + slack + one tick: {} of {} ({:.3}%): \
+         {} behind callbacks, {} stalled (a worker waiting for its alarm or a CPU); \
+         the soft workers waited {:.0} ms for a CPU",
         loaded.soft_beyond_bound,
         loaded.soft_expiries,
-        100.0 * ratio(loaded.soft_beyond_bound, loaded.soft_expiries)
+        100.0 * ratio(loaded.soft_beyond_bound, loaded.soft_expiries),
+        loaded.soft_beyond_bound_behind_callbacks,
+        loaded.soft_beyond_bound_stalled,
+        loaded.soft_workers_waited_for_cpu_ms
     );
+    let steal = |s: &Setup| s.steal_ms.map_or("-".to_string(), |ms| format!("{ms:.0}"));
+    let _ = writeln!(
+        out,
+        "machine's steal time in the service's windows: {} ms without soft timers, {} ms with",
+        steal(&r.setups[0]),
+        steal(loaded)
+    );
+    if r.soft_timers > 0 {
+        let p = &r.pile;
+        let applied = p
+            .applied_ms
+            .map_or("not by the window's end".to_string(), |ms| {
+                format!("{ms:.1} ms after the first")
+            });
+        let _ = writeln!(
+            out,
+            "a pile of {} more soft timers armed mid-window in {:.1} ms ({:.0} ns each), \
+             all in the workers' wheel {applied}; soft expiries meanwhile: {}, \
+             beyond the bound: {} (target 0: {} behind callbacks, {} stalled; \
+             the soft workers waited {:.1} ms for a CPU)",
+            p.timers,
+            p.arming_ms,
+            p.arming_ms * 1e6 / p.timers.max(1) as f64,
+            p.soft_expiries,
+            p.soft_beyond_bound,
+            p.soft_beyond_bound_behind_callbacks,
+            p.soft_beyond_bound_stalled,
+            p.soft_workers_waited_for_cpu_ms
+        );
+    }
     out.push('\n');
     let x = &r.ratios;
     let _ = writeln!(

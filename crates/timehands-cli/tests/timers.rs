@@ -42,6 +42,18 @@ fn text_has_the_three_setups_and_the_ratios() {
         text.contains("service's soft timers armed in "),
         "how long arming took, and whether before the window: {text}"
     );
+    for part in [
+        "behind callbacks, ",
+        " stalled (a worker waiting for its alarm or a CPU); the soft workers waited ",
+        "machine's steal time in the service's windows: ",
+        "a pile of 300 more soft timers armed mid-window in ",
+        "beyond the bound: ",
+    ] {
+        assert!(
+            text.contains(part),
+            "the soft misses' causes, the steal time, the pile: no {part:?} in\n{text}"
+        );
+    }
     assert!(text.contains("naive queue / service: p50"), "{text}");
     assert!(
         text.contains("service with / without soft timers: p99"),
@@ -67,6 +79,21 @@ fn json_has_the_fields_scripts_read() {
         "{doc}"
     );
     assert!(doc["soft_arming_overran_ms"].is_f64(), "{doc}");
+    // The pile armed mid-window: as many timers as the storm.
+    let pile = &doc["pile"];
+    assert_eq!(pile["timers"], 300, "{doc}");
+    assert!(
+        pile["arming_ms"].as_f64().is_some_and(|ms| ms > 0.0),
+        "{doc}"
+    );
+    assert!(
+        pile["applied_ms"].is_f64() || pile["applied_ms"].is_null(),
+        "{doc}"
+    );
+    assert!(
+        pile["soft_expiries"].as_u64() >= pile["soft_beyond_bound"].as_u64(),
+        "{doc}"
+    );
     assert!(
         doc["hard_scheduling"]
             .as_str()
@@ -84,9 +111,24 @@ fn json_has_the_fields_scripts_read() {
             "p99_ns",
             "max_ns",
             "soft_expiries",
+            "soft_beyond_bound",
+            "soft_beyond_bound_behind_callbacks",
+            "soft_beyond_bound_stalled",
+            "soft_workers_waited_for_cpu_ms",
+            "steal_ms",
         ] {
             assert!(setup.get(field).is_some(), "no {field} in {setup}");
         }
+        assert_eq!(
+            setup["soft_beyond_bound"].as_u64(),
+            Some(
+                setup["soft_beyond_bound_behind_callbacks"]
+                    .as_u64()
+                    .unwrap()
+                    + setup["soft_beyond_bound_stalled"].as_u64().unwrap()
+            ),
+            "the causes add up: {setup}"
+        );
         assert!(
             setup["hard_expiries"].as_u64().is_some_and(|n| n > 0),
             "{setup}"

@@ -153,14 +153,6 @@ impl<T> Arena<T> {
         }
     }
 
-    /// The keys of every live entry.
-    pub(crate) fn keys(&self) -> Vec<Key> {
-        (0..self.slots.len() as u32)
-            .filter(|&index| self.slots[index as usize].item.is_some())
-            .map(|index| self.key_at(index))
-            .collect()
-    }
-
     pub(crate) fn len(&self) -> usize {
         self.len
     }

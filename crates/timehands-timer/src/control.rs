@@ -1,24 +1,27 @@
-//! `Control`: a hard timer's state, shared by its handles and the hard
-//! thread, which decides without a lock who has the timer's callback.
+//! `Control`: a timer's state, shared by its handles and its side's expiry
+//! threads, which decides without a lock who has the timer's callback.
 //!
-//! Callers never take the hard thread's lock (see `requests`), yet
+//! Callers never wait for a side's lock (see `requests`), yet
 //! [`Timer::cancel`] must answer at once, and its `true` must mean that the
 //! callback will not run again. So each hard timer has one word: a version,
 //! bumped by every reschedule, and a status:
 //!
 //! - **Armed**: the callback is in its cell. Whoever moves the word out of
-//!   Armed has it: the hard thread to run it (Running, or Done for a
+//!   Armed has it: an expiry thread to run it (Running, or Done for a
 //!   one-shot timer), a cancel to drop it (Done).
-//! - **Running**: a periodic timer's callback is out, on the hard thread. A
-//!   cancel moves the word to Done (the hard thread then drops the callback
-//!   after the run); a reschedule bumps the version. The hard thread puts
-//!   the callback back *before* it moves the word back to Armed.
+//! - **Running**: a periodic timer's callback is out, on an expiry thread.
+//!   A cancel moves the word to Done (that thread then drops the callback
+//!   after the run); a reschedule bumps the version. The thread puts the
+//!   callback back *before* it moves the word back to Armed.
 //! - **Done**: fired (one-shot), cancelled, or disarmed by its callback's
 //!   panic. Final.
 //!
-//! The hard thread fires an expiry only if the word still holds the version
+//! An expiry thread fires an expiry only if the word still holds the version
 //! the expiry was queued with: a reschedule in between bumped it (the
-//! expiry is stale) and sent a request that queues the timer again.
+//! expiry is stale) and sent a request that queues the timer again. On the
+//! soft side, whose workers are several, that request may be applied, and
+//! its expiry come due, while the callback still runs on another worker:
+//! the expiry is then busy, and waits for the callback to be back.
 //!
 //! [`Timer::cancel`]: crate::Timer::cancel
 
@@ -45,24 +48,29 @@ fn status(word: u64) -> u64 {
     word & STATUS
 }
 
-/// What the hard thread found when an expiry of the timer came due.
+/// What an expiry thread found when an expiry of the timer came due.
 pub(crate) enum Take<C> {
-    /// The expiry is the timer's: its callback, now the hard thread's.
+    /// The expiry is the timer's: its callback, now the thread's.
     Fire(C),
+    /// The expiry is the timer's, but its callback still runs on another
+    /// thread (see the module docs).
+    Busy,
     /// Rescheduled or cancelled since the expiry was queued.
     Stale,
 }
 
-/// One hard timer's state; see the module docs. `C` is the callback (a
-/// type parameter for the model checker's tests).
+/// One timer's state; see the module docs. `C` is the callback (a type
+/// parameter for the model checker's tests).
 pub(crate) struct Control<C> {
     word: AtomicU64,
     callback: UnsafeCell<Option<C>>,
     /// The period of a periodic timer, in nanoseconds (at least 1).
     period: Option<u64>,
-    /// Where the hard thread has the timer queued: a `HeapKey`'s bits, or
-    /// `NOWHERE`. Written only under the hard side's lock (atomic to be
-    /// shared without `unsafe`, and for a cancel's look; see `Hard::cancel`).
+    /// How late it may fire, in nanoseconds (0 for a hard timer).
+    slack: u64,
+    /// Where its side has the timer queued: a queue key's bits, or
+    /// `NOWHERE`. Written only under the side's lock (atomic to be shared
+    /// without `unsafe`, and for a cancel's look; see `Side::cancel`).
     queued: AtomicU64,
 }
 
@@ -72,17 +80,22 @@ unsafe impl<C: Send> Sync for Control<C> {}
 
 impl<C> Control<C> {
     /// An armed timer, at version 0.
-    pub(crate) fn new(callback: C, period: Option<u64>) -> Control<C> {
+    pub(crate) fn new(callback: C, period: Option<u64>, slack: u64) -> Control<C> {
         Control {
             word: AtomicU64::new(ARMED),
             callback: UnsafeCell::new(Some(callback)),
             period,
+            slack,
             queued: AtomicU64::new(NOWHERE),
         }
     }
 
     pub(crate) fn period(&self) -> Option<u64> {
         self.period
+    }
+
+    pub(crate) fn slack(&self) -> u64 {
+        self.slack
     }
 
     /// The timer's version, `None` once it is done.
@@ -133,7 +146,7 @@ impl<C> Control<C> {
         }
     }
 
-    /// The hard thread, at an expiry queued at `version`: the callback if
+    /// An expiry thread, at an expiry queued at `version`: the callback if
     /// the timer is still armed at that version, the word moved to Running
     /// if `again` (a periodic timer that has a next expiry), else to Done.
     pub(crate) fn take(&self, version: u64, again: bool) -> Take<C> {
@@ -147,11 +160,12 @@ impl<C> Control<C> {
                 self.take_callback()
                     .expect("an armed timer has its callback"),
             ),
+            Err(actual) if actual == (armed & !STATUS) | RUNNING => Take::Busy,
             Err(_) => Take::Stale,
         }
     }
 
-    /// The hard thread, after a periodic callback's run: puts it back and
+    /// The expiry thread, after a periodic callback's run: puts it back and
     /// re-arms the timer at its current version; the callback back if the
     /// timer was cancelled meanwhile, for the caller to drop.
     pub(crate) fn give_back(&self, callback: C) -> Option<C> {
@@ -159,7 +173,7 @@ impl<C> Control<C> {
         // take it.
         self.callback.with_mut(|cell| {
             // SAFETY: the word is Running, or Done from Running: the cell
-            // is this (the hard) thread's alone.
+            // is this (the expiry) thread's alone.
             unsafe { *cell = Some(callback) }
         });
         let mut word = self.word.load(Ordering::Acquire);
@@ -178,7 +192,7 @@ impl<C> Control<C> {
         }
     }
 
-    /// The hard thread, after a periodic callback panicked: the timer is
+    /// The expiry thread, after a periodic callback panicked: the timer is
     /// done (left armed, it would be re-armed every period with nothing to
     /// run).
     pub(crate) fn disarm(&self) {
@@ -194,13 +208,13 @@ impl<C> Control<C> {
     fn take_callback(&self) -> Option<C> {
         self.callback.with_mut(|cell| {
             // SAFETY: called only by the thread the protocol gives the cell
-            // to: the one that moved the word out of Armed, or the hard
+            // to: the one that moved the word out of Armed, or the expiry
             // thread while the word is Running or Done from Running.
             unsafe { (*cell).take() }
         })
     }
 
-    /// Where the hard thread has the timer queued (see the field).
+    /// Where its side has the timer queued (see the field).
     pub(crate) fn queued(&self) -> Option<u64> {
         Some(self.queued.load(Ordering::Relaxed)).filter(|&bits| bits != NOWHERE)
     }
@@ -216,7 +230,7 @@ mod tests {
 
     #[test]
     fn a_cancel_takes_an_armed_callback_and_ends_the_timer() {
-        let control = Control::new("callback", None);
+        let control = Control::new("callback", None, 0);
         assert_eq!(control.cancel(), Some(Some("callback")));
         assert!(control.version().is_none());
         assert_eq!(control.cancel(), None);
@@ -226,14 +240,16 @@ mod tests {
 
     #[test]
     fn a_reschedule_makes_the_queued_expiry_stale() {
-        let control = Control::new("callback", Some(5));
+        let control = Control::new("callback", Some(5), 0);
         assert_eq!(control.bump(), Some(1));
         assert!(matches!(control.take(0, true), Take::Stale));
         let Take::Fire(callback) = control.take(1, true) else {
             panic!("the expiry at the current version is the timer's");
         };
-        // Rescheduled while it runs: given back, armed at the new version.
+        // Rescheduled while it runs: its new expiry is busy until the
+        // callback is given back, armed at the new version.
         assert_eq!(control.bump(), Some(2));
+        assert!(matches!(control.take(2, true), Take::Busy));
         assert_eq!(control.give_back(callback), None);
         assert!(matches!(control.take(1, true), Take::Stale));
         assert!(matches!(control.take(2, false), Take::Fire("callback")));
@@ -242,7 +258,7 @@ mod tests {
 
     #[test]
     fn a_cancel_while_the_callback_runs_leaves_it_to_the_hard_thread() {
-        let control = Control::new("callback", Some(5));
+        let control = Control::new("callback", Some(5), 0);
         let Take::Fire(callback) = control.take(0, true) else {
             panic!("armed at version 0");
         };
@@ -253,7 +269,7 @@ mod tests {
 
     #[test]
     fn a_panicked_callbacks_timer_is_disarmed() {
-        let control = Control::new("callback", Some(5));
+        let control = Control::new("callback", Some(5), 0);
         let Take::Fire(_) = control.take(0, true) else {
             panic!("armed at version 0");
         };
@@ -290,7 +306,7 @@ mod loom_tests {
     fn the_callback_has_one_owner_at_a_time_and_a_cancel_is_final() {
         loom::model(|| {
             let drops = Arc::new(AtomicUsize::new(0));
-            let control = Arc::new(Control::new(Callback(Arc::clone(&drops)), Some(1)));
+            let control = Arc::new(Control::new(Callback(Arc::clone(&drops)), Some(1), 0));
             let canceller = {
                 let control = Arc::clone(&control);
                 thread::spawn(move || control.cancel().map(drop).is_some())
@@ -310,6 +326,7 @@ mod loom_tests {
                     }
                     Take::Stale if control.version().is_none() => break,
                     Take::Stale => version += 1,
+                    Take::Busy => unreachable!("the callback is out on no other thread"),
                 }
             }
             assert!(canceller.join().unwrap(), "nothing else ends the timer");
@@ -318,6 +335,47 @@ mod loom_tests {
                 assert!(matches!(control.take(version, true), Take::Stale));
             }
             assert_eq!(drops.load(Ordering::Relaxed), 1, "dropped once");
+        });
+    }
+
+    /// A soft worker runs a periodic timer's callback (taken at version 0)
+    /// while a caller reschedules the timer, and another worker takes the
+    /// rescheduled expiry (at version 1) as the first gives the callback
+    /// back. In every interleaving the second worker finds the expiry busy
+    /// (and, once the callback is back, fires it) or fires it at once, never
+    /// stale, and the callback's cell is never reached by two at once.
+    #[test]
+    fn an_expiry_due_while_its_callback_is_out_is_busy_not_stale() {
+        loom::model(|| {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let control = Arc::new(Control::new(Callback(Arc::clone(&drops)), Some(1), 0));
+            let Take::Fire(callback) = control.take(0, true) else {
+                panic!("armed at version 0");
+            };
+            let first_worker = {
+                let control = Arc::clone(&control);
+                thread::spawn(move || assert!(control.give_back(callback).is_none()))
+            };
+            assert_eq!(control.bump(), Some(1), "the reschedule");
+            // Busy, the expiry is queued again by the next round: here,
+            // once the first worker is done.
+            let mut first_worker = Some(first_worker);
+            let callback = loop {
+                match control.take(1, true) {
+                    Take::Fire(callback) => break callback,
+                    Take::Busy => first_worker
+                        .take()
+                        .expect("busy only while the callback is out")
+                        .join()
+                        .unwrap(),
+                    Take::Stale => panic!("the expiry at the current version is stale"),
+                }
+            };
+            if let Some(first_worker) = first_worker {
+                first_worker.join().unwrap();
+            }
+            drop(callback);
+            assert_eq!(drops.load(Ordering::Relaxed), 1);
         });
     }
 }

@@ -13,8 +13,10 @@
 //!   slack, in a hierarchical timing [`wheel::Wheel`] with O(1) arm and
 //!   cancel, coalesced, expired by workers of their own.
 //!
-//! Threads that arm, cancel or reschedule hard timers never wait for a lock
-//! the real-time thread takes, so none of them, preempted, can hold it up;
+//! Threads that arm, cancel or reschedule timers never wait for a lock an
+//! expiry thread takes, so none of them, preempted, can hold the real-time
+//! thread up, and a pile of soft timers armed at once delays no soft timer
+//! due meanwhile by more than a batch of requests;
 //! a forked child gets a service of its own; dropping the service frees
 //! every callback; and [`TimerService::statistics`] counts soft timers that
 //! missed their bound and callbacks that panicked (see [`TimerService`]).
@@ -58,6 +60,7 @@
 mod alarm;
 mod arena;
 mod control;
+mod expiry;
 mod fork;
 mod hard;
 pub mod heap;
@@ -71,10 +74,12 @@ mod side;
 mod simulated;
 mod sleep;
 mod soft;
+mod stall;
 mod sync;
 pub mod wheel;
 
+pub use expiry::{Expiry, SideStatistics};
 pub use sched::Scheduling;
-pub use service::{Builder, Expiry, SideStatistics, Statistics, Timer, TimerService};
+pub use service::{Builder, Statistics, Timer, TimerService};
 pub use simulated::Simulation;
 pub use sleep::sleep_until;

@@ -1,5 +1,8 @@
 //! `Record`: what a side keeps of its expiries (a lateness histogram, counts,
 //! the last panic's message), and the one way both sides run a callback.
+//! A soft expiry beyond its bound is counted with its cause, which the
+//! worker that runs it tells from where it stands (`Worker`: when it last
+//! woke, and how long it has waited for a CPU, see `stall`).
 //!
 //! The expiry threads write it, users read it ([`TimerService::statistics`],
 //! the lateness histograms), and no expiry thread ever waits for a reader:
@@ -12,12 +15,13 @@
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
+use crate::expiry::{Callback, Expiry, SideStatistics};
 use crate::lock::Lock;
-use crate::service::{Expiry, SideStatistics};
-use crate::side::Callback;
+use crate::stall::RunDelay;
 
 /// The lateness histograms count nanoseconds up to an hour; later is
 /// recorded as an hour.
@@ -36,11 +40,54 @@ pub(crate) struct Due {
     pub(crate) bound: Option<u64>,
 }
 
+/// Where an expiry thread stands, kept by the soft workers to tell why an
+/// expiry beyond its bound was late (see [`SideStatistics`]'s causes).
+#[derive(Default)]
+pub(crate) struct Worker {
+    /// When it last returned from waiting for its alarm (0: never waited).
+    pub(crate) woke_at: u64,
+    /// The thread's run delay (`None` until a soft worker opens it, and
+    /// where the OS does not say), and what it was when its round began.
+    pub(crate) run_delay: Option<RunDelay>,
+    pub(crate) round_delay: Option<u64>,
+}
+
+impl Worker {
+    /// Whether the thread, starting at `at` an expiry due to have started
+    /// by `bound`, was kept from it by the machine rather than by work: it
+    /// was still waiting for its alarm after the bound, or, since its round
+    /// began, it waited for a CPU for at least half the time the expiry is
+    /// late.
+    fn stalled(&self, at: u64, bound: u64) -> bool {
+        if self.woke_at > bound {
+            return true;
+        }
+        let now = self.run_delay.as_ref().and_then(RunDelay::nanos);
+        let Some((then, now)) = self.round_delay.zip(now) else {
+            return false;
+        };
+        now.saturating_sub(then).saturating_mul(2) >= at - bound
+    }
+
+    /// At a round's start: the run delay so far; how much it grew since
+    /// the last round began.
+    pub(crate) fn begin_round(&mut self) -> u64 {
+        let last = self.round_delay;
+        self.round_delay = self.run_delay.as_ref().and_then(RunDelay::nanos);
+        self.round_delay
+            .zip(last)
+            .map_or(0, |(now, then)| now.saturating_sub(then))
+    }
+}
+
 /// One side's record; see the module docs.
 pub(crate) struct Record {
     lateness: Lock<Histogram<u64>>,
     fired: AtomicU64,
-    beyond_bound: AtomicU64,
+    behind_callbacks: AtomicU64,
+    stalled: AtomicU64,
+    /// The expiry threads' run delay, in nanoseconds.
+    waited_for_cpu: AtomicU64,
     panics: AtomicU64,
     last_panic: Lock<Option<String>>,
 }
@@ -52,7 +99,9 @@ impl Record {
         Record {
             lateness: Lock::new(histogram(), realtime),
             fired: AtomicU64::new(0),
-            beyond_bound: AtomicU64::new(0),
+            behind_callbacks: AtomicU64::new(0),
+            stalled: AtomicU64::new(0),
+            waited_for_cpu: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             last_panic: Lock::new(None, realtime),
         }
@@ -69,7 +118,13 @@ impl Record {
             self.lateness.reset(histogram());
             self.last_panic.reset(None);
         }
-        for counter in [&self.fired, &self.beyond_bound, &self.panics] {
+        for counter in [
+            &self.fired,
+            &self.behind_callbacks,
+            &self.stalled,
+            &self.waited_for_cpu,
+            &self.panics,
+        ] {
             counter.store(0, Ordering::Relaxed);
         }
     }
@@ -79,31 +134,41 @@ impl Record {
     }
 
     pub(crate) fn statistics(&self) -> SideStatistics {
+        let behind_callbacks = self.behind_callbacks.load(Ordering::Relaxed);
+        let stalled = self.stalled.load(Ordering::Relaxed);
         SideStatistics {
             fired: self.fired.load(Ordering::Relaxed),
-            beyond_bound: self.beyond_bound.load(Ordering::Relaxed),
+            beyond_bound: behind_callbacks + stalled,
+            beyond_bound_behind_callbacks: behind_callbacks,
+            beyond_bound_stalled: stalled,
+            waited_for_cpu: Duration::from_nanos(self.waited_for_cpu.load(Ordering::Relaxed)),
             panics: self.panics.load(Ordering::Relaxed),
             last_panic: self.last_panic.lock().clone(),
         }
     }
 
-    /// Runs `callback` for `due`, which starts at `start`, and records it
-    /// (`unrecorded` is the expiry thread's own buffer of lateness figures
-    /// that a reader kept out of the histogram); whether it returned (a
-    /// panic is caught, counted and its message kept: a panicking callback
-    /// loses its timer, not the thread).
+    /// Runs `callback` for `due`, which starts `at` on `worker`, and records
+    /// it (`unrecorded` is the expiry thread's own buffer of lateness
+    /// figures that a reader kept out of the histogram); whether it
+    /// returned (a panic is caught, counted and its message kept: a
+    /// panicking callback loses its timer, not the thread).
     pub(crate) fn run(
         &self,
         callback: &mut Callback,
         due: Due,
-        start: u64,
+        (at, worker): (u64, &Worker),
         unrecorded: &mut Vec<u64>,
     ) -> bool {
-        unrecorded.push(start.saturating_sub(due.late_from));
+        unrecorded.push(at.saturating_sub(due.late_from));
         self.record_lateness(unrecorded);
         self.fired.fetch_add(1, Ordering::Relaxed);
-        if due.bound.is_some_and(|bound| start > bound) {
-            self.beyond_bound.fetch_add(1, Ordering::Relaxed);
+        if let Some(bound) = due.bound.filter(|&bound| at > bound) {
+            let cause = if worker.stalled(at, bound) {
+                &self.stalled
+            } else {
+                &self.behind_callbacks
+            };
+            cause.fetch_add(1, Ordering::Relaxed);
         }
         match catch_unwind(AssertUnwindSafe(|| callback(due.expiry))) {
             Ok(()) => true,
@@ -112,6 +177,11 @@ impl Record {
                 false
             }
         }
+    }
+
+    /// Adds `nanos` to the time the expiry threads waited for a CPU.
+    pub(crate) fn waited_for_cpu(&self, nanos: u64) {
+        self.waited_for_cpu.fetch_add(nanos, Ordering::Relaxed);
     }
 
     /// Counts a callback's panic and keeps its message.

@@ -35,6 +35,11 @@
 //! When the service stops, the stack is closed: a push then hands the
 //! request back, for the caller to drop, instead of leaving it where
 //! nobody would take it.
+//!
+//! The stack counts the requests not applied yet (one more atomic add a
+//! push, and a subtraction each applied, on a word of its own), so that a
+//! side whose callers leave the applying to its expiry threads can tell a
+//! backlog those threads do not keep up with (see `side`).
 
 use std::ops::Deref;
 use std::ptr;
@@ -76,6 +81,9 @@ pub(crate) struct Requests<T> {
     spent: AtomicPtr<Node<T>>,
     /// The deadline the hard thread's alarm is set to (`u64::MAX` for none).
     alarm_at: AtomicU64,
+    /// Requests pushed and not applied yet (counted before their push, so
+    /// never fewer than are on the stack or taken).
+    pending: AtomicU64,
 }
 
 // SAFETY: the nodes' requests move from the pushing thread to the taking
@@ -90,7 +98,14 @@ impl<T> Requests<T> {
             head: AtomicPtr::new(ptr::null_mut()),
             spent: AtomicPtr::new(ptr::null_mut()),
             alarm_at: AtomicU64::new(u64::MAX),
+            pending: AtomicU64::new(0),
         }
+    }
+
+    /// How many requests wait to be applied, about (a push counts itself
+    /// just before it lands).
+    pub(crate) fn pending(&self) -> u64 {
+        self.pending.load(Ordering::Relaxed)
     }
 
     /// Pushes `request`, for a timer due at `due` (`None` for a cancel):
@@ -102,7 +117,9 @@ impl<T> Requests<T> {
             request,
             next: ptr::null_mut(),
         });
+        self.pending.fetch_add(1, Ordering::Relaxed);
         if let Err(node) = link(&self.head, node) {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
             return Err(node.request);
         }
         // The push before the look at the alarm (see the module docs).
@@ -136,6 +153,7 @@ impl<T> Requests<T> {
     /// The hard thread: gives back a request it has applied, for a caller
     /// to drop (see the module docs).
     pub(crate) fn discard(&self, Taken(node): Taken<T>) {
+        self.pending.fetch_sub(1, Ordering::Relaxed);
         // Never closed: the node goes in.
         let _ = link(&self.spent, node);
     }
@@ -170,12 +188,16 @@ impl<T> Requests<T> {
     }
 
     /// Closes the stack (pushes are refused from now on) and takes what it
-    /// held onto `into`, newest first.
+    /// held onto `into`, newest first: requests that will never be applied
+    /// (nor counted as pending).
     pub(crate) fn close(&self, into: &mut Vec<Taken<T>>) {
         let head = self.head.swap(closed(), Ordering::Acquire);
         if head != closed() {
+            let before = into.len();
             // SAFETY: as in `take`.
             unsafe { drain(head, into) }
+            let closed = (into.len() - before) as u64;
+            self.pending.fetch_sub(closed, Ordering::Relaxed);
         }
     }
 
@@ -189,6 +211,7 @@ impl<T> Requests<T> {
         self.head.store(ptr::null_mut(), Ordering::Relaxed);
         self.spent.store(ptr::null_mut(), Ordering::Relaxed);
         self.alarm_at.store(u64::MAX, Ordering::Relaxed);
+        self.pending.store(0, Ordering::Relaxed);
     }
 }
 
@@ -248,12 +271,16 @@ mod tests {
         let mut taken = Vec::new();
         requests.take(&mut taken);
         assert_eq!(values(&taken), [4, 3, 2, 1, 0]);
+        assert_eq!(requests.pending(), 5, "taken, not applied");
         requests.take_after_alarm(&mut taken);
         assert_eq!(taken.len(), 5);
         requests.push(5, None).unwrap();
+        assert_eq!(requests.pending(), 6);
         requests.close(&mut taken);
         assert_eq!(values(&taken), [4, 3, 2, 1, 0, 5]);
+        assert_eq!(requests.pending(), 5, "a closed stack's are never applied");
         assert_eq!(requests.push(6, None), Err(6));
+        assert_eq!(requests.pending(), 5, "a refused push is not counted");
         requests.take(&mut taken);
         assert_eq!(taken.len(), 6);
     }
@@ -271,6 +298,7 @@ mod tests {
         let mut taken = Vec::new();
         requests.take(&mut taken);
         requests.discard(taken.pop().unwrap());
+        assert_eq!(requests.pending(), 0, "applied");
         assert_eq!(Arc::strong_count(&request), 2, "held until a push");
         requests.push(Arc::new(()), None).unwrap();
         assert_eq!(Arc::strong_count(&request), 1);
@@ -419,6 +447,55 @@ mod loom_tests {
             let mut seen: Vec<u64> = taken.iter().map(|t| **t).collect();
             seen.sort_unstable();
             assert_eq!(seen, [0, 1]);
+        });
+    }
+
+    /// Two soft workers each set the alarm, under the side's lock (as a
+    /// round does before a wait), and take the stack after it, while a
+    /// caller arms a timer due at 10, ringing the alarm if that is before
+    /// the alarm it sees. A worker's setting drops a ring not taken yet, so
+    /// whatever the interleaving, a worker takes the request or the alarm
+    /// rings by its deadline.
+    #[test]
+    fn a_request_is_taken_or_rung_for_whichever_worker_sets_the_alarm_last() {
+        loom::model(|| {
+            let requests = Arc::new(Requests::new());
+            requests.set_alarm_at(5);
+            let alarm = Arc::new(Mutex::new(5));
+            let side_lock = Arc::new(Mutex::new(()));
+            let caller = {
+                let (requests, alarm) = (Arc::clone(&requests), Arc::clone(&alarm));
+                thread::spawn(move || {
+                    if requests.push(10, Some(10)).unwrap() {
+                        *alarm.lock().unwrap() = 0;
+                    }
+                })
+            };
+            let worker =
+                move |requests: &Requests<u64>, alarm: &Mutex<u64>, side: &Mutex<()>, at| {
+                    let _side = side.lock().unwrap();
+                    requests.set_alarm_at(at);
+                    *alarm.lock().unwrap() = at;
+                    let mut taken = Vec::new();
+                    requests.take_after_alarm(&mut taken);
+                    taken.iter().map(|t| **t).collect::<Vec<u64>>()
+                };
+            let other = {
+                let (requests, alarm, side) = (
+                    Arc::clone(&requests),
+                    Arc::clone(&alarm),
+                    Arc::clone(&side_lock),
+                );
+                thread::spawn(move || worker(&requests, &alarm, &side, 3600))
+            };
+            let mine = worker(&requests, &alarm, &side_lock, 1000);
+            caller.join().unwrap();
+            let theirs = other.join().unwrap();
+            let rings_by = *alarm.lock().unwrap();
+            assert!(
+                mine.contains(&10) || theirs.contains(&10) || rings_by <= 10,
+                "asleep until {rings_by} with {mine:?} and {theirs:?} taken"
+            );
         });
     }
 }

@@ -10,27 +10,16 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use timehands::{Clock, Instant};
 
-use crate::arena::Key;
+use crate::expiry::{Armed, Callback, Expiry, SideStatistics};
 use crate::fork::Epoch;
-use crate::hard::{Hard, HardControl};
+use crate::hard::Hard;
+use crate::heap::DeadlineHeap;
 use crate::lock::Lock;
 use crate::sched::{self, Scheduling};
-use crate::side::{Armed, Callback};
+use crate::side::{Side, TimerControl};
 use crate::soft::Soft;
+use crate::stall::steal_nanos;
 use crate::wheel::Wheel;
-
-/// What a callback is told when its timer fires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Expiry {
-    /// The deadline this expiry is for.
-    pub deadline: Instant,
-    /// For a periodic timer, how many expiries after this one were already
-    /// past when it fired and are skipped (see
-    /// [`forward`](crate::periodic::forward)); 0 for a one-shot timer. (An
-    /// expiry due while the timer's callback still runs on another soft
-    /// worker waits for it, as on one thread.)
-    pub overruns: u64,
-}
 
 /// Builds a [`TimerService`] with non-default settings.
 #[derive(Clone, Debug)]
@@ -98,12 +87,13 @@ impl Builder {
     /// `threaded` (none on simulated time).
     pub(crate) fn shared(&self, clock: Clock, threaded: bool) -> io::Result<Arc<Shared>> {
         Ok(Arc::new(Shared {
-            hard: Hard::new(self.batch, clock.clone())?,
-            soft: Soft::new(Wheel::new(self.soft_tick_shift), self.batch, clock)?,
+            hard: Side::new(DeadlineHeap::new(), true, self.batch, clock.clone())?,
+            soft: Side::new(Wheel::new(self.soft_tick_shift), false, self.batch, clock)?,
             builder: self.clone(),
             threaded,
             threads: Lock::new(Vec::new(), false),
             epoch: Epoch::new(),
+            steal_at_start: threaded.then(steal_nanos).flatten(),
         }))
     }
 
@@ -138,7 +128,7 @@ impl Builder {
 /// real-time thread. Here the two kinds never share anything on the expiry
 /// path:
 ///
-/// - hard timers live in a [`DeadlineHeap`](crate::heap::DeadlineHeap),
+/// - hard timers live in a [`DeadlineHeap`],
 ///   expired by a thread that asks for SCHED_FIFO (see
 ///   [`TimerService::scheduling`]) and a 1 ns timer slack (where the OS has
 ///   timer slack);
@@ -147,17 +137,25 @@ impl Builder {
 ///   value where nice values are per thread (Linux, Android), coalesced
 ///   within the first half of their slack.
 ///
-/// Arming, cancelling or rescheduling a hard timer never waits for a lock
-/// the hard thread takes: the caller pushes a request onto a lock-free
-/// stack, and applies pending requests itself, a few dozen at a time, only
-/// if the hard lock is free (otherwise its holder, or the hard thread, does).
-/// A cancel still answers at once and truly: each hard timer's state is one
-/// atomic word that says who has its callback. So a caller preempted at any
-/// point holds nothing the hard thread needs, and the hard thread waits for
-/// the lock at most while one caller applies one such batch (on Linux the
-/// lock inherits priority, so even a preempted caller finishes it at once).
-/// Soft timers are armed under their side's lock, which no real-time thread
-/// takes.
+/// Arming, cancelling or rescheduling a timer never waits for a lock an
+/// expiry thread takes: the caller pushes a request onto a lock-free stack
+/// of its timer's side. A cancel still answers at once and truly: each
+/// timer's state is one atomic word that says who has its callback.
+///
+/// - On the hard side the caller then applies pending requests itself, a
+///   few dozen at a time, only if the hard lock is free (otherwise its
+///   holder, or the hard thread, does). So a caller preempted at any point
+///   holds nothing the hard thread needs, and the hard thread waits for the
+///   lock at most while one caller applies one such batch (on Linux the
+///   lock inherits priority, so even a preempted caller finishes it at
+///   once), and the callers' work stays off the real-time thread.
+/// - On the soft side the workers apply the requests, a batch a round after
+///   the timers due, so a thread arming 100 000 soft timers at once (a
+///   server's timeouts after a reconnect storm) delays a soft timer due
+///   meanwhile by one batch at most, tens of microseconds. Only past 2^18
+///   requests waiting (threads arming faster than the workers apply, for
+///   long) does a caller apply a batch itself, waiting for the soft lock:
+///   memory stays bounded.
 ///
 /// Each thread sleeps on an alarm set to the absolute deadline of its queue
 /// (on Linux and Android a timerfd on CLOCK_MONOTONIC, the origin of
@@ -226,19 +224,13 @@ pub struct TimerService {
 #[derive(Clone)]
 pub struct Timer {
     shared: Arc<Shared>,
-    kind: Kind,
+    /// Its state, shared with its side (see `control`).
+    control: Arc<TimerControl>,
+    /// Whether it is a hard timer.
+    hard: bool,
     /// The process it was armed in (see [`Epoch`]): in a forked child, a
     /// handle from the parent names nothing.
     epoch: u64,
-}
-
-/// Which side a [`Timer`] is on, and what names it there.
-#[derive(Clone)]
-enum Kind {
-    /// Its state, shared with the hard thread (see `control`).
-    Hard(Arc<HardControl>),
-    /// Its key in the soft side's registry.
-    Soft(Key),
 }
 
 /// What the service has done since it started, from
@@ -249,23 +241,13 @@ pub struct Statistics {
     pub hard: SideStatistics,
     /// The soft timers'.
     pub soft: SideStatistics,
-}
-
-/// One side's counts: see [`Statistics`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SideStatistics {
-    /// Expiries whose callbacks ran (or started to).
-    pub fired: u64,
-    /// Soft expiries whose callbacks started after the soft bound,
-    /// `deadline + slack + one soft tick` (from when the timer was armed if
-    /// that was later): the soft workers did not keep up. Always 0 on the
-    /// hard side, which promises no bound (see
-    /// [`TimerService::hard_lateness`]).
-    pub beyond_bound: u64,
-    /// Callbacks that panicked.
-    pub panics: u64,
-    /// The message of the last callback that panicked, if it was a string.
-    pub last_panic: Option<String>,
+    /// The time the hypervisor ran other guests on the machine's CPUs
+    /// while they had work (steal time, summed over the CPUs) since the
+    /// service started: a stall of the whole machine, which delays timers
+    /// of every kind. `None` where the OS does not say (it does on Linux
+    /// and Android, in clock ticks of 10 ms on most kernels), and on
+    /// simulated time.
+    pub steal: Option<Duration>,
 }
 
 pub(crate) struct Shared {
@@ -276,6 +258,9 @@ pub(crate) struct Shared {
     threaded: bool,
     threads: Lock<Vec<JoinHandle<()>>>,
     epoch: Epoch,
+    /// The machine's steal time when the service started (see
+    /// `Statistics::steal`); `None` on simulated time.
+    steal_at_start: Option<u64>,
 }
 
 impl Shared {
@@ -314,7 +299,7 @@ impl Shared {
                 // Joining a thread of the parent fails; its handle is
                 // forgotten.
                 self.threads.reset(Vec::new());
-                let hard = self.hard.reset_after_fork();
+                let hard = self.hard.reset_after_fork(DeadlineHeap::new());
                 let soft = self
                     .soft
                     .reset_after_fork(Wheel::new(self.builder.soft_tick_shift));
@@ -407,11 +392,9 @@ impl TimerService {
     /// off the CPU for longer (a stall of the machine longer than the
     /// margin can put the timers due in it beyond). The wheel's own work is
     /// not in the way: it moves timers down its levels ahead of time, in
-    /// polls that find nothing due. A thread that arms timers back to back
-    /// holds the soft lock most of the time, and the workers wait for it:
-    /// arm a pile of timers before they come due.
-    /// Timers fired beyond the bound are counted in
-    /// [`SideStatistics::beyond_bound`].
+    /// polls that find nothing due, and neither is a thread that arms a pile
+    /// of timers (see [`TimerService`]). Timers fired beyond the bound are
+    /// counted in [`SideStatistics::beyond_bound`].
     pub fn soft_at(
         &self,
         deadline: Instant,
@@ -454,8 +437,9 @@ impl TimerService {
         self.shared.soft.record().lateness()
     }
 
-    /// The service's counts: expiries, soft ones beyond their bound, and
-    /// callbacks' panics.
+    /// The service's counts: expiries, soft ones beyond their bound (and
+    /// why: the workers busy with callbacks, or the machine stalled), the
+    /// callbacks' panics, and the machine's steal time.
     ///
     /// ```
     /// use std::time::Duration;
@@ -471,9 +455,15 @@ impl TimerService {
     /// ```
     pub fn statistics(&self) -> Statistics {
         self.shared.enter();
+        let steal = self
+            .shared
+            .steal_at_start
+            .zip(steal_nanos())
+            .map(|(start, now)| Duration::from_nanos(now.saturating_sub(start)));
         Statistics {
             hard: self.shared.hard.record().statistics(),
             soft: self.shared.soft.record().statistics(),
+            steal,
         }
     }
 
@@ -492,14 +482,15 @@ impl TimerService {
             period,
             callback,
         };
-        let kind = if hard {
-            Kind::Hard(self.shared.hard.arm(timer))
+        let control = if hard {
+            self.shared.hard.arm(timer)
         } else {
-            Kind::Soft(self.shared.soft.arm(timer))
+            self.shared.soft.arm(timer)
         };
         Timer {
             shared: Arc::clone(&self.shared),
-            kind,
+            control,
+            hard,
             epoch: Epoch::current(),
         }
     }
@@ -541,12 +532,10 @@ impl fmt::Debug for TimerService {
 
 impl fmt::Debug for Timer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut timer = f.debug_struct("Timer");
-        match &self.kind {
-            Kind::Hard(control) => timer.field("hard", &Arc::as_ptr(control)),
-            Kind::Soft(id) => timer.field("soft", id),
-        };
-        timer.finish()
+        let side = if self.hard { "hard" } else { "soft" };
+        f.debug_struct("Timer")
+            .field(side, &Arc::as_ptr(&self.control))
+            .finish()
     }
 }
 
@@ -562,9 +551,10 @@ impl Timer {
         if !self.enter() {
             return false;
         }
-        match &self.kind {
-            Kind::Hard(control) => self.shared.hard.cancel(control),
-            Kind::Soft(id) => self.shared.soft.cancel(*id),
+        if self.hard {
+            self.shared.hard.cancel(&self.control)
+        } else {
+            self.shared.soft.cancel(&self.control)
         }
     }
 
@@ -575,9 +565,11 @@ impl Timer {
         if !self.enter() {
             return false;
         }
-        match &self.kind {
-            Kind::Hard(control) => self.shared.hard.reschedule(control, deadline.as_nanos()),
-            Kind::Soft(id) => self.shared.soft.reschedule(*id, deadline.as_nanos()),
+        let deadline = deadline.as_nanos();
+        if self.hard {
+            self.shared.hard.reschedule(&self.control, deadline)
+        } else {
+            self.shared.soft.reschedule(&self.control, deadline)
         }
     }
 

@@ -1,27 +1,654 @@
-//! What the two sides (`hard`, `soft`) share: a timer as the user armed it,
-//! its callback, and what an expiry round did.
+//! `Side`: what the hard and the soft side are both made of: timers whose
+//! state is a `Control`, armed, cancelled and rescheduled through lock-free
+//! `Requests`, queued under the side's lock in the side's [`Queue`] (the
+//! hard side's deadline heap, the soft side's wheel), and run and recorded
+//! by the side's expiry threads. `hard` and `soft` add their rounds.
+//!
+//! No caller waits for a side's lock: each pushes a request (an arm, a
+//! reschedule, or a cancel's taking its timer out of the queue) and rings
+//! the side's alarm if its timer is due before it (see `requests`). Who
+//! applies the requests depends on the side:
+//!
+//! - on the hard side, whose expiry thread is real-time, each caller applies
+//!   a batch of the pending requests itself if the lock is free (see
+//!   [`Side::help`]), so that the callers' work stays off the real-time
+//!   thread (see `hard`);
+//! - on the soft side, the workers apply them, a batch in each round that
+//!   finds no timer due (see `soft`), so that no caller holds the soft
+//!   lock: one preempted while it held it would keep the workers waiting
+//!   for as long as the scheduler kept it off the CPU (nothing lends a
+//!   normal thread's priority to a lock's holder), and a pile of requests
+//!   delays a due timer by one batch at most. Only past [`SOFT_BACKLOG`] requests not
+//!   applied yet does a caller apply some, a batch a request, waiting for
+//!   the lock if it must: the workers run at a lower priority, and threads
+//!   arming timers non-stop could otherwise pile up requests, and memory,
+//!   without end (four threads arming and cancelling 1.5 M soft timers
+//!   each on two CPUs left 6 M requests, 1 GB, for the workers; trying the
+//!   lock, as on the hard side, was no brake: the workers, preempted while
+//!   they held it, kept the callers out).
+//!
+//! A round takes the due expiries out of the queue under the lock, at most
+//! a batch, and runs their callbacks without it, so that a callback may arm,
+//! cancel or reschedule timers, its own included. A periodic timer is
+//! queued again at its next expiry by the next round, once its callback is
+//! back: an expiry due meanwhile comes out late, not twice at once.
 
-use crate::service::Expiry;
+use std::io;
+use std::sync::Arc;
 
-/// A timer's callback, run on its side's expiry thread.
-pub(crate) type Callback = Box<dyn FnMut(Expiry) + Send>;
+use timehands::{Clock, Instant};
 
-/// A timer as the user armed it.
-pub(crate) struct Armed {
-    pub(crate) deadline: u64,
-    pub(crate) slack: u64,
-    /// At least 1 ns: a period of zero is refused before it gets here.
-    pub(crate) period: Option<u64>,
-    pub(crate) callback: Callback,
+use crate::alarm::Alarm;
+use crate::control::{Control, Take};
+use crate::expiry::{Armed, Callback, Expiry};
+use crate::heap::{DeadlineHeap, HeapKey};
+use crate::lock::Lock;
+use crate::periodic::forward;
+use crate::record::{Due, Record, Worker};
+use crate::requests::{Requests, Taken};
+use crate::sync::{Ordering, fence};
+use crate::wheel::{Wheel, WheelKey};
+
+/// How many requests a caller applies per hold of a side's lock: the most
+/// the hard thread waits for (some microseconds; a batch that freed the
+/// lock after every request would make the hard thread's wait no shorter
+/// and the callers' lock traffic 64 times larger).
+const HELP_BATCH: usize = 64;
+
+/// Requests not applied yet past which soft callers apply some too (see
+/// the module docs): some 40 MB of requests, and more than a pile of
+/// 100 000 timers armed at once.
+const SOFT_BACKLOG: u64 = 1 << 18;
+
+/// A timer's state, shared by its handles and its side.
+pub(crate) type TimerControl = Control<Callback>;
+
+/// A side's queue of expiries: the data structure alone (it knows no
+/// clock and no lock).
+pub(crate) trait Queue {
+    /// How long after its deadline and slack an expiry still comes out
+    /// within the side's bound: one soft tick; `None` on the hard side,
+    /// which promises no bound.
+    fn grace(&self) -> Option<u64>;
+    /// Queues `expiry` for `deadline`, to come out within `slack` after
+    /// it; the bits of its key.
+    fn enqueue(&mut self, deadline: u64, slack: u64, expiry: Queued) -> u64;
+    /// Takes the expiry whose key has `bits` out, if it is still queued.
+    fn dequeue(&mut self, bits: u64);
+    /// One expiry due at `now`, in at most `budget` steps, counted off it.
+    fn pop_due(&mut self, now: u64, budget: &mut usize) -> Option<Queued>;
+    /// When the queue next has work, `None` if it is empty.
+    fn next_work(&self) -> Option<u64>;
+    /// How many expiries are queued.
+    fn count(&self) -> usize;
 }
 
-/// What an expiry round did.
-pub(crate) enum Round {
-    /// The service is stopping: nothing was taken.
-    Stopped,
-    /// Nothing was due (or the round's steps all went to moving soft
-    /// timers down the wheel); the alarm is set for the next deadline.
-    Idle,
-    /// Timers fired.
-    Fired,
+impl Queue for DeadlineHeap<Queued> {
+    fn grace(&self) -> Option<u64> {
+        None
+    }
+    fn enqueue(&mut self, deadline: u64, _slack: u64, expiry: Queued) -> u64 {
+        self.push(deadline, expiry).to_bits()
+    }
+    fn dequeue(&mut self, bits: u64) {
+        self.remove(HeapKey::from_bits(bits));
+    }
+    fn pop_due(&mut self, now: u64, budget: &mut usize) -> Option<Queued> {
+        *budget = budget.checked_sub(1)?;
+        self.pop_expired(now).map(|(_, expiry)| expiry)
+    }
+    fn next_work(&self) -> Option<u64> {
+        self.peek()
+    }
+    fn count(&self) -> usize {
+        self.len()
+    }
 }
+
+impl Queue for Wheel<Queued> {
+    fn grace(&self) -> Option<u64> {
+        Some(self.tick_nanos())
+    }
+    fn enqueue(&mut self, deadline: u64, slack: u64, expiry: Queued) -> u64 {
+        self.insert(deadline, slack, expiry).to_bits()
+    }
+    fn dequeue(&mut self, bits: u64) {
+        self.remove(WheelKey::from_bits(bits));
+    }
+    fn pop_due(&mut self, now: u64, budget: &mut usize) -> Option<Queued> {
+        self.poll_bounded(now, budget)
+    }
+    fn next_work(&self) -> Option<u64> {
+        self.next_deadline()
+    }
+    fn count(&self) -> usize {
+        self.len()
+    }
+}
+
+/// Where a request queues its timer.
+struct Place {
+    deadline: u64,
+    /// Where its lateness counts from: the deadline, or when it was armed
+    /// or rescheduled if that was later.
+    late_from: u64,
+    /// The timer's version when the request was made: a request older than
+    /// the timer's version is stale (a later one follows).
+    version: u64,
+}
+
+/// What a caller asks of a side.
+pub(crate) struct Request {
+    control: Arc<TimerControl>,
+    /// `Some` to queue the timer there (an arm, a reschedule), `None` to take
+    /// a cancelled timer out of the queue.
+    place: Option<Place>,
+}
+
+/// An expiry in a queue: of `control`, queued at `version`.
+pub(crate) struct Queued {
+    control: Arc<TimerControl>,
+    version: u64,
+    deadline: u64,
+    late_from: u64,
+}
+
+/// What a side keeps under its lock.
+pub(crate) struct State<Q> {
+    pub(crate) queue: Q,
+    /// Requests taken off the stack and not applied yet, newest first (see
+    /// `Requests::take`).
+    taken: Vec<Taken<Request>>,
+    /// Expiries that came due while their timers' callbacks ran on another
+    /// worker (see `control`): queued again, due, by the next round.
+    busy: Vec<Queued>,
+    /// What the alarm is set to (`u64::MAX` for nothing).
+    pub(crate) alarm_at: u64,
+    pub(crate) stopping: bool,
+}
+
+impl<Q: Queue> State<Q> {
+    fn new(queue: Q) -> State<Q> {
+        State {
+            queue,
+            taken: Vec::new(),
+            busy: Vec::new(),
+            alarm_at: u64::MAX,
+            stopping: false,
+        }
+    }
+
+    /// Queues an expiry of `control` at `version`, due at `deadline`.
+    fn queue(&mut self, control: &Arc<TimerControl>, deadline: u64, late_from: u64, version: u64) {
+        let expiry = Queued {
+            control: Arc::clone(control),
+            version,
+            deadline,
+            late_from,
+        };
+        let bits = self.queue.enqueue(deadline, control.slack(), expiry);
+        control.set_queued(Some(bits));
+        // A cancel that ran meanwhile may have looked at `queued` before it
+        // was set, and sent no request (see `Side::cancel`): each side
+        // writes, fences, then reads the other's word.
+        fence(Ordering::SeqCst);
+        if control.version().is_none() {
+            self.unqueue(control);
+        }
+    }
+
+    /// Takes `control`'s queued expiry out of the queue, if it has one.
+    fn unqueue(&mut self, control: &TimerControl) {
+        if let Some(bits) = control.queued() {
+            self.queue.dequeue(bits);
+            control.set_queued(None);
+        }
+    }
+
+    /// Applies one request (see [`Request`]).
+    fn apply(&mut self, Request { control, place }: &Request) {
+        match (place, control.version()) {
+            // Current: the timer moves there.
+            (Some(place), Some(version)) if place.version == version => {
+                self.unqueue(control);
+                self.queue(control, place.deadline, place.late_from, version);
+            }
+            // Done: out of the queue. (A stale place waits for the later
+            // request that made it stale.)
+            (_, None) => self.unqueue(control),
+            (_, Some(_)) => {}
+        }
+    }
+}
+
+/// A timer taken out of the queue in a round, its callback the round's.
+pub(crate) struct Fired {
+    control: Arc<TimerControl>,
+    callback: Callback,
+    due: Due,
+    /// A periodic timer's next expiry, and the version it runs at.
+    next: Option<(u64, u64)>,
+}
+
+/// A periodic timer whose callback ran, to queue again at `next`.
+struct Ran {
+    control: Arc<TimerControl>,
+    version: u64,
+    next: u64,
+}
+
+/// An expiry thread's buffers, kept from one round to the next.
+pub(crate) struct Rounds {
+    pub(crate) fired: Vec<Fired>,
+    ran: Vec<Ran>,
+    unrecorded: Vec<u64>,
+    /// Where the thread stands, kept by the soft workers (see
+    /// `record::Worker`).
+    pub(crate) worker: Worker,
+}
+
+impl Rounds {
+    pub(crate) fn new() -> Rounds {
+        Rounds {
+            fired: Vec::new(),
+            ran: Vec::new(),
+            unrecorded: Vec::new(),
+            worker: Worker::default(),
+        }
+    }
+
+    /// Whether the last round left periodic timers for the next to queue.
+    pub(crate) fn lent(&self) -> bool {
+        !self.ran.is_empty()
+    }
+}
+
+/// One side's timers; see the module docs.
+pub(crate) struct Side<Q> {
+    pub(crate) state: Lock<State<Q>>,
+    pub(crate) requests: Requests<Request>,
+    pub(crate) alarm: Alarm,
+    record: Record,
+    pub(crate) batch: usize,
+    /// Whether the side's expiry thread is real-time: its lock then lends
+    /// priority, and callers apply requests (see the module docs).
+    realtime: bool,
+    clock: Clock,
+}
+
+impl<Q: Queue> Side<Q> {
+    pub(crate) fn new(queue: Q, realtime: bool, batch: usize, clock: Clock) -> io::Result<Side<Q>> {
+        Ok(Side {
+            state: Lock::new(State::new(queue), realtime),
+            requests: Requests::new(),
+            alarm: Alarm::new()?,
+            record: Record::new(realtime),
+            batch,
+            realtime,
+            clock,
+        })
+    }
+
+    /// After a fork: the side afresh around `queue`, its timers, requests
+    /// and statistics forgotten unread (see `fork`), and an alarm of the
+    /// child's own; an error if that could not be made.
+    ///
+    /// # Safety
+    ///
+    /// No other thread may use the side during the call.
+    pub(crate) unsafe fn reset_after_fork(&self, queue: Q) -> io::Result<()> {
+        // SAFETY: passed on from the caller.
+        unsafe {
+            self.state.reset(State::new(queue));
+            self.requests.reset_after_fork();
+            self.record.reset_after_fork();
+            self.alarm.reset_after_fork()
+        }
+    }
+
+    /// What the side keeps of its expiries.
+    pub(crate) fn record(&self) -> &Record {
+        &self.record
+    }
+
+    /// How many expiries are queued, the requests applied first.
+    pub(crate) fn armed(&self) -> usize {
+        let mut state = self.state.lock();
+        self.apply_pending(&mut state);
+        state.queue.count()
+    }
+
+    /// Now, on the side's clock.
+    pub(crate) fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// When the queue next has work, the requests applied first.
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
+        let mut state = self.state.lock();
+        self.apply_pending(&mut state);
+        state.queue.next_work()
+    }
+
+    /// Arms a timer; its handle's control.
+    pub(crate) fn arm(&self, timer: Armed) -> Arc<TimerControl> {
+        let now = self.clock.now().as_nanos();
+        let control = Arc::new(Control::new(timer.callback, timer.period, timer.slack));
+        let place = Place {
+            deadline: timer.deadline,
+            late_from: timer.deadline.max(now),
+            version: 0,
+        };
+        // Refused only once the service has stopped: the timer is then
+        // cancelled, and its handle's cancel says `false`.
+        self.submit(&control, Some(place));
+        control
+    }
+
+    /// Cancels a timer: whether its callback will not run again.
+    pub(crate) fn cancel(&self, control: &Arc<TimerControl>) -> bool {
+        let Some(callback) = control.cancel() else {
+            return false;
+        };
+        // Dropped here, on the caller's thread, without a lock.
+        drop(callback);
+        // A timer not in the queue (its arm not applied yet, or its expiry
+        // taken) needs nothing more: a request still to come finds it done.
+        // One being queued right now either is seen here or sees the
+        // cancel (`State::queue`).
+        fence(Ordering::SeqCst);
+        if control.queued().is_some() {
+            // Refused once the service has stopped: it cleared the queue.
+            self.submit(control, None);
+        }
+        true
+    }
+
+    /// Moves a timer's next expiry; `false` if it is done.
+    pub(crate) fn reschedule(&self, control: &Arc<TimerControl>, deadline: u64) -> bool {
+        let now = self.clock.now().as_nanos();
+        let Some(version) = control.bump() else {
+            return false;
+        };
+        let place = Place {
+            deadline,
+            late_from: deadline.max(now),
+            version,
+        };
+        self.submit(control, Some(place))
+    }
+
+    /// Hands the side a request, ringing its alarm if the timer is due
+    /// before it; once the service has stopped, cancels the timer instead
+    /// (nobody would apply the request) and returns `false`.
+    fn submit(&self, control: &Arc<TimerControl>, place: Option<Place>) -> bool {
+        let due = place.as_ref().map(|place| place.deadline);
+        let request = Request {
+            control: Arc::clone(control),
+            place,
+        };
+        match self.requests.push(request, due) {
+            Ok(ring) => {
+                // On the hard side the caller does the work if the lock is
+                // free, and past the soft backlog it does some in any case
+                // (see the module docs); the alarm's ring does not wait for
+                // it.
+                if ring {
+                    self.alarm.set(Some(0));
+                }
+                if self.realtime {
+                    self.help();
+                } else if self.requests.pending() > SOFT_BACKLOG {
+                    self.apply_batch(&mut self.state.lock(), HELP_BATCH);
+                }
+                true
+            }
+            Err(refused) => {
+                drop(refused);
+                drop(control.cancel());
+                false
+            }
+        }
+    }
+
+    /// A hard caller's share of the work, while the lock is free: the
+    /// pending requests, oldest first, [`HELP_BATCH`] at a time, letting go
+    /// of the lock between batches, so that the hard thread, should it need
+    /// the lock, waits for no more than a batch (a priority-inheriting
+    /// unlock hands the lock to its waiter). It stops once it has applied
+    /// what it took: requests pushed meanwhile have callers of their own.
+    fn help(&self) {
+        let mut took = false;
+        while let Some(mut state) = self.state.try_lock() {
+            if state.taken.is_empty() && took {
+                return;
+            }
+            took = true;
+            if !self.apply_batch(&mut state, HELP_BATCH) {
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        let mut state = self.state.lock();
+        state.stopping = true;
+        self.alarm.set(Some(0));
+    }
+
+    /// Takes every timer out, for the caller to drop after the lock is
+    /// released: the requests are refused from now on, and each timer is
+    /// cancelled (its callback may hold handles on the service: dropped
+    /// under the lock, one would take it again).
+    #[must_use = "the callbacks are dropped after the lock is released"]
+    pub(crate) fn clear(&self) -> Vec<Callback> {
+        let mut controls = Vec::new();
+        {
+            let mut requests = Vec::new();
+            self.requests.close(&mut requests);
+            let mut state = self.state.lock();
+            requests.append(&mut state.taken);
+            controls.extend(requests.iter().map(|request| Arc::clone(&request.control)));
+            let busy = std::mem::take(&mut state.busy);
+            controls.extend(busy.into_iter().map(|expiry| expiry.control));
+            let mut unlimited = usize::MAX;
+            while let Some(expiry) = state.queue.pop_due(u64::MAX, &mut unlimited) {
+                controls.push(expiry.control);
+            }
+        }
+        cancel_all(controls)
+    }
+
+    /// A round's start, under the lock: `false` if the side is stopping
+    /// (the round then ends with [`Side::end_stopped`], after the lock);
+    /// else the last round's periodic timers, and the busy expiries, are
+    /// queued again.
+    pub(crate) fn begin_round(&self, state: &mut State<Q>, rounds: &mut Rounds) -> bool {
+        if state.stopping {
+            return false;
+        }
+        for Ran {
+            control,
+            version,
+            next,
+        } in rounds.ran.drain(..)
+        {
+            // Rescheduled meanwhile: its request queues it; cancelled: it
+            // is done.
+            if control.version() == Some(version) {
+                state.queue(&control, next, next, version);
+            }
+        }
+        while let Some(Queued {
+            control,
+            version,
+            deadline,
+            late_from,
+        }) = state.busy.pop()
+        {
+            if control.version() == Some(version) {
+                state.queue(&control, deadline, late_from, version);
+            }
+        }
+        true
+    }
+
+    /// After a round that found the side stopping: the periodic timers it
+    /// would have queued are cancelled, their callbacks dropped here,
+    /// without the lock (their controls are all that still reaches them
+    /// besides the handles).
+    pub(crate) fn end_stopped(&self, rounds: &mut Rounds) {
+        let ran = rounds.ran.drain(..).map(|ran| ran.control).collect();
+        drop(cancel_all(ran));
+    }
+
+    /// Applies at most `batch` requests, oldest first, taking the stack if
+    /// none is taken; whether requests are left taken.
+    pub(crate) fn apply_batch(&self, state: &mut State<Q>, batch: usize) -> bool {
+        if state.taken.is_empty() {
+            self.requests.take(&mut state.taken);
+        }
+        for _ in 0..batch {
+            let Some(request) = state.taken.pop() else {
+                return false;
+            };
+            self.apply(state, request);
+        }
+        !state.taken.is_empty()
+    }
+
+    /// Applies every request taken so far, then every request on the stack
+    /// now (one take: requests pushed meanwhile wait for the next).
+    fn apply_pending(&self, state: &mut State<Q>) {
+        self.apply_taken(state);
+        self.requests.take(&mut state.taken);
+        self.apply_taken(state);
+    }
+
+    /// Applies every request taken so far.
+    fn apply_taken(&self, state: &mut State<Q>) {
+        while let Some(request) = state.taken.pop() {
+            self.apply(state, request);
+        }
+    }
+
+    /// Applies one request and gives it back for a caller to drop.
+    fn apply(&self, state: &mut State<Q>, request: Taken<Request>) {
+        state.apply(&request);
+        self.requests.discard(request);
+    }
+
+    /// Sets the alarm to `at` (`u64::MAX` for none), telling callers first,
+    /// then takes the requests pushed by callers that may have seen the
+    /// alarm as it was (see `requests`): whether any were.
+    pub(crate) fn set_alarm(&self, state: &mut State<Q>, at: u64) -> bool {
+        self.requests.set_alarm_at(at);
+        self.alarm.set((at != u64::MAX).then_some(at));
+        state.alarm_at = at;
+        self.requests.take_after_alarm(&mut state.taken);
+        !state.taken.is_empty()
+    }
+
+    /// Takes due expiries out of the queue, in at most a batch of steps; a
+    /// periodic timer's next expiry is computed now and queued when its
+    /// callback is back.
+    pub(crate) fn take_due(&self, state: &mut State<Q>, fired: &mut Vec<Fired>) {
+        let now = self.clock.now().as_nanos();
+        let grace = state.queue.grace();
+        let mut budget = self.batch;
+        while let Some(expiry) = state.queue.pop_due(now, &mut budget) {
+            let Queued {
+                control,
+                version,
+                deadline,
+                late_from,
+            } = expiry;
+            control.set_queued(None);
+            // At the end of time (u64::MAX ns, reached only on simulated
+            // time) a periodic timer's next expiry saturates at `now`: the
+            // series has no expiry after it, so it ends there, as a
+            // one-shot timer.
+            let series = control
+                .period()
+                .map(|period| forward(deadline, now, period))
+                .filter(|&(next, _)| next > now);
+            match control.take(version, series.is_some()) {
+                Take::Fire(callback) => {
+                    let bound = grace.map(|grace| {
+                        late_from
+                            .saturating_add(control.slack())
+                            .saturating_add(grace)
+                    });
+                    fired.push(Fired {
+                        control,
+                        callback,
+                        due: Due {
+                            expiry: Expiry {
+                                deadline: Instant::from_nanos(deadline),
+                                overruns: series.map_or(0, |(_, overruns)| overruns),
+                            },
+                            late_from,
+                            bound,
+                        },
+                        next: series.map(|(next, _)| (next, version)),
+                    });
+                }
+                Take::Busy => state.busy.push(Queued {
+                    control,
+                    version,
+                    deadline,
+                    late_from,
+                }),
+                Take::Stale => {}
+            }
+        }
+    }
+
+    /// Runs the callbacks a round took, without the lock, and records them;
+    /// a periodic timer's callback goes back to its control, and the timer
+    /// to the next round to queue.
+    pub(crate) fn run_fired(&self, rounds: &mut Rounds) {
+        let Rounds {
+            fired,
+            ran,
+            unrecorded,
+            worker,
+        } = rounds;
+        for Fired {
+            control,
+            mut callback,
+            due,
+            next,
+        } in fired.drain(..)
+        {
+            let start = (self.clock.now().as_nanos(), &*worker);
+            let returned = self.record.run(&mut callback, due, start, unrecorded);
+            let Some((next, version)) = next else {
+                continue;
+            };
+            if !returned {
+                // Left armed, a timer whose callback panicked would be
+                // re-armed every period with nothing to run, for ever.
+                control.disarm();
+            } else if control.give_back(callback).is_none() {
+                ran.push(Ran {
+                    control,
+                    version,
+                    next,
+                });
+            }
+        }
+    }
+}
+
+/// Cancels each timer, returning the callbacks taken (for the caller to
+/// drop outside any lock).
+fn cancel_all(controls: Vec<Arc<TimerControl>>) -> Vec<Callback> {
+    controls
+        .into_iter()
+        .filter_map(|control| control.cancel().flatten())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

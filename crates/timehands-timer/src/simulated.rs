@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use timehands::{Clock, Instant, Mock};
 
-use crate::Scheduling;
-use crate::hard::{Hard, HardRounds};
+use crate::expiry::Round;
+use crate::hard::Hard;
+use crate::sched::Scheduling;
 use crate::service::{Builder, Shared, TimerService};
-use crate::side::Round;
-use crate::soft::{Soft, SoftRounds};
+use crate::side::{Queue, Rounds, Side};
+use crate::soft::Soft;
 
 impl Builder {
     /// A service on simulated time, and the [`Simulation`] that moves it: no
@@ -126,7 +127,7 @@ impl Simulation {
     /// nothing.
     pub fn advance_to(&self, target: Instant) {
         let target = target.as_nanos();
-        let mut rounds = (HardRounds::new(), SoftRounds::new());
+        let mut rounds = (Rounds::new(), Rounds::new());
         loop {
             self.fire_due(&mut rounds);
             let now = self.now().as_nanos();
@@ -163,7 +164,7 @@ impl Simulation {
     /// back (as a test may want); nothing fires early for it.
     pub fn jump_to(&self, t: Instant) {
         self.set(t.as_nanos());
-        self.fire_due(&mut (HardRounds::new(), SoftRounds::new()));
+        self.fire_due(&mut (Rounds::new(), Rounds::new()));
     }
 
     /// Blocks the calling thread until the clock reaches `deadline`; returns
@@ -198,62 +199,39 @@ impl Simulation {
 
     /// Fires every timer due now, hard ones first, until none is (callbacks
     /// may arm timers that are due already).
-    fn fire_due(&self, (hard, soft): &mut (HardRounds, SoftRounds)) {
+    fn fire_due(&self, (hard, soft): &mut (Rounds, Rounds)) {
         let shared = &self.inner.shared;
         shared.enter();
         while fire_side(&shared.hard, hard) | fire_side(&shared.soft, soft) {}
     }
 }
 
-/// A side as the simulation runs it: its expiry rounds on the calling
-/// thread.
+/// A side's expiry round, as its own threads run it.
 trait Expire {
-    type Rounds;
-    /// Whether the last round left callbacks for the next to give back.
-    fn lent(rounds: &Self::Rounds) -> bool;
-    fn next_deadline(&self) -> Option<u64>;
-    fn now(&self) -> Instant;
-    fn round(&self, rounds: &mut Self::Rounds) -> Round;
+    fn round(&self, rounds: &mut Rounds) -> Round;
 }
 
 impl Expire for Hard {
-    type Rounds = HardRounds;
-    fn lent(rounds: &HardRounds) -> bool {
-        rounds.lent()
-    }
-    fn next_deadline(&self) -> Option<u64> {
-        Hard::next_deadline(self)
-    }
-    fn now(&self) -> Instant {
-        Hard::now(self)
-    }
-    fn round(&self, rounds: &mut HardRounds) -> Round {
+    fn round(&self, rounds: &mut Rounds) -> Round {
         Hard::round(self, rounds)
     }
 }
 
 impl Expire for Soft {
-    type Rounds = SoftRounds;
-    fn lent(rounds: &SoftRounds) -> bool {
-        rounds.lent()
-    }
-    fn next_deadline(&self) -> Option<u64> {
-        Soft::next_deadline(self)
-    }
-    fn now(&self) -> Instant {
-        Soft::now(self)
-    }
-    fn round(&self, rounds: &mut SoftRounds) -> Round {
+    fn round(&self, rounds: &mut Rounds) -> Round {
         Soft::round(self, rounds)
     }
 }
 
 /// Runs `side`'s expiry rounds while it has work due on its clock, or
 /// callbacks to give back; whether any timer fired.
-fn fire_side<S: Expire>(side: &S, rounds: &mut S::Rounds) -> bool {
+fn fire_side<Q: Queue>(side: &Side<Q>, rounds: &mut Rounds) -> bool
+where
+    Side<Q>: Expire,
+{
     let mut fired = false;
     // A last round gives back the callbacks the one before lent out.
-    while S::lent(rounds)
+    while rounds.lent()
         || side
             .next_deadline()
             .is_some_and(|deadline| deadline <= side.now().as_nanos())
@@ -261,8 +239,9 @@ fn fire_side<S: Expire>(side: &S, rounds: &mut S::Rounds) -> bool {
         match side.round(rounds) {
             Round::Stopped => break,
             Round::Fired => fired = true,
-            // The round's steps went to moving soft timers down the wheel.
-            Round::Idle => {}
+            // The round's steps went to moving soft timers down the wheel,
+            // or to applying requests.
+            Round::Idle | Round::More => {}
         }
     }
     fired

@@ -74,6 +74,18 @@ use crate::arena::{Arena, Key};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WheelKey(Key);
 
+impl WheelKey {
+    /// The key in one word, for an atomic.
+    pub(crate) fn to_bits(self) -> u64 {
+        self.0.to_bits()
+    }
+
+    /// The key whose [`to_bits`](WheelKey::to_bits) gave `bits`.
+    pub(crate) fn from_bits(bits: u64) -> WheelKey {
+        WheelKey(Key::from_bits(bits))
+    }
+}
+
 const SLOT_BITS: u32 = 6;
 /// Slots of a level in one of its blocks (a slot of the level above).
 const BLOCK: u32 = 1 << SLOT_BITS;

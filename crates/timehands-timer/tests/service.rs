@@ -149,10 +149,20 @@ struct Fate {
 }
 
 #[test]
-fn threads_arming_rescheduling_and_cancelling_hard_timers_get_answers_the_expiries_agree_with() {
-    // Hard requests reach the hard thread through a lock-free stack and are
-    // applied by whoever holds the hard lock; a cancel and a reschedule
-    // decide at once, racing the expiry (see the crate's `control`).
+fn threads_arming_rescheduling_and_cancelling_timers_get_answers_the_expiries_agree_with() {
+    // Requests reach each side through a lock-free stack and are applied by
+    // whoever holds the side's lock (hard callers, the hard thread, the soft
+    // workers); a cancel and a reschedule decide at once, racing the expiry
+    // (see the crate's `control`).
+    for hard in [true, false] {
+        arm_reschedule_and_cancel_from_threads(hard);
+    }
+}
+
+/// Four threads arm, reschedule and cancel timers on one side at random;
+/// each timer fires once, for the deadline its last reschedule set, unless
+/// its cancel said it would not.
+fn arm_reschedule_and_cancel_from_threads(hard: bool) {
     const THREADS: u64 = 4;
     const EACH: u64 = 5_000;
     let service = Arc::new(TimerService::new().unwrap());
@@ -173,7 +183,7 @@ fn threads_arming_rescheduling_and_cancelling_hard_timers_get_answers_the_expiri
                     let id = thread * EACH + n;
                     let tx = tx.clone();
                     let mut deadline = soon(random(2000));
-                    let timer = service.hard_at(deadline, move |expiry| {
+                    let timer = arm(&service, hard, deadline, move |expiry| {
                         let _ = tx.send((id, expiry.deadline, timehands::now()));
                     });
                     if random(2) == 0 {
@@ -404,4 +414,32 @@ fn a_periodic_soft_callback_never_runs_on_two_workers_at_once_nor_loses_an_expir
             "{a:?} then {b:?}"
         );
     }
+}
+
+#[test]
+fn a_soft_timer_due_behind_a_slow_callback_counts_behind_callbacks() {
+    // One worker: a callback arms a timer due at once, then holds the
+    // worker well past that timer's bound (deadline + one tick).
+    let service = Builder::new().soft_workers(1).build().unwrap();
+    let service = Arc::new(service);
+    let (tx, rx) = mpsc::channel();
+    let inner = Arc::clone(&service);
+    service.soft_at(soon(0), Duration::ZERO, move |_| {
+        let tx = tx.clone();
+        inner.soft_at(timehands::now(), Duration::ZERO, move |_| {
+            let _ = tx.send(());
+        });
+        sleep_until(timehands::now() + Duration::from_millis(20));
+    });
+    rx.recv_timeout(HANG).unwrap();
+    let soft = service.statistics().soft;
+    assert_eq!(
+        (
+            soft.beyond_bound,
+            soft.beyond_bound_behind_callbacks,
+            soft.beyond_bound_stalled
+        ),
+        (1, 1, 0),
+        "{soft:?}"
+    );
 }

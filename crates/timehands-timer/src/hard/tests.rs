@@ -1,12 +1,12 @@
-//! The hard side's unit tests: callers that never wait for the hard lock,
-//! the lock's priority inheritance, and a stopped side.
+//! The hard side's unit test: the lock's priority inheritance (the sides'
+//! requests are tested in `side`).
 
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use super::*;
 use crate::Scheduling;
-use crate::side::Armed;
+use crate::expiry::Armed;
+use timehands::Clock;
 
 /// The calling thread's priority as the kernel runs it now (field 18 of
 /// its stat: -1 - rt_priority for a real-time priority, boosted or not).
@@ -75,62 +75,4 @@ fn a_thread_holding_the_hard_lock_runs_at_the_waiting_expiry_threads_priority() 
     fired.recv_timeout(Duration::from_secs(60)).unwrap();
     side.stop();
     expiry.join().unwrap();
-}
-
-/// Arming, cancelling and rescheduling hard timers take no lock the hard
-/// thread takes: they all complete while another thread holds the hard
-/// lock, so a caller preempted at any point holds nothing the hard
-/// thread could wait for. (Before, each took that lock: this hung.)
-#[test]
-fn hard_timers_are_armed_cancelled_and_rescheduled_while_the_hard_lock_is_held() {
-    let shared = crate::Builder::new().shared(Clock::new(), false).unwrap();
-    let held = shared.hard.state.lock();
-    let (done, finished) = mpsc::channel();
-    let caller = {
-        let shared = Arc::clone(&shared);
-        std::thread::spawn(move || {
-            let side = &shared.hard;
-            let armed = |period| Armed {
-                deadline: timehands::now().as_nanos() + 1_000_000,
-                slack: 0,
-                period,
-                callback: Box::new(|_| {}),
-            };
-            let one_shot = side.arm(armed(None));
-            let periodic = side.arm(armed(Some(1_000)));
-            let moved = side.reschedule(&periodic, 5);
-            let cancelled = side.cancel(&one_shot);
-            let _ = done.send((moved, cancelled, side.cancel(&one_shot)));
-        })
-    };
-    let answers = finished.recv_timeout(Duration::from_secs(60));
-    drop(held);
-    caller.join().unwrap();
-    assert_eq!(answers, Ok((true, true, false)));
-    // The requests wait for the hard thread (here: this one): the
-    // periodic timer, moved to 5 ns, is due; the one-shot is gone.
-    assert_eq!(shared.hard.next_deadline(), Some(5));
-    assert_eq!(shared.hard.armed(), 1);
-}
-
-/// Once the service has stopped (it is being dropped), nobody applies
-/// requests: a timer armed then is cancelled at once, and a reschedule
-/// says it moved nothing.
-#[test]
-fn after_the_service_stops_a_hard_timer_is_neither_armed_nor_moved() {
-    let shared = crate::Builder::new().shared(Clock::new(), false).unwrap();
-    let side = &shared.hard;
-    let armed = || Armed {
-        deadline: u64::MAX,
-        slack: 0,
-        period: None,
-        callback: Box::new(|_| {}),
-    };
-    let before = side.arm(armed());
-    side.stop();
-    assert_eq!(side.clear().len(), 1, "the armed timer's callback");
-    assert!(!side.reschedule(&before, 5));
-    let after = side.arm(armed());
-    assert!(!side.cancel(&after), "cancelled when it was refused");
-    assert_eq!(side.next_deadline(), None);
 }

@@ -1,0 +1,221 @@
+//! The sides' unit tests: callers that never wait for a side's lock, a
+//! stopped side, a pile of soft requests behind a due timer, and a soft
+//! expiry that comes due while its callback runs on another worker.
+
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::time::Duration;
+
+use timehands::{Clock, Instant};
+
+use super::*;
+use crate::expiry::Round;
+use crate::service::Shared;
+
+/// A one-shot timer due at `deadline`, doing nothing.
+fn idle(deadline: u64) -> Armed {
+    Armed {
+        deadline,
+        slack: 0,
+        period: None,
+        callback: Box::new(|_| {}),
+    }
+}
+
+/// Arming, cancelling and rescheduling timers take no lock their side
+/// takes: they all complete while another thread holds it, so a caller
+/// preempted at any point holds nothing an expiry thread could wait for.
+/// (Before, each took that lock: this hung, and on the soft side a thread
+/// arming 100 000 timers held it for some 20 ms.)
+#[test]
+fn timers_are_armed_cancelled_and_rescheduled_while_their_sides_lock_is_held() {
+    fn on<Q: Queue + 'static>(shared: &Arc<Shared>, side: fn(&Shared) -> &Side<Q>) {
+        let held = side(shared).state.lock();
+        let (done, finished) = mpsc::channel();
+        let caller = {
+            let shared = Arc::clone(shared);
+            std::thread::spawn(move || {
+                let side = side(&shared);
+                let deadline = timehands::now().as_nanos() + 1_000_000;
+                let one_shot = side.arm(idle(deadline));
+                let periodic = side.arm(Armed {
+                    period: Some(1_000),
+                    ..idle(deadline)
+                });
+                let moved = side.reschedule(&periodic, 5);
+                let cancelled = side.cancel(&one_shot);
+                let _ = done.send((moved, cancelled, side.cancel(&one_shot)));
+            })
+        };
+        let answers = finished.recv_timeout(Duration::from_secs(60));
+        drop(held);
+        caller.join().unwrap();
+        assert_eq!(answers, Ok((true, true, false)));
+        // The requests wait for an expiry thread (here: this one): the
+        // periodic timer, moved to 5 ns, is due (the wheel's first tick
+        // after it); the one-shot is gone.
+        let grace = side(shared).state.lock().queue.grace().unwrap_or(0);
+        assert!(side(shared).next_deadline() <= Some(5 + grace));
+        assert_eq!(side(shared).armed(), 1);
+    }
+    let shared = crate::Builder::new().shared(Clock::new(), false).unwrap();
+    on(&shared, |shared| &shared.hard);
+    on(&shared, |shared| &shared.soft);
+}
+
+/// Once the service has stopped (it is being dropped), nobody applies
+/// requests: a timer armed then is cancelled at once, and a reschedule
+/// says it moved nothing.
+#[test]
+fn after_the_service_stops_a_timer_is_neither_armed_nor_moved() {
+    fn on<Q: Queue>(side: &Side<Q>) {
+        let before = side.arm(idle(u64::MAX));
+        side.stop();
+        assert_eq!(side.clear().len(), 1, "the armed timer's callback");
+        assert!(!side.reschedule(&before, 5));
+        let after = side.arm(idle(u64::MAX));
+        assert!(!side.cancel(&after), "cancelled when it was refused");
+        assert_eq!(side.next_deadline(), None);
+    }
+    let shared = crate::Builder::new().shared(Clock::new(), false).unwrap();
+    on(&shared.hard);
+    on(&shared.soft);
+}
+
+/// A thread arms 100 000 soft timers just before one comes due: the first
+/// round a tick after its deadline (its bound, with no slack) fires it,
+/// having applied none of the pile (the workers apply requests in rounds
+/// that find no timer due), and the pile goes in, a batch a round.
+#[test]
+fn a_pile_of_soft_requests_delays_a_due_timer_by_one_round_at_most() {
+    const PILE: usize = 100_000;
+    let (clock, mock) = Clock::mock();
+    let shared = crate::Builder::new().shared(clock, false).unwrap();
+    let soft = &shared.soft;
+    let tick = soft.state.lock().queue.tick_nanos();
+    let due = mock.now().as_nanos() + 10 * tick;
+    let (tx, fired) = mpsc::channel();
+    soft.arm(Armed {
+        callback: Box::new(move |expiry| tx.send(expiry.deadline).unwrap()),
+        ..idle(due)
+    });
+    let mut rounds = Rounds::new();
+    assert!(matches!(soft.round(&mut rounds), Round::Idle));
+    let later = due + 3_600_000_000_000;
+    for _ in 0..PILE {
+        soft.arm(idle(later));
+    }
+    mock.set(Instant::from_nanos(due + tick));
+    assert!(matches!(soft.round(&mut rounds), Round::Fired));
+    assert_eq!(fired.try_recv(), Ok(Instant::from_nanos(due)));
+    assert_eq!(soft.requests.pending(), PILE as u64, "none applied");
+    assert_eq!(
+        soft.state.lock().alarm_at,
+        0,
+        "the pile rings the alarm at once, for another worker"
+    );
+    let mut rounds_for_the_pile = 0;
+    while soft.requests.pending() > 0 {
+        assert!(matches!(soft.round(&mut rounds), Round::More | Round::Idle));
+        rounds_for_the_pile += 1;
+    }
+    assert_eq!(rounds_for_the_pile, PILE.div_ceil(soft.batch));
+    assert_eq!(soft.armed(), PILE);
+}
+
+/// Two soft workers: while one runs a periodic timer's callback, the timer
+/// is rescheduled, and the other worker applies that and takes the new
+/// expiry, which is busy (the callback is out); it fires, for its new
+/// deadline, once the callback is back, and never on two workers at once.
+/// (Taken as stale, the expiry would be lost, and the timer with it.)
+#[test]
+fn a_soft_expiry_due_while_its_callback_runs_on_another_worker_waits_for_it() {
+    let (clock, mock) = Clock::mock();
+    let shared = crate::Builder::new().shared(clock, false).unwrap();
+    let start = mock.now().as_nanos();
+    // Past by the time it is applied (the clock is a tick on): due at once.
+    let moved_to = start + 1;
+    let control: Arc<OnceLock<Arc<TimerControl>>> = Arc::new(OnceLock::new());
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let callback = {
+        let (shared, control, runs) =
+            (Arc::clone(&shared), Arc::clone(&control), Arc::clone(&runs));
+        move |expiry: Expiry| {
+            let first = runs.lock().unwrap().is_empty();
+            runs.lock()
+                .unwrap()
+                .push((expiry.deadline.as_nanos(), None));
+            if first {
+                // Worker A runs this; worker B takes the moved expiry.
+                let soft = &shared.soft;
+                assert!(soft.reschedule(control.get().unwrap(), moved_to));
+                let other = soft.round(&mut Rounds::new());
+                runs.lock().unwrap()[0].1 = Some(matches!(other, Round::Idle));
+            }
+        }
+    };
+    let armed = shared.soft.arm(Armed {
+        period: Some(1_000_000_000),
+        callback: Box::new(callback),
+        ..idle(start)
+    });
+    control.set(Arc::clone(&armed)).ok().unwrap();
+    let tick = shared.soft.state.lock().queue.tick_nanos();
+    mock.set(Instant::from_nanos(start + tick));
+    let mut worker_a = Rounds::new();
+    assert!(matches!(shared.soft.round(&mut worker_a), Round::Fired));
+    assert!(matches!(shared.soft.round(&mut worker_a), Round::Fired));
+    assert_eq!(
+        *runs.lock().unwrap(),
+        [(start, Some(true)), (moved_to, None)],
+        "the other worker fired nothing; the moved expiry ran after the first"
+    );
+    // The callback holds the service: the test lets it go.
+    assert!(shared.soft.cancel(&armed));
+}
+
+/// With no worker keeping up, soft callers past [`SOFT_BACKLOG`] requests
+/// apply some themselves, a batch a request: the requests waiting, and
+/// their memory, stay bounded.
+#[test]
+fn past_the_soft_backlog_callers_apply_requests_themselves() {
+    let shared = crate::Builder::new().shared(Clock::new(), false).unwrap();
+    let soft = &shared.soft;
+    for _ in 0..SOFT_BACKLOG + 10 * HELP_BATCH as u64 {
+        soft.arm(idle(u64::MAX));
+        assert!(soft.requests.pending() <= SOFT_BACKLOG + 1);
+    }
+    assert_eq!(
+        soft.armed(),
+        (SOFT_BACKLOG + 10 * HELP_BATCH as u64) as usize
+    );
+}
+
+/// A soft timer beyond its bound counts behind callbacks when the worker
+/// that took it had returned from its last wait before the bound (it was
+/// busy since), and as a stall when it was still waiting after the bound.
+#[test]
+fn a_soft_timer_beyond_its_bound_is_counted_with_its_cause() {
+    let (clock, mock) = Clock::mock();
+    let shared = crate::Builder::new().shared(clock, false).unwrap();
+    let soft = &shared.soft;
+    let tick = soft.state.lock().queue.tick_nanos();
+    let mut rounds = Rounds::new();
+    for (woke_after_bound, cause) in [(false, "behind callbacks"), (true, "stalled")] {
+        let due = mock.now().as_nanos() + tick;
+        soft.arm(idle(due));
+        soft.round(&mut rounds);
+        let bound = due + tick;
+        rounds.worker.woke_at = if woke_after_bound { bound + 1 } else { bound };
+        mock.set(Instant::from_nanos(bound + 2 * tick));
+        assert!(matches!(soft.round(&mut rounds), Round::Fired), "{cause}");
+    }
+    let statistics = soft.record().statistics();
+    assert_eq!(
+        (
+            statistics.beyond_bound,
+            statistics.beyond_bound_behind_callbacks,
+            statistics.beyond_bound_stalled
+        ),
+        (2, 1, 1)
+    );
+}
