@@ -529,3 +529,35 @@ fn a_slew_during_a_stop_is_followed() {
     let correction = clock.steering().correction_ppb();
     assert!((correction - 20_000).abs() < 1_000, "{correction} ppb");
 }
+
+/// `settimeofday` an hour ahead and back: Realtime follows each step at the
+/// windup after it (a read that finds a windup due reads after it), both
+/// ways, and Monotonic does not move.
+#[test]
+#[cfg_attr(miri, ignore = "steers a host clock")]
+fn realtime_follows_a_step_both_ways() {
+    const HOUR: u64 = 3_600_000_000_000;
+    let kernel = SimKernel::leaked();
+    let clock = clock(kernel, 0);
+    run(clock, kernel, 100_000_000, 100_000);
+    let realtime_off = |clock: &HostClock| {
+        clock.timekeeper().realtime().as_nanos() - kernel.nanos(KernelClock::Realtime) as i128
+    };
+    for step in [HOUR as i64, -(HOUR as i64)] {
+        let before = offset(clock, kernel);
+        let epoch = kernel.boot_epoch.load(Ordering::Acquire);
+        kernel
+            .boot_epoch
+            .store(epoch.saturating_add_signed(step), Ordering::Release);
+        run(clock, kernel, WINDUP_INTERVAL.as_nanos() as u64, 100_000);
+        assert!(
+            realtime_off(clock).abs() < 1_000,
+            "{step}: {}",
+            realtime_off(clock)
+        );
+        assert!(
+            (offset(clock, kernel) - before).abs() < 1_000,
+            "{step}: Monotonic moved"
+        );
+    }
+}
