@@ -595,32 +595,37 @@ fn the_fork_handlers_are_registered_before_main() {
 /// included, is within the stated bound of CLOCK_MONOTONIC and never back.
 fn stop_and_continue(at_ms: u64, stop_ms: u64) {
     let run_ms = (at_ms + stop_ms + 200).to_string();
-    let mut child = child_half("stop", &[("TIMEHANDS_TEST_RUN_MS", &run_ms)])
+    let env = [("TIMEHANDS_TEST_RUN_MS", run_ms.as_str())];
+    stop_child_half("stop", &env, "FIRST READ", at_ms, stop_ms);
+}
+
+/// Runs the child half with `plan` (and `env`), stops it for `stop_ms`
+/// once `after_ms` passed since it printed a line ending in `marker`, and
+/// asserts that it passed; prints what it printed.
+fn stop_child_half(plan: &str, env: &[(&str, &str)], marker: &str, after_ms: u64, stop_ms: u64) {
+    let mut child = child_half(plan, env)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("the child half runs");
-    let mut lines = BufReader::new(child.stdout.take().expect("its stdout")).lines();
+    let lines = BufReader::new(child.stdout.take().expect("its stdout")).lines();
     let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.expect("a line");
-        seen.push(line.clone());
+    for line in lines.map_while(Result::ok) {
         // After libtest's own "test ... " on the same line.
-        if line.ends_with("FIRST READ") {
-            break;
+        if line.ends_with(marker) {
+            std::thread::sleep(Duration::from_millis(after_ms));
+            let pid = child.id() as libc::pid_t;
+            // SAFETY: stops and continues our own child.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            std::thread::sleep(Duration::from_millis(stop_ms));
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
         }
+        seen.push(line);
     }
-    std::thread::sleep(Duration::from_millis(at_ms));
-    let pid = child.id() as libc::pid_t;
-    // SAFETY: stops and continues our own child.
-    unsafe { libc::kill(pid, libc::SIGSTOP) };
-    std::thread::sleep(Duration::from_millis(stop_ms));
-    // SAFETY: as above.
-    unsafe { libc::kill(pid, libc::SIGCONT) };
-    seen.extend(lines.map_while(Result::ok));
     let output = child.wait_with_output().expect("the child half ends");
     let stdout = seen.join("\n");
-    println!("stopped {stop_ms} ms at {at_ms} ms:\n{stdout}");
+    println!("{plan}: stopped {stop_ms} ms, {after_ms} ms after {marker}:\n{stdout}");
     assert!(
         output.status.success() && stdout.contains("CHILD OK"),
         "{}\n{stdout}\n{}",
@@ -638,35 +643,7 @@ fn reads_between_idle_spells_a_park_a_fork_and_a_stop() {
         println!("skipped: cannot fork here ({why})");
         return;
     }
-    let mut child = child_half("idle", &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the child half runs");
-    let mut lines = BufReader::new(child.stdout.take().expect("its stdout")).lines();
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.expect("a line");
-        seen.push(line.clone());
-        if line.ends_with("IDLE") {
-            let pid = child.id() as libc::pid_t;
-            std::thread::sleep(Duration::from_millis(500));
-            // SAFETY: stops and continues our own child.
-            unsafe { libc::kill(pid, libc::SIGSTOP) };
-            std::thread::sleep(Duration::from_millis(300));
-            // SAFETY: as above.
-            unsafe { libc::kill(pid, libc::SIGCONT) };
-        }
-    }
-    let output = child.wait_with_output().expect("the child half ends");
-    let stdout = seen.join("\n");
-    println!("{stdout}");
-    assert!(
-        output.status.success() && stdout.contains("CHILD OK"),
-        "{}\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
+    stop_child_half("idle", &[], "IDLE", 500, 300);
 }
 
 /// A process stopped 5 ms and 50 ms after its first read (when its

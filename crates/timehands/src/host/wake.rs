@@ -304,15 +304,21 @@ mod loom_tests {
     use super::*;
     use loom::sync::Arc;
 
+    /// A `Wake` whose thread (this one) runs.
+    fn running() -> Arc<Wake> {
+        let wake = Arc::new(Wake::new());
+        wake.state.store(SPAWNING, Ordering::Relaxed);
+        wake.started();
+        wake
+    }
+
     /// A thread parks while a reader needs it: whatever the interleaving,
     /// the thread does not sleep through the reader's demand (loom fails a
     /// model where every thread is blocked), and the demand is seen.
     #[test]
     fn loom_a_park_never_sleeps_through_a_read() {
         loom::model(|| {
-            let wake = Arc::new(Wake::new());
-            wake.state.store(SPAWNING, Ordering::Relaxed);
-            wake.started();
+            let wake = running();
             let seen = wake.demand();
             let reader = {
                 let wake = wake.clone();
@@ -333,9 +339,7 @@ mod loom_tests {
     #[test]
     fn loom_two_readers_wake_one_thread() {
         loom::model(|| {
-            let wake = Arc::new(Wake::new());
-            wake.state.store(SPAWNING, Ordering::Relaxed);
-            wake.started();
+            let wake = running();
             wake.set_ticking(true);
             let seen = wake.demand();
             let readers: Vec<_> = (0..2)
