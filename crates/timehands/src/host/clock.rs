@@ -85,7 +85,7 @@ pub(crate) struct HostClock {
     pub(super) facts: Mutex<Facts>,
     /// The steering state; one steering at a time, by whoever winds up.
     /// Every step of the clock's life that must be seen whole is taken
-    /// under it (see `fork.rs`).
+    /// under it (see `process.rs`).
     pub(super) steering: Mutex<Steering>,
     /// The bound on |ours − CLOCK_MONOTONIC| as it grows from the last
     /// measurement (written under the steering lock).
