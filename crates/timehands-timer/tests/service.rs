@@ -432,14 +432,14 @@ fn a_soft_timer_due_behind_a_slow_callback_counts_behind_callbacks() {
         sleep_until(timehands::now() + Duration::from_millis(20));
     });
     rx.recv_timeout(HANG).unwrap();
+    // The inner timer is behind the callback; the outer one may be beyond
+    // its bound too on a busy machine (a worker late to its first
+    // deadline), and then stalled: every miss has one cause.
     let soft = service.statistics().soft;
+    assert!(soft.beyond_bound_behind_callbacks >= 1, "{soft:?}");
     assert_eq!(
-        (
-            soft.beyond_bound,
-            soft.beyond_bound_behind_callbacks,
-            soft.beyond_bound_stalled
-        ),
-        (1, 1, 0),
+        soft.beyond_bound,
+        soft.beyond_bound_behind_callbacks + soft.beyond_bound_stalled,
         "{soft:?}"
     );
 }
