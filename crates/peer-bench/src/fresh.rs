@@ -47,10 +47,16 @@ pub fn run(processes: u64) -> Option<Outcome> {
         if i % 100 == 0 {
             eprintln!("fresh processes: {i} of {processes}");
         }
-        let output = std::process::Command::new(&exe)
+        let output = match std::process::Command::new(&exe)
             .env(CHILD_ENV, "1")
             .output()
-            .ok()?;
+        {
+            Ok(output) => output,
+            Err(e) => {
+                eprintln!("fresh process {i} did not run: {e}");
+                continue;
+            }
+        };
         let line = String::from_utf8_lossy(&output.stdout);
         let field = |name: &str| -> Option<u64> {
             line.split_whitespace()

@@ -107,9 +107,22 @@ struct KernelRateChange {
 }
 
 impl KernelRateChange {
-    /// The kernel's rate as it is, to change by `ppm` from `at` for `hold`.
+    /// The kernel's rate as it is, to change by `ppm` from `at` for `hold`;
+    /// refused before anything changes where a leg would not fit the
+    /// kernel's ranges.
     fn new(ppm: i64, at: Duration, hold: Duration) -> anyhow::Result<KernelRateChange> {
         let was = timehands::sys::kernel_rate().context("--kernel-rate")?;
+        for sign in [1, -1] {
+            let leg = timehands::sys::KernelRate::of_ppb(was.rate_ppb() + sign * ppm * 1_000);
+            if !(9_000..=11_000).contains(&leg.tick_us) || leg.frequency.abs() > 500 * 65_536 {
+                bail!(
+                    "--kernel-rate {ppm}: from the kernel's rate now ({} ppm) one leg needs a tick of {} µs and a frequency of {:.1} ppm, beyond 9000 to 11000 µs and ±500 ppm: give a smaller change",
+                    was.rate_ppb() as f64 / 1e3,
+                    leg.tick_us,
+                    leg.frequency as f64 / 65_536.0
+                );
+            }
+        }
         Ok(KernelRateChange {
             was,
             ppm,
@@ -192,7 +205,8 @@ struct Totals {
     #[serde(skip_serializing_if = "Option::is_none")]
     max_abs_offset_during_change_ns: Option<u64>,
     /// With `--kernel-rate`: how long after the change ended the offset
-    /// was last more than 1 µs beyond half its bracket, s (0: never).
+    /// was last more than 1 µs beyond half its bracket, s (0: never; none
+    /// where no sample came after it).
     #[serde(skip_serializing_if = "Option::is_none")]
     settled_after_change_s: Option<f64>,
 }
@@ -358,13 +372,15 @@ fn totals(samples: &[Sample], change_ends_s: Option<f64>) -> anyhow::Result<Tota
                 .max()
                 .unwrap_or(0)
         }),
-        settled_after_change_s: change_ends_s.map(|ends| {
-            samples
-                .iter()
-                .filter(|s| s.t_s >= ends && beyond_bracket(s) > 1_000)
-                .map(|s| s.t_s - ends)
-                .fold(0.0, f64::max)
-        }),
+        settled_after_change_s: change_ends_s
+            .filter(|&ends| samples.iter().any(|s| s.t_s >= ends))
+            .map(|ends| {
+                samples
+                    .iter()
+                    .filter(|s| s.t_s >= ends && beyond_bracket(s) > 1_000)
+                    .map(|s| s.t_s - ends)
+                    .fold(0.0, f64::max)
+            }),
     })
 }
 
@@ -405,7 +421,7 @@ impl Run {
                 ""
             }
         );
-        let changed = self.summary.settled_after_change_s.is_some();
+        let changed = self.summary.max_abs_offset_during_change_ns.is_some();
         let _ = write!(
             text,
             "{:>9} {:>12} {:>11} {:>16}",
@@ -439,12 +455,14 @@ impl Run {
             o.min, o.median, o.max, t.max_abs_offset_ns
         );
         let _ = writeln!(text, "  widest bracket   {} ns", t.max_bracket_ns);
-        if let (Some(during), Some(after)) =
-            (t.max_abs_offset_during_change_ns, t.settled_after_change_s)
-        {
+        if let Some(during) = t.max_abs_offset_during_change_ns {
+            let after = t.settled_after_change_s.map_or_else(
+                || "no sample after it ended".to_string(),
+                |s| format!("within 1 µs {s:.3} s after it ended"),
+            );
             let _ = writeln!(
                 text,
-                "  kernel's rate    changed: largest |offset| {during} ns meanwhile; within 1 µs {after:.3} s after it ended"
+                "  kernel's rate    changed: largest |offset| {during} ns meanwhile; {after}"
             );
         }
         match t.frequency_error_ppm {

@@ -113,13 +113,22 @@ impl Discipline {
     /// The slew for `target` units from a switch point: the slew rate (500
     /// ppm unless set) toward zero until it is used up, or, when less than
     /// an interval at that rate remains, the rate that uses it up over one
-    /// interval. A slow-down never takes more than the settled scale: time
-    /// stands still at the most. `None` when not even one unit a count
+    /// interval. The rate's part is at least one unit a count (a slow
+    /// counter's 1 ppb rounds to none); a slow-down never takes more than
+    /// the settled scale (time stands still at the most), a speed-up never
+    /// more than a scale holds. `None` when not even one unit a count
     /// remains to slew over an interval.
     pub fn plan(&self, target: i128) -> Option<Slew> {
-        let mut max = part_of(self.nominal, self.slew_ppb) as i128;
-        if target < 0 {
-            max = max.min(self.settled() as i128);
+        let rate = self.nominal as i128 * self.slew_ppb as i128 / 1_000_000_000;
+        let settled = self.settled() as i128;
+        let room = if target < 0 {
+            settled
+        } else {
+            u64::MAX as i128 - settled
+        };
+        let max = rate.max(1).min(room).min(i64::MAX as i128);
+        if max == 0 {
+            return None;
         }
         let part = if target.abs() >= max * self.interval as i128 {
             max * target.signum()
@@ -205,7 +214,9 @@ mod tests {
 
     /// At a slew rate up to standing still, a plan slows time down to 0 at
     /// the most and speeds it up to twice its rate, and still never slews
-    /// more than asked.
+    /// more than asked; on a 2 Hz counter (a scale of 2^63, whose double no
+    /// scale holds) a speed-up stops at the largest scale, and on a 2^40 Hz
+    /// one 1 ppb, which rounds to nothing, still slews a unit a count.
     #[test]
     fn a_fast_plan_stands_still_at_the_most() {
         let mut d = Discipline::new(nominal_scale(1_000_000_000), 1_000_000);
@@ -220,6 +231,19 @@ mod tests {
         assert_eq!(fast.part, part_of(d.nominal, MAX_SLEW_PPB));
         assert!(fast.over(fast.len) <= behind && fast.delivers(behind));
         assert_eq!(d.set_slew_rate(0), Err(Error::SlewRate { ppb: 0 }));
+        let mut slow = Discipline::new(nominal_scale(2), 4);
+        slow.set_slew_rate(MAX_SLEW_PPB).unwrap();
+        let far = BinTime::from_nanos(3_600_000_000_000_000).as_units();
+        let fast = slow.plan(far).expect("a slew");
+        assert_eq!(
+            slow.settled() as i128 + fast.part as i128,
+            u64::MAX as i128,
+            "{fast:?}"
+        );
+        assert!(fast.over(fast.len) <= far);
+        let mut fast_counter = Discipline::new(nominal_scale(1 << 40), 4);
+        fast_counter.set_slew_rate(1).unwrap();
+        assert_eq!(fast_counter.plan(far).map(|s| s.part), Some(1));
         assert_eq!(
             d.set_slew_rate(MAX_SLEW_PPB + 1),
             Err(Error::SlewRate {

@@ -104,7 +104,9 @@ pub(crate) struct HostClock {
     pub(super) tai_offset: AtomicI64,
     /// Whether the kernel refused its NTP state: not asked again.
     pub(super) ntp_refused: AtomicBool,
-    /// Windups readers made: the upkeep thread was late, or is not running.
+    /// Windups readers asked for (a read found its hands a windup interval
+    /// old, or stood at their promise); one that finds another thread at it
+    /// counts too.
     pub(super) reader_windups: AtomicU64,
     /// Reads that stood at their hands' promise and had to wait for a windup.
     pub(super) standing_reads: AtomicU64,
@@ -378,5 +380,5 @@ pub(super) fn kernel_timekeeper(uptime: BinTime, count: Option<u64>) -> Timekeep
         count,
         WINDUP_INTERVAL,
     )
-    .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid")
+    .expect("a 1 GHz, 64-bit counter with a 5 ms windup interval is valid")
 }

@@ -86,7 +86,7 @@ impl HostClock {
             // CNTFRQ_EL0 at 0, say): the kernel's clock.
             Err(refused) => {
                 self.hand_over(HostCounter::Kernel(KernelCounter::monotonic()), true, 0)
-                    .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
+                    .expect("a 1 GHz, 64-bit counter with a 5 ms windup interval is valid");
                 *steering = Steering::new(1_000_000_000, Some(0), None);
                 Facts {
                     frequency_source: kernel_frequency_source(),
@@ -213,7 +213,7 @@ impl HostClock {
         }
         let retired_at = self
             .hand_over(HostCounter::Kernel(KernelCounter::monotonic()), false, 0)
-            .expect("a 1 GHz, 64-bit counter with a 1 ms windup interval is valid");
+            .expect("a 1 GHz, 64-bit counter with a 5 ms windup interval is valid");
         let mut facts = self.facts();
         facts.frequency_source = kernel_frequency_source();
         facts.fallback = Some(format!(

@@ -37,7 +37,9 @@ use std::sync::{MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::clock::{CHOOSING, Facts, HostClock, TO_CHOOSE};
-use super::published::{COARSE_NANOS, NOT_STARTED, READER, REALTIME_COARSE, reader_timekeeper};
+use super::published::{
+    NOT_STARTED, READER, REALTIME_COARSE, reader_timekeeper, take_coarse_nanos_away,
+};
 use super::steer::{Bound, Steering};
 
 /// Whether the handlers are registered.
@@ -145,7 +147,7 @@ fn forget_threads(clock: &HostClock) {
     }
     // Stale until the upkeep thread runs again: the next coarse read goes
     // the long way.
-    COARSE_NANOS.store(0, Ordering::Relaxed);
+    take_coarse_nanos_away();
     REALTIME_COARSE.store(0, Ordering::Relaxed);
 }
 

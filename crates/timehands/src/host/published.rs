@@ -4,7 +4,7 @@
 //! split nanoseconds without a division. The clock's life writes them; the
 //! read API reads them.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::counter::HostCounter;
 use crate::Timekeeper;
@@ -54,19 +54,57 @@ pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter>
     unsafe { &*((word & !HOW) as *const Timekeeper<HostCounter>) }
 }
 
-/// [`now_coarse`](crate::now_coarse)'s value: the clock's coarse uptime in nanoseconds, kept
-/// ready at each windup (the largest so far: several threads wind up) once
-/// the upkeep thread runs, so that a coarse read is one load. 0 until then,
-/// and in a `fork()`ed child until it runs again: the long way, which starts
-/// it.
+/// [`now_coarse`](crate::now_coarse)'s value: the clock's coarse uptime in
+/// nanoseconds, kept ready by the upkeep thread while it ticks, so that a
+/// coarse read is one load and one test: a word above 0 as an `i64` is the
+/// time. 0 before the thread first ticks; [`NOT_KEPT`] set while it does
+/// not (taken away, a `fork()`ed child), below which stands the largest
+/// coarse time handed out so far. Every change is a maximum of that floor,
+/// so that no coarse read is ever below one that happened before it.
 pub(super) static COARSE_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// The bit of [`COARSE_NANOS`] that says the coarse time is not kept.
+const NOT_KEPT: u64 = 1 << 63;
+
+/// The coarse time, if the thread keeps it.
+#[inline(always)]
+pub(super) fn kept_coarse_nanos() -> Option<u64> {
+    let word = COARSE_NANOS.load(Ordering::Acquire);
+    (word as i64 > 0).then_some(word)
+}
+
+/// The upkeep thread keeps `ns` as the coarse time (or what was handed out,
+/// if later).
+pub(super) fn keep_coarse_nanos(ns: u64) {
+    let _ = COARSE_NANOS.fetch_update(Ordering::Release, Ordering::Relaxed, |word| {
+        Some(ns.max(word & !NOT_KEPT) & !NOT_KEPT)
+    });
+}
+
+/// The coarse time is no longer kept: the next coarse read goes the long
+/// way. What was handed out stays the floor.
+pub(super) fn take_coarse_nanos_away() {
+    COARSE_NANOS.fetch_or(NOT_KEPT, Ordering::Release);
+}
+
+/// A read that went the long way hands out `ns`, or the floor if later:
+/// what it returns, and the floor from then on (kept or not, as it was).
+pub(super) fn hand_out_coarse_nanos(ns: u64) -> u64 {
+    let before = COARSE_NANOS
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+            let kept = word as i64 > 0;
+            let floor = ns.max(word & !NOT_KEPT) & !NOT_KEPT;
+            Some(if kept { floor } else { floor | NOT_KEPT })
+        })
+        .unwrap_or_else(|word| word);
+    ns.max(before & !NOT_KEPT)
+}
 
 /// The coarse Realtime, ready to hand out: whole seconds in the high 34
 /// bits (to the year 2514), nanoseconds in the low [`NANOS_BITS`], so that
-/// `gettime(RealtimeCoarse)` is one load and no division. Stored at windups
-/// under the steering lock, so that stores come in order (Realtime may step
-/// back, and no maximum could keep it); 0 while the upkeep thread does not
-/// keep it, as [`COARSE_NANOS`].
+/// `gettime(RealtimeCoarse)` is one load and no division. Stored by the
+/// upkeep thread alone, so that stores come in order (Realtime may step
+/// back, and no maximum could keep it); 0 while it does not keep it.
 pub(super) static REALTIME_COARSE: AtomicU64 = AtomicU64::new(0);
 /// The bits of [`REALTIME_COARSE`] that hold nanoseconds.
 pub(super) const NANOS_BITS: u32 = 30;

@@ -4,12 +4,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::clock::HostClock;
+use super::clock::{HostClock, WINDUP_INTERVAL};
 use super::counter::HostCounter;
 use super::process::clock;
 use super::published::{
-    COARSE_NANOS, COUNTER_READ, HOW, NANOS_BITS, NOT_STARTED, READER, REALTIME_COARSE,
-    SECOND_HINTS, reader_timekeeper, reader_word,
+    COUNTER_READ, HOW, NANOS_BITS, NOT_STARTED, READER, REALTIME_COARSE, SECOND_HINTS,
+    hand_out_coarse_nanos, kept_coarse_nanos, reader_timekeeper, reader_word,
 };
 #[cfg(target_arch = "x86_64")]
 use super::published::{LFENCE_RDTSC, RDTSCP};
@@ -179,10 +179,11 @@ pub fn now_unordered() -> Instant {
 }
 
 /// The time of the last windup: no counter read at all, at most a windup
-/// interval ([`getres`](crate::getres) says how much) behind [`now`], never ahead of it.
-/// The first call starts the thread that keeps it fresh. Where the
-/// operating system refuses that thread (a sandbox), nothing would keep it
-/// fresh: it is then [`now`] itself.
+/// interval ([`getres`](crate::getres) says how much) behind [`now`], never
+/// ahead of it, never back. The first call (and the first after an idle
+/// spell) wakes the thread that keeps it fresh while it is read. Where the
+/// operating system refuses that thread (a sandbox), the kernel's coarse
+/// clock tells when ours is stale, and a precise read winds it up.
 #[inline]
 pub fn now_coarse() -> Instant {
     Instant::from_nanos(coarse_nanos())
@@ -192,9 +193,9 @@ pub fn now_coarse() -> Instant {
 /// thread keeps it.
 #[inline(always)]
 pub(super) fn coarse_nanos() -> u64 {
-    match COARSE_NANOS.load(Ordering::Acquire) {
-        0 => coarse_nanos_long_way::<false>(),
-        ns => ns,
+    match kept_coarse_nanos() {
+        Some(ns) => ns,
+        None => coarse_nanos_long_way::<false>(),
     }
 }
 
@@ -216,22 +217,23 @@ pub(super) fn realtime_coarse() -> Duration {
 /// A coarse read that finds the coarse time not kept (the upkeep thread
 /// does not tick, or probes whether coarse reads still come): says that
 /// coarse reads come, which starts or wakes the thread, and reads the
-/// timekeeper's own coarse clock (which [`COARSE_NANOS`] copies), wound up
-/// first where the thread does not keep it fresh. Where threads are refused,
-/// the precise time.
+/// readers' timekeeper's own coarse clock (which [`COARSE_NANOS`](super::published::COARSE_NANOS) copies),
+/// wound up first where the thread does not keep it fresh; on Monotonic, no
+/// earlier than any coarse time handed out before. Where threads are
+/// refused, [`sandboxed_coarse_nanos`].
 #[cold]
 #[inline(never)]
 pub(super) fn coarse_nanos_long_way<const REALTIME: bool>() -> u64 {
     let clock = clock();
     if clock.upkeep_refused() {
-        return kernel_coarse_nanos::<REALTIME>(clock);
+        return sandboxed_coarse_nanos::<REALTIME>(clock);
     }
     // Read before the demand is said: a thread that ticks now kept the
     // coarse time a tick fresh.
     let ticking = clock.wake.ticking();
     clock.need_upkeep(Need::Coarse);
     if clock.upkeep_refused() {
-        return kernel_coarse_nanos::<REALTIME>(clock);
+        return sandboxed_coarse_nanos::<REALTIME>(clock);
     }
     if !ticking {
         // A precise read winds up if a windup is due: the timekeeper's
@@ -239,7 +241,18 @@ pub(super) fn coarse_nanos_long_way<const REALTIME: bool>() -> u64 {
         // for some nanoseconds a read while the thread wakes up.
         read_nanos::<REALTIME, true>();
     }
-    let timekeeper = clock.timekeeper();
+    let ns = timekeeper_coarse_nanos::<REALTIME>(clock);
+    if REALTIME {
+        ns
+    } else {
+        hand_out_coarse_nanos(ns)
+    }
+}
+
+/// The coarse time of the timekeeper the readers' word names (the one a
+/// `now()` after this reads, or a later one), in ns.
+fn timekeeper_coarse_nanos<const REALTIME: bool>(clock: &HostClock) -> u64 {
+    let timekeeper = clock.readers_timekeeper();
     if REALTIME {
         floor_nanos(timekeeper.realtime_coarse())
     } else {
@@ -247,21 +260,23 @@ pub(super) fn coarse_nanos_long_way<const REALTIME: bool>() -> u64 {
     }
 }
 
-/// How far below the kernel's coarse clocks ours are kept where they serve
-/// ours: their tick's time is CLOCK_MONOTONIC's, which ours follows to some
-/// nanoseconds, and a coarse time must never be ahead of a precise one.
-const KERNEL_COARSE_MARGIN: u64 = 1_000;
-
-/// The coarse time where no thread of ours may keep it (a sandbox): the
-/// kernel's coarse clock, a tick fresh and one call (some nanoseconds),
-/// less [`KERNEL_COARSE_MARGIN`].
-fn kernel_coarse_nanos<const REALTIME: bool>(clock: &HostClock) -> u64 {
-    let id = if REALTIME {
+/// The coarse time where no thread of ours may keep it (a sandbox): our
+/// timekeeper's own, which never runs ahead of `now()` nor back, while the
+/// kernel's coarse clock (a tick fresh, a call of some nanoseconds) says it
+/// is within a windup interval of fresh; else a precise read winds it up
+/// first.
+fn sandboxed_coarse_nanos<const REALTIME: bool>(clock: &HostClock) -> u64 {
+    let ours = timekeeper_coarse_nanos::<REALTIME>(clock);
+    let kernel = clock.kernel.nanos(if REALTIME {
         KernelClock::RealtimeCoarse
     } else {
         KernelClock::MonotonicCoarse
-    };
-    clock.kernel.nanos(id).saturating_sub(KERNEL_COARSE_MARGIN)
+    });
+    if kernel.saturating_sub(ours) <= WINDUP_INTERVAL.as_nanos() as u64 {
+        return ours;
+    }
+    read_nanos::<REALTIME, true>();
+    timekeeper_coarse_nanos::<REALTIME>(clock)
 }
 
 /// The latest time [`now_coherent`] handed out, in ns: the floor of

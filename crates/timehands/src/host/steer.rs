@@ -56,7 +56,7 @@ pub(super) const STEER_INTERVAL: Duration = Duration::from_millis(10);
 const SLIDE_AFTER: Duration = Duration::from_secs(16);
 /// How soon a phase error is closed, at the least: the slew runs at the
 /// rate that closes it in this time (500 ppm at the least).
-pub(crate) const CATCH_UP: Duration = Duration::from_millis(50);
+pub(crate) const CATCH_UP: Duration = Duration::from_millis(10);
 /// How old the pair is that the rate of the last second is measured from.
 const RECENT: Duration = Duration::from_secs(1);
 /// A change of the kernel's rate is one further from the rate in use than
@@ -218,11 +218,14 @@ impl Steering {
     /// Follows the kernel's Realtime and Boottime offsets, then measures and
     /// corrects rate and phase of `timekeeper` against `kernel`'s clocks,
     /// unless the last steering is too recent or the watchdog finds the
-    /// counter misbehaving; returns what it found.
+    /// counter misbehaving; returns what it found. `said_rate` is asked,
+    /// once a steering runs, for the rate the kernel says its clock runs at
+    /// (ppb from nominal), where it says one.
     pub(crate) fn steer(
         &mut self,
         timekeeper: &Timekeeper<HostCounter>,
         kernel: &dyn KernelClocks,
+        said_rate: impl FnOnce() -> Option<i64>,
     ) -> Findings {
         // At every windup: a `settimeofday` shows in Realtime one windup on.
         let mut findings = self.follow_offsets(kernel);
@@ -240,7 +243,12 @@ impl Steering {
         // to the switch point and on the new one after: the bound grows at
         // the worse of the two.
         let before = self.rate_bound_ppb();
-        self.steer_rate(timekeeper, current);
+        // What the kernel says comes first: a change it says is taken at its
+        // word, and this steering's measurement, which spans it, is not.
+        let said = said_rate().filter(|_| !matches!(timekeeper.counter(), HostCounter::Kernel(_)));
+        if !said.is_some_and(|rate| self.follow_kernel_rate(timekeeper, rate, current)) {
+            self.steer_rate(timekeeper, current);
+        }
         super::fork_points::point("steering: rate set");
         // Phase: slew our time onto CLOCK_MONOTONIC, within CATCH_UP.
         let (offset, width) = offset_to_kernel(timekeeper, kernel, KernelClock::Monotonic, 3);
@@ -311,30 +319,35 @@ impl Steering {
     /// The kernel says its clock runs `rate_ppb` from its nominal rate (an
     /// NTP daemon set its tick or frequency): where that changed since the
     /// last steering, the counter's frequency as the kernel now counts is
-    /// the one measured scaled by the change, in use from the next switch
-    /// point, and the baseline starts again at the last steering's pair. A
-    /// change the kernel does not say (or an OS that says none) is found by
-    /// measurement all the same (see [`Steering::steer`]).
-    pub(crate) fn follow_kernel_rate(
+    /// the one in use scaled by the change, from the next switch point, and
+    /// the baseline starts again at `current`; true then. A change the
+    /// kernel does not say (or an OS that says none) is found by
+    /// measurement all the same (see [`Steering::steer`]). Not on the
+    /// kernel's own clock, which runs at the kernel's rate by definition.
+    fn follow_kernel_rate(
         &mut self,
         timekeeper: &Timekeeper<HostCounter>,
         rate_ppb: i64,
-    ) {
+        current: Pair,
+    ) -> bool {
         let Some(was) = self.kernel_rate_ppb.replace(rate_ppb) else {
-            return;
+            return false;
         };
         if was == rate_ppb {
-            return;
+            return false;
         }
         let hz = (self.hz as i128 * (1_000_000_000 + was as i128)
             / (1_000_000_000 + rate_ppb as i128)) as u64;
-        if timekeeper.set_counter_frequency(hz).is_ok() {
-            self.hz = hz;
-            self.rate_changes += 1;
-            self.anchor = self.last;
-            self.next_anchor = self.last;
-            self.recent = self.last;
+        if timekeeper.set_counter_frequency(hz).is_err() {
+            return false;
         }
+        self.hz = hz;
+        self.rate_changes += 1;
+        self.anchor = Some(current);
+        self.next_anchor = Some(current);
+        self.recent = Some(current);
+        self.last = Some(current);
+        true
     }
 
     /// The pair after which the kernel's rate changed, if the rate since the

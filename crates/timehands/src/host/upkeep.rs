@@ -1,6 +1,6 @@
 //! The upkeep thread: the one thread the clock starts, at the first windup a
-//! reader makes (never before `main`, never at the first read), and which
-//! runs only while the clock is read.
+//! reader makes or the first coarse read (never before `main`, never at the
+//! first precise read), and which runs only while the clock is read.
 //!
 //! Keeping time costs what the reading needs. Precise reads keep the clock
 //! up themselves: a read that finds its hands a windup interval old winds up
@@ -29,8 +29,14 @@
 //! A sandbox may refuse the thread (a seccomp filter on `clone`): the
 //! refusal is kept, reported by [`info`](crate::info()), and never tried
 //! again. The clock then works without it: readers wind up, and the coarse
-//! clocks read the counter. A `fork()`ed child has no thread: the next read
-//! that needs one starts it.
+//! clocks are the timekeeper's, wound up by a precise read where the
+//! kernel's coarse clock says they are stale. A `fork()`ed child has no
+//! thread: the next read that needs one starts it.
+//!
+//! One case escapes: a counter that stops within a windup interval after
+//! the thread parks (its reads never fall due, and nothing wakes the
+//! thread) is caught only by the next coarse read or a windup that a read
+//! past the promise makes.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -51,9 +57,6 @@ pub(super) const WATCH: Duration = Duration::from_millis(250);
 pub(super) const PROBE: Duration = Duration::from_millis(250);
 /// How long after the last demand seen the thread keeps at it.
 pub(super) const HOLD: Duration = Duration::from_millis(500);
-/// Ticks between two of the thread's steerings while it ticks: coarse
-/// reads need no nanoseconds, and a steering costs some microseconds.
-const TICKS_A_STEERING: u64 = 25;
 /// Wakeups between two readings of the thread's CPU time (a system call).
 const WAKEUPS_A_CPU_READING: u64 = 64;
 
@@ -132,9 +135,8 @@ impl HostClock {
         if let Err(e) = spawned {
             self.wake.refused();
             self.refused(format!(
-                "a thread ({e}): readers wind up, and the coarse clocks are the kernel's ({}, {}) less 1 µs",
-                KernelClock::MonotonicCoarse.name(),
-                KernelClock::RealtimeCoarse.name()
+                "a thread ({e}): readers wind up, and the coarse clocks are wound up by a precise read where {} says they are stale",
+                KernelClock::MonotonicCoarse.name()
             ));
             let steering = self.steering();
             let _ = self.cross_cpu.set(Verdict {
@@ -177,17 +179,17 @@ impl HostClock {
                 .woke(cpu.then(crate::os::thread_cpu_nanos).and_then(Result::ok));
             match plan.next(Instant::now(), self.wake.demand()) {
                 Next::Tick { probe } => {
+                    // Wound up and published before the sleep: a coarse
+                    // read that finds the thread ticking trusts it. Its
+                    // windups steer as readers' do (at most every 10 ms):
+                    // precise readers find no windup due while it ticks.
                     self.wake.set_ticking(true);
+                    self.windup();
+                    self.publish_coarse_time();
                     if probe {
                         self.take_coarse_time_away();
                     }
                     std::thread::sleep(COARSE_TICK);
-                    if wakeup % TICKS_A_STEERING == 0 {
-                        self.windup();
-                    } else {
-                        self.windup_unsteered();
-                    }
-                    self.publish_coarse_time();
                 }
                 Next::Watch => {
                     self.stop_ticking();

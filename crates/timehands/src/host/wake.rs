@@ -182,7 +182,8 @@ impl Wake {
     /// The thread, when no read needed it since it saw `seen`: sleeps until
     /// one does; returns at once if one did meanwhile.
     pub(super) fn park(&self, seen: Demand) {
-        self.state.store(PARKED, Ordering::Relaxed);
+        // Release: a reader that sees PARKED sees the handle stored before.
+        self.state.store(PARKED, Ordering::Release);
         // Pairs with the fence in `need` (see the module docs).
         fence(Ordering::SeqCst);
         if self.demand() != seen {
@@ -219,7 +220,12 @@ impl Wake {
             self.state.store(IDLE, Ordering::Relaxed);
         }
         self.ticking.store(false, Ordering::Relaxed);
+        self.nudged.store(false, Ordering::Relaxed);
         self.thread.store(std::ptr::null_mut(), Ordering::Relaxed);
+        // The parent's demand is not the child's: its thread starts from
+        // none (and counts the read that starts it).
+        self.precise.store(0, Ordering::Relaxed);
+        self.coarse.store(0, Ordering::Relaxed);
     }
 }
 
@@ -330,6 +336,27 @@ mod loom_tests {
             reader.join().unwrap();
             assert_ne!(wake.demand(), seen);
             assert_eq!(wake.state(), AWAKE);
+        });
+    }
+
+    /// A reader that needs the thread while it is still starting: whatever
+    /// the interleaving with its start and its park, the thread does not
+    /// sleep through the demand, and no second thread is asked for.
+    #[test]
+    fn loom_a_read_during_the_start_is_not_lost() {
+        loom::model(|| {
+            let wake = Arc::new(Wake::new());
+            wake.state.store(SPAWNING, Ordering::Relaxed);
+            let reader = {
+                let wake = wake.clone();
+                loom::thread::spawn(move || {
+                    assert!(!wake.need(Need::Precise));
+                })
+            };
+            wake.started();
+            wake.park((0, 0));
+            reader.join().unwrap();
+            assert_eq!(wake.demand(), (1, 0));
         });
     }
 

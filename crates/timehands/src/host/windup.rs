@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 
 use super::clock::HostClock;
 use super::fork_points::point;
-use super::published::{COARSE_NANOS, REALTIME_COARSE, SECOND_HINTS, realtime_coarse_word};
+use super::published::{
+    REALTIME_COARSE, SECOND_HINTS, keep_coarse_nanos, realtime_coarse_word, take_coarse_nanos_away,
+};
 use crate::BinTime;
 use crate::engine::nanos::floor_nanos;
 use crate::host::kernel_clocks::KernelClock;
@@ -19,19 +21,13 @@ impl HostClock {
     /// at it. The windup comes first so that the steering measures a clock
     /// that stands nowhere (reads past the promise stand until a windup).
     pub(crate) fn windup(&'static self) {
-        self.windup_unsteered();
-        self.steer();
-    }
-
-    /// Winds up, without a steering: the upkeep thread's ticks, which keep
-    /// the coarse time fresh and steer only now and then.
-    pub(super) fn windup_unsteered(&self) {
         // CLOCK_MONOTONIC is our uptime's reference: a counter that ran
         // through a suspend that it did not count resumes from it.
         self.timekeeper().windup_following(|| {
             BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
         });
         point("windup: wound up, not steered");
+        self.steer();
     }
 
     /// Steers when a steering is due (its changes take effect from the next
@@ -44,7 +40,8 @@ impl HostClock {
             Err(std::sync::TryLockError::WouldBlock) => None,
         };
         if let Some(mut steering) = steering {
-            let findings = steering.steer(self.timekeeper(), self.kernel);
+            let said_rate = || self.follow_tai().and_then(|ntp| ntp.rate_ppb);
+            let findings = steering.steer(self.timekeeper(), self.kernel, said_rate);
             self.apply(&mut steering, findings);
         }
         if !self.publishes {
@@ -61,18 +58,13 @@ impl HostClock {
     }
 
     /// Keeps what a steering found: the kernel's offsets (Realtime's given
-    /// to the timekeeper), the phase for `info` and `getres`; at each
-    /// steering, TAI − UTC and the rate the kernel says its clock runs at
-    /// (which the steering follows at once when it changed); and fails over
-    /// from a counter the watchdog found misbehaving.
+    /// to the timekeeper), the phase for `info` and `getres`; and fails over
+    /// from a counter the watchdog found misbehaving. (TAI − UTC is
+    /// followed as the steering asks the kernel's NTP state for its rate.)
     fn apply(&'static self, steering: &mut Steering, findings: Findings) {
         let why = findings.misbehaviour.clone();
         if let Some(phase) = findings.phase {
             self.keep_phase(phase);
-            let rate = self.follow_tai().and_then(|ntp| ntp.rate_ppb);
-            if let Some(rate) = rate {
-                steering.follow_kernel_rate(self.timekeeper(), rate);
-            }
         }
         self.keep(findings);
         if let Some(why) = why {
@@ -92,14 +84,14 @@ impl HostClock {
         let timekeeper = self.readers_timekeeper();
         let realtime = floor_nanos(timekeeper.realtime_coarse());
         REALTIME_COARSE.store(realtime_coarse_word(realtime), Ordering::Release);
-        COARSE_NANOS.fetch_max(floor_nanos(timekeeper.uptime_coarse()), Ordering::Release);
+        keep_coarse_nanos(floor_nanos(timekeeper.uptime_coarse()));
     }
 
     /// Takes the coarse time away: the next coarse read goes the long way,
     /// and so says that coarse reads come (see `upkeep.rs`).
     pub(super) fn take_coarse_time_away(&self) {
         if self.publishes {
-            COARSE_NANOS.store(0, Ordering::Release);
+            take_coarse_nanos_away();
             REALTIME_COARSE.store(0, Ordering::Release);
         }
     }

@@ -279,9 +279,9 @@ mod tests {
     use super::kernel_rate_ppb;
     use crate::os::KernelRate;
 
-    /// The tick and the frequency multiply: chrony's slew (tick 10 833 µs),
-    /// ntpd's 500 ppm, both, and the nominal rate; and a rate in ppb is
-    /// made of both.
+    /// The tick's share and the frequency's add, as Linux adds them to a
+    /// second's length: chrony's slew (tick 10 833 µs), ntpd's 500 ppm,
+    /// both, and the nominal rate; and a rate in ppb is made of both.
     #[test]
     fn the_kernel_rate_is_the_tick_times_the_frequency() {
         assert_eq!(kernel_rate_ppb(10_000, 0), 0);
@@ -289,7 +289,7 @@ mod tests {
         assert_eq!(kernel_rate_ppb(9_000, 0), -100_000_000);
         assert_eq!(kernel_rate_ppb(10_000, 500 * 65_536), 500_000);
         assert_eq!(kernel_rate_ppb(10_000, -500 * 65_536), -500_000);
-        assert_eq!(kernel_rate_ppb(11_000, 500 * 65_536), 100_550_000);
+        assert_eq!(kernel_rate_ppb(11_000, 500 * 65_536), 100_500_000);
         for ppb in [0, 83_333_333, -100_000_000, 500_000, -499_999, 1_234_567] {
             let rate = KernelRate::of_ppb(ppb);
             assert!((rate.rate_ppb() - ppb).abs() <= 1, "{ppb}: {rate:?}");

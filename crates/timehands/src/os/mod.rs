@@ -171,23 +171,20 @@ impl KernelRate {
         frequency: 0,
     };
 
-    /// How far the clock runs from its nominal rate, in ppb.
+    /// How far the clock runs from its nominal rate, in ppb: the tick's
+    /// share and the frequency's add (Linux adds them to a second's length).
     pub fn rate_ppb(&self) -> i64 {
-        const FREQ_ONE: i128 = 65_536 * 1_000_000;
-        let rate = self.tick_us as i128 * 100_000 * (FREQ_ONE + self.frequency as i128) / FREQ_ONE;
-        (rate - 1_000_000_000) as i64
+        (self.tick_us - 10_000) * 100_000 + self.frequency * 1_000 / 65_536
     }
 
     /// The rate `ppb` from nominal: through the tick, in its steps of 100
-    /// ppm, and the rest through the frequency (the two multiply).
+    /// ppm, and the rest through the frequency.
     pub fn of_ppb(ppb: i64) -> KernelRate {
-        const FREQ_ONE: i128 = 65_536 * 1_000_000;
         let tick_us = 10_000 + ppb.div_euclid(100_000);
-        let frequency =
-            (1_000_000_000 + ppb as i128) * FREQ_ONE / (tick_us as i128 * 100_000) - FREQ_ONE;
+        let rest_ppb = ppb - (tick_us - 10_000) * 100_000;
         KernelRate {
             tick_us,
-            frequency: frequency as i64,
+            frequency: rest_ppb * 65_536 / 1_000,
         }
     }
 }
