@@ -10,6 +10,8 @@
 use std::time::Duration;
 
 use serde::Serialize;
+
+use crate::child_line::field;
 use timehands::sys::{KernelClock, kernel_nanos};
 
 /// The child's orders: be a fresh process.
@@ -58,15 +60,11 @@ pub fn run(processes: u64) -> Option<Outcome> {
             }
         };
         let line = String::from_utf8_lossy(&output.stdout);
-        let field = |name: &str| -> Option<u64> {
-            line.split_whitespace()
-                .find_map(|word| word.strip_prefix(name)?.strip_prefix('='))?
-                .parse()
-                .ok()
-        };
-        let (Some(reads), Some(off), Some(worst)) =
-            (field("reads"), field("off"), field("worst_ns"))
-        else {
+        let (Some(reads), Some(off), Some(worst)) = (
+            field::<u64>(&line, "reads"),
+            field::<u64>(&line, "off"),
+            field::<u64>(&line, "worst_ns"),
+        ) else {
             eprintln!("fresh process {i} said nothing readable: {line}");
             continue;
         };

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::child_line::field;
+
 /// The child's orders: `clock index:workload index:tenths`, where the
 /// workload's times are so many tenths of those the docs give (10; 1 with
 /// `--quick`, which only shows the table's shape).
@@ -160,16 +162,10 @@ pub fn run(quick: bool) -> Option<Vec<Row>> {
 
 /// A child's line: `wakeups=… thread_cpu_ms=… process_cpu_ms=…`.
 fn parse(line: &str) -> Option<Cost> {
-    let field = |name: &str| -> Option<f64> {
-        line.split_whitespace()
-            .find_map(|word| word.strip_prefix(name)?.strip_prefix('='))?
-            .parse()
-            .ok()
-    };
     Some(Cost {
-        wakeups: field("wakeups")?,
-        thread_cpu_ms: field("thread_cpu_ms")?,
-        process_cpu_ms: field("process_cpu_ms")?,
+        wakeups: field(line, "wakeups")?,
+        thread_cpu_ms: field(line, "thread_cpu_ms")?,
+        process_cpu_ms: field(line, "process_cpu_ms")?,
     })
 }
 

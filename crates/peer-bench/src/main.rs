@@ -20,6 +20,7 @@
 //! stdout (or one JSON document with `--json`), progress to stderr. Numbers from
 //! different runs or machines are not comparable; ratios within a run are.
 
+mod child_line;
 mod clocks;
 mod cost;
 mod first_call;

@@ -1,6 +1,6 @@
 //! The process's clock as programs meet it: forked at each step of its
 //! life, forked at random in its first milliseconds and while it steers,
-//! stopped and continued. Each scenario runs in a fresh process (this test
+//! stopped and continued, read in bursts between idle spells (`idle.rs`). Each scenario runs in a fresh process (this test
 //! binary again, filtered to [`process_child`]), which forks or is stopped;
 //! a forked child checks its clock and reports by its exit status to that
 //! process, which reports to the test; the test asserts. No child half
@@ -14,6 +14,7 @@
 
 #[path = "../../tests/support/emulator.rs"]
 mod emulator;
+mod idle;
 use emulator::{no_fork, this_binary};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -237,7 +238,7 @@ fn process_child() {
         Some("warm") => fork_while_steering(count(words.next())),
         Some("stop") => stopped(),
         Some("fresh") => first_100_ms(),
-        Some("idle") => idle_between_bursts(),
+        Some("idle") => idle::idle_between_bursts(),
         #[cfg(target_arch = "x86_64")]
         Some("sandbox") => sandboxed(),
         _ => Err(format!("unknown plan {plan}")),
@@ -402,85 +403,6 @@ fn first_100_ms() -> Result<(), String> {
     Ok(())
 }
 
-/// Reads, checked (precise and coarse), for `ms` milliseconds.
-fn burst(checker: &mut Checker, ms: u64) -> Result<(), String> {
-    let start = kernel_now();
-    let mut coarse = crate::now_coarse();
-    while kernel_now() - start < ms * 1_000_000 {
-        let ours = checker.read()?;
-        let next = crate::now_coarse();
-        if next < coarse || next.as_nanos() > now().as_nanos() {
-            return Err(format!("coarse {next:?} after {coarse:?}, precise {ours}"));
-        }
-        coarse = next;
-    }
-    Ok(())
-}
-
-/// The upkeep thread's wakeups so far, asked without a read (`info` reads
-/// the clock, which is demand).
-fn wakeups() -> u64 {
-    super::process::clock().wake.cost().0
-}
-
-/// A program that reads in bursts between idle spells, as users meet it:
-/// every read checked, the first after each idle spell too (10 ms, 1 s,
-/// 2 s); the upkeep thread parked through the second half of a 2 s idle
-/// spell; eight threads that wake it at once all read true time; a fork
-/// while it is parked, and one while a read wakes it, leave working
-/// clocks; and (the test stops the process during the last idle spell,
-/// after printing `IDLE`) a stop during a park resumes within the bound.
-fn idle_between_bursts() -> Result<(), String> {
-    let mut checker = Checker::new();
-    burst(&mut checker, 30)?;
-    for gap_ms in [10, 1_000] {
-        std::thread::sleep(Duration::from_millis(gap_ms));
-        burst(&mut checker, 5)?;
-    }
-    std::thread::sleep(Duration::from_millis(1_000));
-    let parked = wakeups();
-    std::thread::sleep(Duration::from_millis(1_000));
-    if wakeups() != parked {
-        return Err(format!(
-            "the upkeep thread woke {} times with nothing read",
-            wakeups() - parked
-        ));
-    }
-    burst(&mut checker, 5)?;
-    // Eight threads wake the parked thread at once.
-    std::thread::sleep(Duration::from_millis(1_500));
-    let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
-    let readers: Vec<_> = (0..8)
-        .map(|_| {
-            let barrier = barrier.clone();
-            std::thread::spawn(move || {
-                barrier.wait();
-                let mut checker = Checker::new();
-                burst(&mut checker, 5)
-            })
-        })
-        .collect();
-    for reader in readers {
-        reader.join().expect("a reader")?;
-    }
-    // A fork while the thread is parked, and one while a read wakes it.
-    std::thread::sleep(Duration::from_millis(1_500));
-    verdict(fork_and_check())?;
-    std::thread::sleep(Duration::from_millis(1_500));
-    let waker = std::thread::spawn(now);
-    let forked = verdict(fork_and_check());
-    waker.join().expect("the waking read");
-    forked?;
-    // The test stops the process during this spell.
-    burst(&mut checker, 5)?;
-    std::thread::sleep(Duration::from_millis(1_000));
-    println!("IDLE");
-    std::thread::sleep(Duration::from_millis(1_500));
-    burst(&mut checker, 20)?;
-    println!("upkeep: {} wakeups", wakeups());
-    Ok(())
-}
-
 /// Runs the child half with `plan` (and `env`), with its output piped.
 fn child_half(plan: &str, env: &[(&str, &str)]) -> Command {
     let mut command = this_binary();
@@ -632,18 +554,6 @@ fn stop_child_half(plan: &str, env: &[(&str, &str)], marker: &str, after_ms: u64
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
-}
-
-/// Bursts of reads between idle spells: see [`idle_between_bursts`]. The
-/// process is stopped for 300 ms while its upkeep thread is parked.
-#[test]
-#[cfg_attr(miri, ignore = "forks and stops a process")]
-fn reads_between_idle_spells_a_park_a_fork_and_a_stop() {
-    if let Some(why) = no_fork() {
-        println!("skipped: cannot fork here ({why})");
-        return;
-    }
-    stop_child_half("idle", &[], "IDLE", 500, 300);
 }
 
 /// A process stopped 5 ms and 50 ms after its first read (when its

@@ -1,0 +1,99 @@
+//! A program that reads in bursts between idle spells, as users meet it:
+//! the upkeep thread parks while nothing is read and a read wakes it, with
+//! forks and a stop during the park (see [`idle_between_bursts`]).
+
+use std::time::Duration;
+
+use super::{Checker, fork_and_check, kernel_now, no_fork, stop_child_half, verdict};
+use crate::now;
+
+/// Reads, checked (precise and coarse), for `ms` milliseconds.
+fn burst(checker: &mut Checker, ms: u64) -> Result<(), String> {
+    let start = kernel_now();
+    let mut coarse = crate::now_coarse();
+    while kernel_now() - start < ms * 1_000_000 {
+        let ours = checker.read()?;
+        let next = crate::now_coarse();
+        if next < coarse || next.as_nanos() > now().as_nanos() {
+            return Err(format!("coarse {next:?} after {coarse:?}, precise {ours}"));
+        }
+        coarse = next;
+    }
+    Ok(())
+}
+
+/// The upkeep thread's wakeups so far, asked without a read (`info` reads
+/// the clock, which is demand).
+fn wakeups() -> u64 {
+    crate::host::process::clock().wake.cost().0
+}
+
+/// A program that reads in bursts between idle spells, as users meet it:
+/// every read checked, the first after each idle spell too (10 ms, 1 s,
+/// 2 s); the upkeep thread parked through the second half of a 2 s idle
+/// spell; eight threads that wake it at once all read true time; a fork
+/// while it is parked, and one while a read wakes it, leave working
+/// clocks; and (the test stops the process during the last idle spell,
+/// after printing `IDLE`) a stop during a park resumes within the bound.
+pub(super) fn idle_between_bursts() -> Result<(), String> {
+    let mut checker = Checker::new();
+    burst(&mut checker, 30)?;
+    for gap_ms in [10, 1_000] {
+        std::thread::sleep(Duration::from_millis(gap_ms));
+        burst(&mut checker, 5)?;
+    }
+    std::thread::sleep(Duration::from_millis(1_000));
+    let parked = wakeups();
+    std::thread::sleep(Duration::from_millis(1_000));
+    if wakeups() != parked {
+        return Err(format!(
+            "the upkeep thread woke {} times with nothing read",
+            wakeups() - parked
+        ));
+    }
+    burst(&mut checker, 5)?;
+    // Eight threads wake the parked thread at once.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let readers: Vec<_> = (0..8)
+        .map(|_| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                let mut checker = Checker::new();
+                burst(&mut checker, 5)
+            })
+        })
+        .collect();
+    for reader in readers {
+        reader.join().expect("a reader")?;
+    }
+    // A fork while the thread is parked, and one while a read wakes it.
+    std::thread::sleep(Duration::from_millis(1_500));
+    verdict(fork_and_check())?;
+    std::thread::sleep(Duration::from_millis(1_500));
+    let waker = std::thread::spawn(now);
+    let forked = verdict(fork_and_check());
+    waker.join().expect("the waking read");
+    forked?;
+    // The test stops the process during this spell.
+    burst(&mut checker, 5)?;
+    std::thread::sleep(Duration::from_millis(1_000));
+    println!("IDLE");
+    std::thread::sleep(Duration::from_millis(1_500));
+    burst(&mut checker, 20)?;
+    println!("upkeep: {} wakeups", wakeups());
+    Ok(())
+}
+
+/// Bursts of reads between idle spells: see [`idle_between_bursts`]. The
+/// process is stopped for 300 ms while its upkeep thread is parked.
+#[test]
+#[cfg_attr(miri, ignore = "forks and stops a process")]
+fn reads_between_idle_spells_a_park_a_fork_and_a_stop() {
+    if let Some(why) = no_fork() {
+        println!("skipped: cannot fork here ({why})");
+        return;
+    }
+    stop_child_half("idle", &[], "IDLE", 500, 300);
+}
