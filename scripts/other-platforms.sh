@@ -14,8 +14,9 @@ cd "$(dirname "$0")/.."
 skip() { printf 'skipped: %s\n' "$*"; }
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}/other-platforms
 
-# What is linted where: the library and the timer service everywhere; the
-# command, the C library and peer-bench where they are ported.
+# What is linted where: the library, the timer service and the quanta
+# drop-in everywhere; the command, the C library and peer-bench where they
+# are ported.
 everywhere=(aarch64-unknown-linux-gnu x86_64-unknown-linux-musl aarch64-linux-android x86_64-apple-darwin
     aarch64-apple-darwin aarch64-apple-ios x86_64-pc-windows-gnu x86_64-unknown-freebsd
     x86_64-unknown-netbsd x86_64-unknown-illumos wasm32-wasip1)
@@ -27,7 +28,8 @@ for target in "${everywhere[@]}"; do
         skip "rustup could not add the $target target on this machine"
         continue
     fi
-    packages=(-p timehands -p timehands-timer)
+    # The drop-in by its path: peer-bench depends on crates.io's quanta too.
+    packages=(-p timehands -p timehands-timer -p "path+file://$PWD/compat/quanta")
     if [[ $tools_too == *" $target "* ]]; then
         packages+=(-p timehands-cli -p timehands-ffi -p peer-bench)
     fi
@@ -56,7 +58,7 @@ else
     skip "rustup could not add the x86_64-unknown-linux-musl target"
 fi
 
-printf '\n-- the library'"'"'s tests on Windows, under Wine\n'
+printf '\n-- the library'"'"'s and the quanta drop-in'"'"'s tests on Windows, under Wine\n'
 if ! command -v wine >/dev/null || ! command -v x86_64-w64-mingw32-gcc >/dev/null; then
     skip "wine and the MinGW-w64 compiler are not installed (apt: wine64 gcc-mingw-w64-x86-64)"
 elif ! rustup target add x86_64-pc-windows-gnu >/dev/null 2>&1; then
@@ -68,7 +70,7 @@ else
     x86_64-w64-mingw32-gcc -shared -O2 -o "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" \
         scripts/wine/bcryptprimitives.c scripts/wine/bcryptprimitives.def -ladvapi32
     CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine \
-        cargo test -p timehands --target x86_64-pc-windows-gnu
+        cargo test -p timehands -p "path+file://$PWD/compat/quanta" --target x86_64-pc-windows-gnu
 fi
 
 printf '\n-- the library'"'"'s tests on aarch64 Linux, under qemu-user\n'

@@ -33,6 +33,8 @@ pub const RDTSCP: &str = "rdtscp";
 pub const MONOTONIC_COARSE: &str = "CLOCK_MONOTONIC_COARSE";
 /// `quanta::Instant::now()`.
 pub const QUANTA_NOW: &str = "quanta now";
+/// `quanta::Instant::now()` of the drop-in (compat/quanta), on timehands.
+pub const DROP_IN_NOW: &str = "quanta drop-in now";
 /// `minstant::Instant::now()`.
 pub const MINSTANT_NOW: &str = "minstant now";
 /// `timehands::now()`.
@@ -170,6 +172,21 @@ pub fn clocks() -> Vec<Clock> {
             origin: Origin::Own,
             time_calls: |calls| time_calls(calls, quanta::Instant::recent),
         },
+        // The drop-in's instants are timehands' nanoseconds: on Monotonic.
+        Clock {
+            name: DROP_IN_NOW,
+            read: || drop_in_nanos(quanta_drop_in::Instant::now()),
+            ns_per_unit: 1.0,
+            origin: Origin::Monotonic,
+            time_calls: |calls| time_calls(calls, quanta_drop_in::Instant::now),
+        },
+        Clock {
+            name: "quanta drop-in recent",
+            read: || drop_in_nanos(quanta_drop_in::Instant::recent()),
+            ns_per_unit: 1.0,
+            origin: Origin::Monotonic,
+            time_calls: |calls| time_calls(calls, quanta_drop_in::Instant::recent),
+        },
         Clock {
             name: if minstant::is_tsc_available() {
                 MINSTANT_NOW
@@ -277,6 +294,11 @@ fn quanta_nanos(instant: quanta::Instant) -> u64 {
     static BASE: OnceLock<quanta::Instant> = OnceLock::new();
     let base = *BASE.get_or_init(quanta::Instant::now);
     instant.duration_since(base).as_nanos() as u64
+}
+
+/// The drop-in's instant in nanoseconds: timehands' own.
+fn drop_in_nanos(instant: quanta_drop_in::Instant) -> u64 {
+    timehands::Instant::from(instant).as_nanos()
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -17,11 +17,12 @@ use serde::Serialize;
 use crate::spawn_clock::{SPAWN_ENV, monotonic_ns};
 
 /// The libraries measured; each has a `first-call-<name>` binary.
-pub const LIBRARIES: [&str; 7] = [
+pub const LIBRARIES: [&str; 8] = [
     "none",
     "std",
     "timehands",
     "quanta",
+    "quanta-drop-in",
     "minstant",
     "fastant",
     "coarsetime",
@@ -203,7 +204,7 @@ fn median(values: &mut [u64]) -> u64 {
 pub fn print(outcome: &Outcome) {
     println!("First call in a fresh process (µs, median of runs; extra = before main less none's)");
     println!(
-        "  {:<12} {:>5} {:>12} {:>10} {:>11}",
+        "  {:<14} {:>5} {:>12} {:>10} {:>11}",
         "library", "runs", "before main", "extra", "first now()"
     );
     for row in &outcome.rows {
@@ -211,7 +212,7 @@ pub fn print(outcome: &Outcome) {
             .extra_before_main_ns
             .map_or("-".to_string(), |e| format!("{:.1}", e as f64 / 1e3));
         println!(
-            "  {:<12} {:>5} {:>12.1} {:>10} {:>11.1}",
+            "  {:<14} {:>5} {:>12.1} {:>10} {:>11.1}",
             row.library,
             row.runs,
             row.before_main_ns as f64 / 1e3,

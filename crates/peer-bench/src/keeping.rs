@@ -81,6 +81,23 @@ fn kept() -> Vec<Kept> {
             },
         },
         Kept {
+            name: "quanta drop-in now",
+            start: || None,
+            read: || {
+                black_box(quanta_drop_in::Instant::now());
+            },
+        },
+        Kept {
+            name: "quanta drop-in recent, Upkeep 1 ms",
+            start: || {
+                let handle = quanta_drop_in::Upkeep::new(Duration::from_millis(1)).start();
+                handle.ok().map(|h| Box::new(h) as Box<dyn std::any::Any>)
+            },
+            read: || {
+                black_box(quanta_drop_in::Instant::recent());
+            },
+        },
+        Kept {
             name: "coarsetime recent, updater 1 ms",
             start: || {
                 let updater = coarsetime::Updater::new(1).start();

@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use crate::clocks::{
-    LFENCE_RDTSC, MONOTONIC_COARSE, RDTSC, RDTSCP, TIMEHANDS_NOW, TIMEHANDS_NOW_COARSE,
-    TIMEHANDS_NOW_UNORDERED, TIMEHANDS_REALTIME, monotonic_name,
+    DROP_IN_NOW, LFENCE_RDTSC, MONOTONIC_COARSE, RDTSC, RDTSCP, TIMEHANDS_NOW,
+    TIMEHANDS_NOW_COARSE, TIMEHANDS_NOW_UNORDERED, TIMEHANDS_REALTIME, monotonic_name,
 };
 use crate::{Report, cost, ordering};
 
@@ -109,26 +109,36 @@ pub fn evaluate(report: &Report) -> Vec<Target> {
         ratio(TIMEHANDS_REALTIME, TIMEHANDS_NOW),
         Goal::AtMost(1.1),
     );
+    // The drop-in adds nothing to the read it forwards.
+    push(
+        format!("cost {DROP_IN_NOW} / {TIMEHANDS_NOW}"),
+        ratio(DROP_IN_NOW, TIMEHANDS_NOW),
+        Goal::AtMost(1.02),
+    );
 
     if let Some(ordering::Outcome::Rows { rows, .. }) = &report.ordering {
-        push(
-            format!("ping-pong backward steps of {TIMEHANDS_NOW}"),
-            rows.iter()
-                .find(|r| r.clock == TIMEHANDS_NOW)
-                .map(|r| r.backward_steps as f64),
-            Goal::AtMost(0.0),
-        );
+        for clock in [TIMEHANDS_NOW, DROP_IN_NOW] {
+            push(
+                format!("ping-pong backward steps of {clock}"),
+                rows.iter()
+                    .find(|r| r.clock == clock)
+                    .map(|r| r.backward_steps as f64),
+                Goal::AtMost(0.0),
+            );
+        }
     }
     if let Some(first_call) = &report.first_call {
-        push(
-            "first call of timehands, µs".to_string(),
-            first_call
-                .rows
-                .iter()
-                .find(|r| r.library == "timehands")
-                .map(|r| r.first_call_ns as f64 / 1e3),
-            Goal::Below(50.0),
-        );
+        for library in ["timehands", "quanta-drop-in"] {
+            push(
+                format!("first call of {library}, µs"),
+                first_call
+                    .rows
+                    .iter()
+                    .find(|r| r.library == library)
+                    .map(|r| r.first_call_ns as f64 / 1e3),
+                Goal::Below(50.0),
+            );
+        }
     }
     if let Some(row) = report
         .tracking
@@ -145,6 +155,18 @@ pub fn evaluate(report: &Report) -> Vec<Target> {
             format!("tracking |rate error| of {TIMEHANDS_NOW}, ppm"),
             Some(row.rate_ppm.abs()),
             Goal::Below(0.1),
+        );
+    }
+    if let Some(row) = report
+        .tracking
+        .iter()
+        .flatten()
+        .find(|r| r.clock == DROP_IN_NOW)
+    {
+        push(
+            format!("tracking |rate error| of {DROP_IN_NOW}, ppm"),
+            Some(row.rate_ppm.abs()),
+            Goal::AtMost(0.01),
         );
     }
     if let Some(fresh) = &report.fresh {
