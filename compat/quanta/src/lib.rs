@@ -32,6 +32,7 @@
 //! | its TSC reads can go back across CPUs where the TSC is not synchronised | [`Instant::now`] never returns an instant earlier than one any thread has seen |
 //! | its calibrated rate drifts from the OS's clock (tens of ppm) | timehands is steered onto CLOCK_MONOTONIC, and follows the kernel's own rate changes |
 //! | the first `Clock` calibrates for up to 200 ms | no calibration: the first read answers from the kernel's clock |
+//! | across a suspend, its TSC time may jump by the time suspended | follows CLOCK_MONOTONIC through a suspend, as `std::time::Instant` does |
 //! | SIGILL on a guest without RDTSCP; a panic when the calibration fails | timehands checks the counter and falls back to the kernel's clock |
 //! | `Clock::recent()` is zero until an upkeep starts, and stale after it stops | always fresh while read, with or without an [`Upkeep`] |
 //! | the upkeep thread wakes every interval, read or not | no thread while nothing reads the recent time; timehands' coarse tick (4 ms) while it is read |

@@ -30,6 +30,18 @@ fn zero() -> Instant {
 }
 
 #[test]
+fn the_types_cross_threads_as_quantas_do() {
+    // governor keeps an `Arc<Handle>` in a clock its limiters share.
+    fn shared<T: Send + Sync + Unpin + 'static>() {}
+    shared::<Clock>();
+    shared::<Instant>();
+    shared::<quanta::Mock>();
+    shared::<Upkeep>();
+    shared::<quanta::Handle>();
+    shared::<Error>();
+}
+
+#[test]
 fn host_instants_are_timehands_nanoseconds() {
     let clock = Clock::new();
     let before = timehands::now().as_nanos();
