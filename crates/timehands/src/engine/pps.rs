@@ -18,7 +18,8 @@
 //! it. The clock is then steered to the estimate at every pulse: its error
 //! is the pulse's timestamp minus the measurement's estimated noise, slewed
 //! out at up to 500 ppm (`adjtime`, or a step of realtime beyond the step
-//! threshold), and its frequency adjustment set to cancel the oscillator's.
+//! threshold), and its frequency adjustment set to cancel the oscillator's,
+//! to the ppt (a whole ppb held through a five-minute outage is 300 ns).
 //!
 //! # What it rejects
 //!
@@ -650,13 +651,14 @@ impl Pps {
             return;
         };
         // The adjustment that cancels the oscillator's frequency y:
-        // (1 + y)(1 + a) = 1, so a = -y / (1 + y), in ppb rounded.
+        // (1 + y)(1 + a) = 1, so a = -y / (1 + y), in ppt rounded (a whole
+        // ppb held through an outage would be its error).
         let y = filter.y;
-        let (num, den) = (-(y * 1_000_000_000), SECOND + y);
+        let (num, den) = (-(y * 1_000_000_000_000), SECOND + y);
         let a = (num + num.signum() * den / 2) / den;
-        let ppb = (a as i64).clamp(-MAX_PPB, MAX_PPB);
+        let ppt = (a as i64).clamp(-MAX_PPB * 1000, MAX_PPB * 1000);
         // Within ±500 ppm by the clamp: never refused.
-        let _ = tk.set_frequency_adjustment(ppb);
+        let _ = tk.set_frequency_adjustment_ppt(ppt);
         self.status.phase_ns = ns;
         self.status.phase_uncertainty_ns = (filter.pxx / ONE).max(0).isqrt() as u64;
         self.status.frequency_ppb = (y / ONE) as i64;
