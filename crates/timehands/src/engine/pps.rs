@@ -114,8 +114,10 @@ const BLOCKS: usize = 33;
 const SPANS: [usize; 5] = [1, 2, 4, 8, 16];
 /// Samples of a spacing before it says anything of the wander.
 const SPAN_SAMPLES: i128 = 8;
-/// The longest memory of the running means, in samples.
-const MEMORY: i128 = 512;
+/// The longest memory of the running means, in samples: the jitter's is
+/// then within 2 % (a 300 s holdover magnifies the frequency estimate's
+/// error, and the estimate's gains follow the jitter).
+const MEMORY: i128 = 2048;
 
 /// The fixed-point square of `x`, saturating: pulses seconds apart square
 /// beyond an `i128`, and the most there is then compares as it should.
