@@ -30,9 +30,9 @@
 //!   (one outlier spoils three of them, so the median needs seven before it
 //!   is trusted alone; before, it is capped at a 1 µs prior);
 //! - an outlier among the two pulses a line starts on: for its first ten
-//!   pulses the filter follows the most of them that lie on a line
-//!   ([the robust start](super::start)), so a late second pulse is found
-//!   out at the third, a late first one at the fourth;
+//!   pulses the filter follows the most of them that lie on a line, all
+//!   or all but one ([the robust start](super::start)), so a late second
+//!   pulse is found out at the third, a late first one at the fourth;
 //! - a run of such pulses on one line is a step only when, from its fourth
 //!   pulse, its slope is not the filter's frequency (the oscillator's
 //!   frequency stepped), or when it has lasted ten pulses (the reference's
@@ -475,16 +475,21 @@ impl Pps {
     }
 
     /// Adds `pulse` (`taken` by the filter or not) to the line's start
-    /// while it lasts, and when another line through its pulses fits them
-    /// better than what the filter took, starts the filter again on that
-    /// line's pulses (predicted to `pulse`'s second) and its statistics
-    /// with it: whether it did.
+    /// while it lasts, and when the gate kept it out and another line
+    /// through the start's pulses fits them better than what the filter
+    /// took, starts the filter again on that line's pulses (predicted to
+    /// `pulse`'s second) and its statistics with it: whether it did. (A
+    /// wrong line shows in the good pulses it keeps out; judging only then
+    /// keeps the interrupt handler's work to those.)
     fn judge_start(&mut self, pulse: Pulse, taken: bool) -> bool {
         let Some(mut start) = self.start else {
             return false;
         };
         start.push(pulse, taken);
         self.start = (!start.is_over()).then_some(start);
+        if taken {
+            return false;
+        }
         // Held to the prior jitter at most: a jitter measured over a burst
         // of outliers or a step would have every pulse on a line; beyond
         // the prior, no line is, and the gate alone decides.

@@ -3,14 +3,17 @@
 //!
 //! The gate needs a line to hold pulses to, and a line needs two pulses: an
 //! outlier among the first two is the line's, and the gate then rejects the
-//! good pulses after it. So while they are few, the pulses but one or two
-//! are tried, and the filter follows the most that lie on a line. Of as
-//! many, those whose others are all late of their line (an interrupt or a
+//! good pulses after it. So while they are few, whenever the gate keeps
+//! one out, all of them and all but one are tried, and the filter follows
+//! the most that lie on a line. Of as many, those whose others are all late of their line (an interrupt or a
 //! receiver delays an edge, never advances it) are preferred, then the
 //! filter's own: with three pulses one of which is 20 µs late, a late
 //! middle one is found at once, while a late first one and a late third
 //! one look alike (either way, two lie on a line the other is late of)
-//! until the fourth.
+//! until the fourth. (Two outliers among a line's first ten pulses are
+//! left to the gate: trying all but two would cost five times as much in
+//! an interrupt handler, a quarter of a second under the Cortex-M
+//! firmware's QEMU.)
 
 use super::pps::{GATE, Pulse};
 
@@ -76,23 +79,25 @@ impl Start {
 
     /// The pulses that fit better than what the filter took (jitter
     /// variance `r`), as a mask; `None` when none do. The candidates are
-    /// the pulses but one or two that lie on a line, every three of them
-    /// in a row within the gate (a pulse off the line bends the three
-    /// around it by as much as it is off).
+    /// all the pulses and all but one, where they lie on a line, every
+    /// three of them in a row within the gate (a pulse off the line bends
+    /// the three around it by as much as it is off).
     pub(super) fn better(&self, r: i128) -> Option<u16> {
         let all: u16 = (1 << self.len) - 1;
+        if self.taken == all {
+            // All taken, none late: nothing fits better.
+            return None;
+        }
         let mut best = (self.fit(self.taken), self.taken);
-        // The pulses left out: `a` and `b`, where `len` stands for none.
-        for a in 0..=self.len {
-            for b in a..=self.len {
-                let mask = all & !(1 << a | 1 << b);
-                if mask.count_ones() < 2 || !self.on_a_line(mask, r) {
-                    continue;
-                }
-                let fit = self.fit(mask);
-                if fit > best.0 {
-                    best = (fit, mask);
-                }
+        // The pulse left out, `len` standing for none.
+        for out in 0..=self.len {
+            let mask = all & !(1 << out);
+            if mask.count_ones() < 2 || !self.on_a_line(mask, r) {
+                continue;
+            }
+            let fit = self.fit(mask);
+            if fit > best.0 {
+                best = (fit, mask);
             }
         }
         (best.1 != self.taken).then_some(best.1)
@@ -127,9 +132,13 @@ pub(super) fn collinear([a, b, c]: [Pulse; 3], r: i128) -> bool {
     let bend = (c.phase - b.phase) * ab - (b.phase - a.phase) * bc;
     let spacing = ab * ab + (ab + bc) * (ab + bc) + bc * bc;
     // Saturating: an outlier of a good part of a second squares beyond an
-    // `i128`, and is then off any line, as it should be.
-    bend.saturating_mul(bend) / super::kalman::ONE
-        <= (GATE * GATE).saturating_mul(r).saturating_mul(spacing)
+    // `i128`, and is then off any line, as it should be. (No division: it
+    // runs in interrupt handlers of cores without one for an `i128`.)
+    bend.saturating_mul(bend)
+        <= (GATE * GATE)
+            .saturating_mul(r)
+            .saturating_mul(spacing)
+            .saturating_mul(super::kalman::ONE)
 }
 
 /// Whether pulse `c` lies later than the line through `a` and `b` (`a` the
