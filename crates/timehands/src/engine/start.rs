@@ -5,15 +5,14 @@
 //! outlier among the first two is the line's, and the gate then rejects the
 //! good pulses after it. So while they are few, whenever the gate keeps
 //! one out, all of them and all but one are tried, and the filter follows
-//! the most that lie on a line. Of as many, those whose others are all late of their line (an interrupt or a
-//! receiver delays an edge, never advances it) are preferred, then the
-//! filter's own: with three pulses one of which is 20 µs late, a late
-//! middle one is found at once, while a late first one and a late third
-//! one look alike (either way, two lie on a line the other is late of)
-//! until the fourth. (Two outliers among a line's first ten pulses are
-//! left to the gate: trying all but two would cost five times as much in
-//! an interrupt handler, a quarter of a second under the Cortex-M
-//! firmware's QEMU.)
+//! the most that lie on a line. Of as many, those whose others are all
+//! late of their line (an interrupt or a receiver delays an edge, never
+//! advances it) are preferred, then the filter's own: with three pulses
+//! one of which is 20 µs late, a late middle one is found at once, while a
+//! late first one and a late third one look alike (either way, two lie on
+//! a line the other is late of) until the fourth. (Two outliers among a
+//! line's first ten pulses are left to the gate: trying all but two costs
+//! five times as much, in an interrupt handler.)
 
 use super::pps::{GATE, Pulse};
 
