@@ -6,9 +6,9 @@
 //!
 //! Its figure is that of a clock it would steer through the same
 //! interface as ours: between pulses such a clock runs at the whole number
-//! of ppb that cancels the estimated frequency (the timekeeper's frequency
-//! adjustment, rounded as ours rounds it), which over an outage of minutes
-//! is a fraction of a ppb's worth of phase either way.
+//! of ppt that cancels the estimated frequency (the timekeeper's frequency
+//! adjustment, rounded as ours rounds it; the scale's own resolution, 54 ppt
+//! at 1 GHz, is 16 ns over a 300 s outage at the most).
 
 /// The oracle's estimate of the oscillator's raw phase (ns ahead of true
 /// time) and frequency (ppb), with their covariance.
@@ -22,7 +22,7 @@ pub struct Oracle {
     first: Option<(u64, f64)>,
     /// The state after the last second's pulse, once there is a line.
     state: Option<State>,
-    /// The phase at the last good pulse, the frequency there in whole ppb,
+    /// The phase at the last good pulse, the frequency there in whole ppt,
     /// and the seconds since.
     held: (f64, f64, f64),
 }
@@ -96,7 +96,7 @@ impl Oracle {
     }
 
     /// The phase its clock holds `seconds` into this second, ns: the last
-    /// good pulse's estimate run on at its whole ppb (zero before any).
+    /// good pulse's estimate run on at its whole ppt (zero before any).
     pub fn phase(&self, seconds: f64) -> f64 {
         let (x, y, since) = self.held;
         x + y * (since + seconds)
@@ -104,8 +104,8 @@ impl Oracle {
 }
 
 /// The frequency (ppb) a clock cancels when its adjustment is the whole
-/// ppb nearest `-y / (1 + y)`, as ours sets it for an estimate `y`.
+/// ppt nearest `-y / (1 + y)`, as ours sets it for an estimate `y`.
 fn cancelled(y: f64) -> f64 {
-    let adjustment = (-y / (1.0 + y * 1e-9)).round();
+    let adjustment = (-y / (1.0 + y * 1e-9) * 1e3).round() / 1e3;
     -adjustment / (1.0 + adjustment * 1e-9)
 }

@@ -32,6 +32,31 @@ fn a_frequency_adjustment_sets_the_rate() {
     }
 }
 
+/// A frequency adjustment in ppt runs the clock a fraction of a ppb fast:
+/// 1.5 ppb is 1.5 µs over 1000 s (less the scale's resolution, 2^-64 s a
+/// count: 54 ppt at 1 GHz), where whole ppb would say 1 or 2 µs.
+#[test]
+fn a_frequency_adjustment_in_ppt_sets_a_fraction_of_a_ppb() {
+    for hands in RINGS {
+        let counter = SimCounter::new(1_000_000_000);
+        let tk = timekeeper(&counter, hands);
+        tk.set_frequency_adjustment_ppt(1_500).unwrap();
+        tk.windup();
+        counter.advance(1_000_000);
+        tk.windup();
+        let start = tk.uptime();
+        for _ in 0..1000 {
+            counter.advance(1_000_000_000);
+            tk.windup();
+        }
+        let elapsed = (tk.uptime() - start).as_nanos();
+        assert!(
+            (1_000_000_001_446..=1_000_000_001_500).contains(&elapsed),
+            "{elapsed}"
+        );
+    }
+}
+
 /// `adjtime` slews at 500 ppm until the amount is used up, and a new request
 /// replaces the remainder and returns it.
 #[test]

@@ -95,6 +95,16 @@ fn bad_counters_and_settings_are_refused_with_a_clear_error() {
         Err(Error::FrequencyAdjustment { ppb: -500_001 })
     );
     assert_eq!(tk.set_frequency_adjustment(-500_000), Ok(()));
+    // In ppt, the whole ppb beyond the range, rounded away from zero.
+    assert_eq!(
+        tk.set_frequency_adjustment_ppt(500_000_001),
+        Err(Error::FrequencyAdjustment { ppb: 500_001 })
+    );
+    assert_eq!(
+        tk.set_frequency_adjustment_ppt(-500_000_001),
+        Err(Error::FrequencyAdjustment { ppb: -500_001 })
+    );
+    assert_eq!(tk.set_frequency_adjustment_ppt(500_000_000), Ok(()));
 }
 
 #[test]

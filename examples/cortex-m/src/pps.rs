@@ -6,9 +6,11 @@
 //!
 //! Under `-icount` an instruction is 1.024 µs of emulated time, so the
 //! capture's latency varies by an instruction or so: the pulses have about
-//! a microsecond of jitter, and every run the same. The fourth pulse is
-//! given 20 µs late (a receiver without its fix, an interrupt held up): the
-//! discipline must reject it and keep the clock on the others.
+//! a microsecond of jitter, and every run the same. The second pulse is
+//! given 20 µs late (a receiver without its fix, an interrupt held up), so
+//! that the line the filter starts on is the outlier's: the third pulse
+//! must find it out (the line through the first and the third is the one
+//! it is late of) and the clock be on the others from the fifth.
 
 use core::cell::RefCell;
 
@@ -27,7 +29,12 @@ const PULSES: u32 = 40;
 /// Pulses after which the clock must be locked: the checks cover the rest.
 const LOCKED_AFTER: u32 = 20;
 /// The pulse given late, and by how many counts (20 µs at 25 MHz).
-const EARLY_OUTLIER: u32 = 4;
+const EARLY_OUTLIER: u32 = 2;
+/// The first pulse whose phase the early check holds: the third after the
+/// outlier. The one after it finds it out, and its correction of the
+/// frequency (20 ppm: the outlier's line was 20 µs a second off) takes
+/// effect a windup after its edge, a microsecond left to the next pulse.
+const EARLY_FROM: u32 = EARLY_OUTLIER + 3;
 const OUTLIER_COUNTS: u32 = 500;
 /// Ticks the phase runs.
 pub const TICKS: u32 = TICKS_PER_PULSE * PULSES;
@@ -74,7 +81,7 @@ struct Run {
     refused: u32,
     /// The largest phase error at a pulse after [`LOCKED_AFTER`], ns.
     worst_phase: i128,
-    /// The largest between [`EARLY_OUTLIER`] and [`LOCKED_AFTER`], ns.
+    /// The largest from [`EARLY_FROM`] to [`LOCKED_AFTER`], ns.
     worst_early: i128,
     /// The capture and its uptime at pulse [`LOCKED_AFTER`], and at the last.
     from: Option<(u32, BinTime)>,
@@ -140,7 +147,7 @@ pub fn tick(capture: u32) {
         if run.pulses > LOCKED_AFTER {
             run.worst_phase = run.worst_phase.max(phase.abs());
             run.to = Some((capture, stamp.uptime));
-        } else if run.pulses > EARLY_OUTLIER {
+        } else if run.pulses >= EARLY_FROM {
             run.worst_early = run.worst_early.max(phase.abs());
             if run.pulses == LOCKED_AFTER {
                 run.from = Some((capture, stamp.uptime));
@@ -161,7 +168,7 @@ pub fn check(report: &mut Report) {
     report.check(
         status.outliers == 1 && run.worst_early <= PHASE_NS,
         format_args!(
-            "PPS: pulse {EARLY_OUTLIER} given 20 µs late is rejected ({} outlier), the phase at every pulse after it within {} ns (at most {PHASE_NS})",
+            "PPS: pulse {EARLY_OUTLIER} given 20 µs late is rejected ({} outlier), the phase at every pulse from the {EARLY_FROM}th within {} ns (at most {PHASE_NS})",
             status.outliers, run.worst_early
         ),
     );

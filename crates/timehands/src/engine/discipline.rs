@@ -43,9 +43,9 @@ pub(crate) fn nominal_scale(frequency: u64) -> u64 {
     (((1u128 << 64) + f / 2) / f) as u64
 }
 
-/// `ppb` parts per billion of `scale`, rounded toward zero.
-fn part_of(scale: u64, ppb: i64) -> i64 {
-    (scale as i128 * ppb as i128 / 1_000_000_000) as i64
+/// `ppt` parts per trillion of `scale`, rounded toward zero.
+fn part_of(scale: u64, ppt: i64) -> i64 {
+    (scale as i128 * ppt as i128 / 1_000_000_000_000) as i64
 }
 
 /// The longest slew plan, in counts: no timeline reaches it.
@@ -80,8 +80,10 @@ pub(crate) struct Discipline {
     pub nominal: u64,
     /// Counts in one windup interval: the shortest slew plan.
     pub interval: u64,
-    /// The frequency adjustment, ppb.
-    pub frequency_ppb: i64,
+    /// The frequency adjustment, ppt (thousandths of a ppb): a held
+    /// frequency's error grows a phase error without bound, and a ppb is
+    /// 300 ns over a five-minute holdover.
+    pub frequency_ppt: i64,
     /// What remains to slew after the current hands' switch point, in 2^-64 s
     /// units (negative: take away).
     pub slew_remaining: i128,
@@ -98,7 +100,7 @@ impl Discipline {
         Discipline {
             nominal,
             interval,
-            frequency_ppb: 0,
+            frequency_ppt: 0,
             slew_remaining: 0,
             slew_before: 0,
             slew_ppb: MAX_PPB,
@@ -107,7 +109,7 @@ impl Discipline {
 
     /// The scale without the slew: the nominal one and the frequency adjustment.
     pub fn settled(&self) -> u64 {
-        (self.nominal as i128 + part_of(self.nominal, self.frequency_ppb) as i128) as u64
+        (self.nominal as i128 + part_of(self.nominal, self.frequency_ppt) as i128) as u64
     }
 
     /// The slew for `target` units from a switch point: the slew rate (500
@@ -165,12 +167,17 @@ impl Discipline {
         Ok(())
     }
 
-    /// Sets the frequency adjustment.
-    pub fn set_frequency_adjustment(&mut self, ppb: i64) -> Result<(), Error> {
-        if !(-MAX_PPB..=MAX_PPB).contains(&ppb) {
-            return Err(Error::FrequencyAdjustment { ppb });
+    /// Sets the frequency adjustment, in ppt.
+    pub fn set_frequency_adjustment_ppt(&mut self, ppt: i64) -> Result<(), Error> {
+        if !(-MAX_PPB * 1000..=MAX_PPB * 1000).contains(&ppt) {
+            // The whole ppb beyond it, rounded away from zero: never a
+            // figure within the range.
+            let ppb = (ppt as i128 + 999 * ppt.signum() as i128) / 1000;
+            return Err(Error::FrequencyAdjustment {
+                ppb: ppb.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+            });
         }
-        self.frequency_ppb = ppb;
+        self.frequency_ppt = ppt;
         Ok(())
     }
 }
@@ -184,7 +191,7 @@ mod tests {
     #[test]
     fn a_plan_never_exceeds_its_target() {
         let d = Discipline::new(nominal_scale(1_000_000_000), 1_000_000);
-        let max = part_of(d.nominal, MAX_PPB);
+        let max = part_of(d.nominal, MAX_PPB * 1000);
         for target in [
             1i128,
             999_999,
@@ -220,7 +227,7 @@ mod tests {
     #[test]
     fn a_fast_plan_stands_still_at_the_most() {
         let mut d = Discipline::new(nominal_scale(1_000_000_000), 1_000_000);
-        d.frequency_ppb = -400_000;
+        d.frequency_ppt = -400_000_000;
         d.set_slew_rate(MAX_SLEW_PPB).unwrap();
         let ahead = BinTime::from_nanos(-20_000_000).as_units();
         let slow = d.plan(ahead).expect("a slew");
@@ -228,7 +235,7 @@ mod tests {
         assert!(slow.over(slow.len).abs() <= ahead.abs());
         let behind = -ahead;
         let fast = d.plan(behind).expect("a slew");
-        assert_eq!(fast.part, part_of(d.nominal, MAX_SLEW_PPB));
+        assert_eq!(fast.part, part_of(d.nominal, MAX_SLEW_PPB * 1000));
         assert!(fast.over(fast.len) <= behind && fast.delivers(behind));
         assert_eq!(d.set_slew_rate(0), Err(Error::SlewRate { ppb: 0 }));
         let mut slow = Discipline::new(nominal_scale(2), 4);

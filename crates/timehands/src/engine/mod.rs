@@ -116,6 +116,7 @@ pub(crate) mod nanos;
 mod ntp;
 mod pps;
 mod slot;
+mod start;
 pub(crate) mod state;
 mod stats;
 pub(crate) mod sync;

@@ -18,7 +18,8 @@
 //! it. The clock is then steered to the estimate at every pulse: its error
 //! is the pulse's timestamp minus the measurement's estimated noise, slewed
 //! out at up to 500 ppm (`adjtime`, or a step of realtime beyond the step
-//! threshold), and its frequency adjustment set to cancel the oscillator's.
+//! threshold), and its frequency adjustment set to cancel the oscillator's,
+//! to the ppt (a whole ppb held through a five-minute outage is 300 ns).
 //!
 //! # What it rejects
 //!
@@ -28,6 +29,10 @@
 //!   jitter it is set by is the median of the second differences so far
 //!   (one outlier spoils three of them, so the median needs seven before it
 //!   is trusted alone; before, it is capped at a 1 µs prior);
+//! - an outlier among the two pulses a line starts on: for its first ten
+//!   pulses the filter follows the most of them that lie on a line, all
+//!   or all but one ([the robust start](super::start)), so a late second
+//!   pulse is found out at the third, a late first one at the fourth;
 //! - a run of such pulses on one line is a step only when, from its fourth
 //!   pulse, its slope is not the filter's frequency (the oscillator's
 //!   frequency stepped), or when it has lasted ten pulses (the reference's
@@ -57,13 +62,14 @@ use super::bintime::BinTime;
 use super::counter::Counter;
 use super::discipline::MAX_PPB;
 use super::kalman::{Kalman, MAX_GAP, ONE};
+use super::start::{Start, collinear};
 use super::timekeeper::Timekeeper;
 use crate::Error;
 
 /// Nanoseconds in a second, as the filter's fixed point.
 const SECOND: i128 = 1_000_000_000 * ONE;
 /// Innovations beyond this many standard deviations are outliers.
-const GATE: i128 = 5;
+pub(super) const GATE: i128 = 5;
 /// Rejected pulses in a row on one line before their slope is judged: a
 /// step of the oscillator's frequency when it is not the filter's. (Three
 /// outliers of random lateness lie on a line within the gate about once in
@@ -108,8 +114,10 @@ const BLOCKS: usize = 33;
 const SPANS: [usize; 5] = [1, 2, 4, 8, 16];
 /// Samples of a spacing before it says anything of the wander.
 const SPAN_SAMPLES: i128 = 8;
-/// The longest memory of the running means, in samples.
-const MEMORY: i128 = 512;
+/// The longest memory of the running means, in samples: the jitter's is
+/// then within 2 % (a 300 s holdover magnifies the frequency estimate's
+/// error, and the estimate's gains follow the jitter).
+const MEMORY: i128 = 2048;
 
 /// The fixed-point square of `x`, saturating: pulses seconds apart square
 /// beyond an `i128`, and the most there is then compares as it should.
@@ -172,10 +180,10 @@ struct Run {
 /// A pulse as the filter counts it: its counter value, the second it marks
 /// (from the first pulse), and the oscillator's raw phase there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Pulse {
-    count: u64,
-    second: i64,
-    phase: i128,
+pub(super) struct Pulse {
+    pub(super) count: u64,
+    pub(super) second: i64,
+    pub(super) phase: i128,
 }
 
 /// The discipline's state, as [`Pps::status`] reports it.
@@ -266,6 +274,8 @@ pub struct Pps {
     accepted: [Option<Pulse>; 2],
     /// The rejected pulses in a row since the last taken, if on a line.
     run: Option<Run>,
+    /// The pulses since the filter's line began, while few.
+    start: Option<Start>,
     /// Magnitudes of the last second differences of consecutive phases.
     spread: Window,
     /// Mean squared second difference of consecutive accepted phases,
@@ -304,6 +314,7 @@ impl Pps {
             recent: [None; 2],
             accepted: [None; 2],
             run: None,
+            start: None,
             spread: Window::EMPTY,
             jitter: Mean::default(),
             blocks: [None; BLOCKS],
@@ -356,6 +367,7 @@ impl Pps {
                 phase: 0,
             };
             self.last = Some(first);
+            self.start = Some(Start::new(&[first]));
             self.observe(first);
             self.steer(tk, stamp.realtime, 0);
             return Ok(());
@@ -392,7 +404,9 @@ impl Pps {
                 }
                 // Kept even when the pulse is not: the prediction to its second.
                 self.filter = Some(filter);
-                if gated {
+                if self.judge_start(pulse, !gated) {
+                    // The filter follows the start's better line instead.
+                } else if gated {
                     self.reject(pulse);
                 } else {
                     self.since_fit += 1;
@@ -430,18 +444,16 @@ impl Pps {
             self.status.restarts += 1;
             self.prior = self.wander();
         }
-        self.run = None;
-        self.jitter = Mean::default();
-        self.blocks = [None; BLOCKS];
-        self.spans = [Mean::default(); SPANS.len()];
-        self.wide = 0;
+        self.forget_statistics();
         if seconds > MAX_GAP {
             // Too long ago to say anything of the frequency: `to` is a
             // first pulse again.
             self.filter = None;
             self.accepted = [Some(to), None];
+            self.start = Some(Start::new(&[to]));
             return;
         }
+        self.start = Some(Start::new(&[from, to]));
         self.filter = Some(Kalman::fit(
             from.phase,
             to.phase,
@@ -450,6 +462,69 @@ impl Pps {
         ));
         self.since_fit = 0;
         self.accepted = [Some(to), Some(from)];
+    }
+
+    /// Forgets the jitter and wander statistics and the run: the filter
+    /// starts on a new line.
+    fn forget_statistics(&mut self) {
+        self.run = None;
+        self.jitter = Mean::default();
+        self.blocks = [None; BLOCKS];
+        self.spans = [Mean::default(); SPANS.len()];
+        self.wide = 0;
+    }
+
+    /// Adds `pulse` (`taken` by the filter or not) to the line's start
+    /// while it lasts, and when the gate kept it out and another line
+    /// through the start's pulses fits them better than what the filter
+    /// took, starts the filter again on that line's pulses (predicted to
+    /// `pulse`'s second) and its statistics with it: whether it did. (A
+    /// wrong line shows in the good pulses it keeps out; judging only then
+    /// keeps the interrupt handler's work to those.)
+    fn judge_start(&mut self, pulse: Pulse, taken: bool) -> bool {
+        let Some(mut start) = self.start else {
+            return false;
+        };
+        start.push(pulse, taken);
+        self.start = (!start.is_over()).then_some(start);
+        if taken {
+            return false;
+        }
+        // Held to the prior jitter at most: a jitter measured over a burst
+        // of outliers or a step would have every pulse on a line; beyond
+        // the prior, no line is, and the gate alone decides.
+        let Some(better) = start.better(self.jitter_variance().min(PRIOR_JITTER)) else {
+            return false;
+        };
+        // The outliers counted are the better line's: those the filter had
+        // kept out (this one not counted yet) are counted again.
+        let counted = start.kept_out(start.taken) - !taken as u32;
+        self.status.outliers =
+            self.status.outliers - counted as u64 + start.kept_out(better) as u64;
+        self.forget_statistics();
+        let (pulses, len) = start.pulses_of(better);
+        let (r, q) = (self.jitter_variance(), self.wander());
+        let gap = |from: Pulse, to: Pulse| (to.second - from.second) as i128;
+        let mut filter = Kalman::fit(
+            pulses[0].phase,
+            pulses[1].phase,
+            gap(pulses[0], pulses[1]),
+            r,
+        );
+        for pair in pulses[1..len].windows(2) {
+            filter.predict(gap(pair[0], pair[1]), q);
+            filter.update(pair[1].phase, r);
+        }
+        let newest_taken = pulses[len - 1];
+        if newest_taken != pulse {
+            filter.predict(gap(newest_taken, pulse), q);
+        }
+        self.filter = Some(filter);
+        self.since_fit = len as u32 - 2;
+        self.accepted = [Some(newest_taken), Some(pulses[len - 2])];
+        start.taken = better;
+        self.start = (!start.is_over()).then_some(start);
+        true
     }
 
     /// A pulse the gate kept out. A run of them on one line is a step when
@@ -486,15 +561,7 @@ impl Pps {
     /// Whether `pulse` lies on the line through the run's first and last
     /// pulses (one pulse: any line), to within the gate.
     fn on_line(&self, run: &Run, pulse: Pulse) -> bool {
-        let (a, b, c) = (pulse, run.last, run.first);
-        let (ab, bc) = ((a.second - b.second) as i128, (b.second - c.second) as i128);
-        if bc == 0 {
-            return true;
-        }
-        // Spacings in seconds may differ: compare the slopes.
-        let bend = (a.phase - b.phase) * bc - (b.phase - c.phase) * ab;
-        let limit = GATE * (6 * self.jitter_variance()).saturating_mul(ONE).isqrt() * ab * bc;
-        bend.abs() <= limit
+        run.pulses == 1 || collinear([run.first, run.last, pulse], self.jitter_variance())
     }
 
     /// Every pulse, taken or not: the median of second differences of
@@ -650,13 +717,14 @@ impl Pps {
             return;
         };
         // The adjustment that cancels the oscillator's frequency y:
-        // (1 + y)(1 + a) = 1, so a = -y / (1 + y), in ppb rounded.
+        // (1 + y)(1 + a) = 1, so a = -y / (1 + y), in ppt rounded (a whole
+        // ppb held through an outage would be its error).
         let y = filter.y;
-        let (num, den) = (-(y * 1_000_000_000), SECOND + y);
+        let (num, den) = (-(y * 1_000_000_000_000), SECOND + y);
         let a = (num + num.signum() * den / 2) / den;
-        let ppb = (a as i64).clamp(-MAX_PPB, MAX_PPB);
+        let ppt = (a as i64).clamp(-MAX_PPB * 1000, MAX_PPB * 1000);
         // Within ±500 ppm by the clamp: never refused.
-        let _ = tk.set_frequency_adjustment(ppb);
+        let _ = tk.set_frequency_adjustment_ppt(ppt);
         self.status.phase_ns = ns;
         self.status.phase_uncertainty_ns = (filter.pxx / ONE).max(0).isqrt() as u64;
         self.status.frequency_ppb = (y / ONE) as i64;

@@ -270,7 +270,28 @@ impl<C: Counter> Timekeeper<C> {
     /// # Errors
     /// [`Error::FrequencyAdjustment`] outside ±500 000 ppb (500 ppm).
     pub fn set_frequency_adjustment(&self, ppb: i64) -> Result<(), Error> {
-        self.writer.lock().discipline.set_frequency_adjustment(ppb)
+        let ppt = ppb
+            .checked_mul(1000)
+            .ok_or(Error::FrequencyAdjustment { ppb })?;
+        self.set_frequency_adjustment_ppt(ppt)
+            .map_err(|_| Error::FrequencyAdjustment { ppb })
+    }
+
+    /// Runs the counter `ppt` parts per trillion (thousandths of a ppb)
+    /// fast or slow, from the next windup on: as
+    /// [`set_frequency_adjustment`](Timekeeper::set_frequency_adjustment),
+    /// finer, for a discipline whose estimate is finer than a ppb (a ppb
+    /// held over a five-minute holdover is 300 ns). The scale's own
+    /// resolution is 2^-64 s a count: at 1 GHz, 54 ppt.
+    ///
+    /// # Errors
+    /// [`Error::FrequencyAdjustment`] outside ±500 ppm, with the whole ppb
+    /// beyond it.
+    pub fn set_frequency_adjustment_ppt(&self, ppt: i64) -> Result<(), Error> {
+        self.writer
+            .lock()
+            .discipline
+            .set_frequency_adjustment_ppt(ppt)
     }
 
     /// Frees the writer lock in a `fork()`ed child whose parent's thread held
