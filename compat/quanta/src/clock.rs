@@ -100,8 +100,9 @@ impl Clock {
     ///
     /// quanta's host clock returns zero here until an
     /// [`Upkeep`](crate::Upkeep) starts, and a stale time after it stops;
-    /// this one is never more than timehands' coarse tick behind
-    /// [`Clock::now`], whether or not an upkeep runs.
+    /// this one is at most a windup interval (5 ms; [`timehands::getres`] of
+    /// `MonotonicCoarse` says) behind [`Clock::now`], whether or not an
+    /// upkeep runs.
     #[inline]
     pub fn recent(&self) -> Instant {
         match &self.source {

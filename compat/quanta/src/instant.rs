@@ -56,11 +56,13 @@ impl Instant {
     /// else the [`with_clock`](crate::with_clock) clock's recent time, else
     /// [`timehands::now_coarse`], which no thread keeps while nothing reads it.
     ///
-    /// quanta's recent time is as fresh as its upkeep thread's interval, and
-    /// stops at the last value when the thread stops; timehands' coarse time
-    /// is at most its tick (4 ms; [`timehands::getres`] says) behind
+    /// quanta's is its upkeep thread's last store (as stale as the interval,
+    /// and stopped when the thread stops), or `now()` itself until an upkeep
+    /// first stores one. timehands' coarse time is at most a windup interval
+    /// (5 ms; [`timehands::getres`] of `MonotonicCoarse` says) behind
     /// [`Instant::now`], never ahead of it, whether or not an
-    /// [`Upkeep`](crate::Upkeep) runs.
+    /// [`Upkeep`](crate::Upkeep) runs: a program that wants `now()` reads
+    /// `now()`.
     #[inline]
     pub fn recent() -> Instant {
         match recent::pinned() {

@@ -5,19 +5,22 @@
 //! store: timehands keeps it fresh while it is read and lets it rest while
 //! nothing reads it. A program that updates the recent time itself (from an
 //! async task, say) still may: what it stores is the recent time until it
-//! stores zero, or until an [`Upkeep`](crate::Upkeep) starts.
+//! stores zero, or until an [`Upkeep`](crate::Upkeep) starts or stops (as
+//! quanta's upkeep thread overwrites it, and its start stores the time).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::Instant;
+use crate::padded::Padded;
 
 /// The time [`set_recent`] pinned, in nanoseconds; zero when none is (as in
 /// quanta, zero means "not set").
-static PINNED: AtomicU64 = AtomicU64::new(0);
+static PINNED: Padded<AtomicU64> = Padded(AtomicU64::new(0));
 
 /// Sets the recent time that [`Clock::recent`](crate::Clock::recent) and
-/// [`Instant::recent`] return, until the next call; `Instant(0)` (an instant
-/// of zero nanoseconds) hands the recent time back to timehands' coarse clock.
+/// [`Instant::recent`] return, until the next call or an
+/// [`Upkeep`](crate::Upkeep)'s start or end; `Instant(0)` (an instant of zero
+/// nanoseconds) hands the recent time back to timehands' coarse clock.
 ///
 /// ```standalone_crate
 /// let clock = quanta::Clock::new();

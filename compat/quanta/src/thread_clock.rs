@@ -9,12 +9,13 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::Clock;
+use crate::padded::Padded;
 
 /// The closures running under [`with_clock`] now, in all threads. A thread
 /// that runs one counted it before it set its clock (program order is all
 /// it needs to see its own count: `Relaxed`), and a thread that does not
 /// finds its own clock unset however it reads the count.
-static RUNNING: AtomicUsize = AtomicUsize::new(0);
+static RUNNING: Padded<AtomicUsize> = Padded(AtomicUsize::new(0));
 
 thread_local! {
     /// This thread's clock, while a closure runs under [`with_clock`].

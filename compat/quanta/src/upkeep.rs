@@ -7,8 +7,8 @@
 //! clock starts no thread: it hands the recent time back to the coarse clock
 //! (as quanta's start overwrites a pinned recent time) and reads it once, so
 //! that timehands' coarse tick is running before the first read. The
-//! interval asks for nothing: the coarse clock is as fresh as timehands'
-//! tick (4 ms), never ahead of now.
+//! interval asks for nothing: the coarse clock is at most a windup interval
+//! (5 ms) behind now, never ahead of it.
 //!
 //! A mocked clock has no coarse clock to follow; an `Upkeep` of one does what
 //! quanta's does, a thread that stores the mock's time as the recent time
@@ -88,7 +88,7 @@ impl std::error::Error for Error {
 
 impl Upkeep {
     /// An upkeep of the host clock's recent time. The interval is quanta's;
-    /// here the coarse clock's tick decides how fresh the recent time is.
+    /// here timehands' windup interval bounds how stale the recent time is.
     pub fn new(interval: Duration) -> Upkeep {
         Upkeep::new_with_clock(interval, Clock::new())
     }
@@ -120,6 +120,7 @@ impl Upkeep {
                 mock_keeper: Some(keeper),
             }),
             Err(e) => {
+                recent::unpin();
                 RUNNING.store(false, Ordering::Release);
                 Err(Error::FailedToSpawnUpkeepThread(e))
             }
@@ -155,13 +156,14 @@ impl MockKeeper {
 }
 
 impl Drop for Handle {
+    /// Ends the upkeep: the recent time is the coarse clock's again, whatever
+    /// was pinned while it ran (quanta's stays at the last time its thread
+    /// stored, a mock's or a stale one).
     fn drop(&mut self) {
         if let Some(keeper) = self.mock_keeper.take() {
             keeper.stop();
-            // The mock's last time is not the host's: recent time is the
-            // coarse clock's again (quanta's stays at the mock's last).
-            recent::unpin();
         }
+        recent::unpin();
         RUNNING.store(false, Ordering::Release);
     }
 }

@@ -14,10 +14,38 @@ use quanta::{Clock, Error, Instant, Upkeep, set_recent, with_clock};
 
 static GLOBALS: Mutex<()> = Mutex::new(());
 
-fn globals() -> MutexGuard<'static, ()> {
-    GLOBALS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// The process's recent time and upkeep, to one test at a time; the recent
+/// time is unpinned again when the test ends, passed or failed, so that a
+/// failure does not spread to the tests after it.
+struct Globals {
+    _turn: MutexGuard<'static, ()>,
+}
+
+impl Drop for Globals {
+    fn drop(&mut self) {
+        set_recent(zero());
+    }
+}
+
+fn globals() -> Globals {
+    let turn = GLOBALS.lock();
+    Globals {
+        _turn: turn.unwrap_or_else(|poisoned| poisoned.into_inner()),
+    }
+}
+
+/// Waits until `done`, which a thread of the crate's makes true: a wait
+/// that asserts no speed, with a deadline so that a bug fails rather than
+/// hangs.
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within a minute"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
 }
 
 fn nanos(t: Instant) -> u64 {
@@ -33,12 +61,17 @@ fn zero() -> Instant {
 fn the_types_cross_threads_as_quantas_do() {
     // governor keeps an `Arc<Handle>` in a clock its limiters share.
     fn shared<T: Send + Sync + Unpin + 'static>() {}
+    fn unwind_safe<T: panic::UnwindSafe + panic::RefUnwindSafe>() {}
     shared::<Clock>();
     shared::<Instant>();
     shared::<quanta::Mock>();
     shared::<Upkeep>();
     shared::<quanta::Handle>();
     shared::<Error>();
+    unwind_safe::<Clock>();
+    unwind_safe::<Instant>();
+    unwind_safe::<quanta::Mock>();
+    unwind_safe::<Upkeep>();
 }
 
 #[test]
@@ -99,7 +132,8 @@ fn now_never_goes_back_across_threads() {
 fn a_mock_starts_at_zero_and_moves_only_by_hand() {
     let (clock, mock) = Clock::mock();
     assert_eq!(clock.raw(), 0);
-    mock.increment(42u64);
+    // A bare literal, as quanta's users write it: only u64 can be it.
+    mock.increment(42);
     mock.increment(Duration::from_micros(1));
     assert_eq!(clock.now(), clock.scaled(1_042));
     assert_eq!(clock.recent(), clock.now());
@@ -137,7 +171,14 @@ fn with_clock_mocks_this_threads_instants_until_it_returns() {
         let elsewhere = thread::spawn(Instant::now).join().unwrap();
         assert!(elsewhere >= host_before);
     });
-    assert!(Instant::now() >= host_before);
+    let host_after = Instant::now();
+    assert!(host_after >= host_before);
+    assert!(nanos(host_after) <= timehands::now().as_nanos());
+    // A host clock as the thread's clock: its recent time is the host's.
+    with_clock(&Clock::new(), || {
+        let recent = Instant::recent();
+        assert!(recent <= Instant::now() && nanos(recent) > 0);
+    });
 }
 
 #[test]
@@ -153,14 +194,22 @@ fn with_clock_is_undone_by_a_panic() {
     });
     assert!(unwound.is_err());
     assert!(Instant::now() >= host_before);
+    // An inner closure's panic gives the outer closure its clock back.
+    with_clock(&clock, || {
+        let (inner, _inner_mock) = Clock::mock();
+        let unwound = panic::catch_unwind(|| with_clock(&inner, || panic!("the inner one fails")));
+        assert!(unwound.is_err());
+        assert_eq!(nanos(Instant::now()), 7);
+    });
 }
 
 #[test]
 fn the_recent_time_is_fresh_without_an_upkeep() {
     let _globals = globals();
     let clock = Clock::new();
-    let mut last = clock.recent();
-    assert!(nanos(last) > 0);
+    let first = clock.recent();
+    assert!(nanos(first) > 0);
+    let mut last = first;
     for _ in 0..1_000 {
         let recent = clock.recent();
         let instant_recent = Instant::recent();
@@ -168,6 +217,11 @@ fn the_recent_time_is_fresh_without_an_upkeep() {
         assert!(last <= recent && recent <= instant_recent && instant_recent <= now);
         last = recent;
     }
+    // It moves on while it is read, though no upkeep runs.
+    let later = clock.now();
+    eventually("the recent time passing a later now()", || {
+        clock.recent() >= later
+    });
 }
 
 #[test]
@@ -203,6 +257,38 @@ fn one_upkeep_runs_at_a_time() {
     drop(first);
     let again = Upkeep::new_with_clock(Duration::from_millis(1), Clock::new()).start();
     assert!(again.is_ok());
+
+    let refused = Error::FailedToSpawnUpkeepThread(std::io::Error::other("no threads here"));
+    assert_eq!(
+        refused.to_string(),
+        "failed to spawn upkeep thread: no threads here"
+    );
+    assert!(std::error::Error::source(&refused).is_some());
+}
+
+/// The threads of this process named as quanta names its upkeep thread.
+#[cfg(target_os = "linux")]
+fn upkeep_threads() -> usize {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim() == "quanta-upkeep")
+        .count()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn an_upkeep_of_the_host_clock_starts_no_thread_and_one_of_a_mock_does() {
+    let _globals = globals();
+    let host = Upkeep::new(Duration::from_millis(1)).start().unwrap();
+    assert_eq!(upkeep_threads(), 0);
+    drop(host);
+    let mock = Upkeep::new_with_clock(Duration::from_millis(1), Clock::mock().0);
+    let mock = mock.start().unwrap();
+    // The thread names itself once it runs.
+    eventually("the mock's upkeep thread named", || upkeep_threads() == 1);
+    drop(mock);
+    assert_eq!(upkeep_threads(), 0);
 }
 
 #[test]
@@ -228,11 +314,9 @@ fn an_upkeep_of_a_mocked_clock_stores_its_time_as_the_recent_time() {
         .unwrap();
     assert_eq!(nanos(Instant::recent()), 5_000_000_000);
     mock.increment(Duration::from_secs(1));
-    // The thread stores the new time within an interval; waiting for it
-    // asserts no speed, only that it comes.
-    while nanos(Instant::recent()) != 6_000_000_000 {
-        thread::yield_now();
-    }
+    eventually("the mock's new time stored", || {
+        nanos(Instant::recent()) == 6_000_000_000
+    });
     drop(handle);
     // The mock's time is not the host's recent time any more.
     let host = Clock::new();
@@ -265,6 +349,8 @@ fn instants_saturate_where_quanta_does_and_panic_where_it_does() {
         None
     );
     assert_eq!(format!("{late:?}"), "3000");
+    let future = Instant::now() + Duration::from_secs(3600);
+    assert_eq!(future.elapsed(), Duration::ZERO);
 
     let overflows = [
         panic::catch_unwind(|| early - Duration::from_nanos(1_001)),
