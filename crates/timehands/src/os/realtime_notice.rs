@@ -114,11 +114,13 @@ impl RealtimeNotice {
         }
         let stepped =
             read_count(&self.timer).is_err_and(|e| e.raw_os_error() == Some(libc::ECANCELED));
-        // Armed still after a step, but armed again all the same: the man
-        // page says the timer is cancelled. A failure leaves a notice that
-        // polls readable, that is, a waiter that does not sleep: the timed
-        // park instead.
-        stepped && self.arm().is_ok()
+        if stepped {
+            // Linux keeps it armed, but the man page says that a step
+            // cancels it: armed again. A failure only silences the notice
+            // (the read reset it): windups still follow steps.
+            let _ = self.arm();
+        }
+        stepped
     }
 
     /// Wakes the waiter early, or makes its next wait return at once.
