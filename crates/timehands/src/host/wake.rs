@@ -324,7 +324,8 @@ mod tests {
 
     /// A coarse read wakes the thread from a timed sleep when it does not
     /// tick (once: the next coarse read finds it nudged), and not when it
-    /// ticks.
+    /// ticks; on the OS's notice of a step of Realtime where it has one (a
+    /// nudge is no step), a timed park elsewhere.
     #[test]
     fn a_coarse_read_nudges_a_thread_that_does_not_tick() {
         let wake = Arc::new(Wake::new());
@@ -333,19 +334,20 @@ mod tests {
         let thread = {
             let wake = wake.clone();
             std::thread::spawn(move || {
-                wake.started(None);
+                wake.started(RealtimeNotice::new().ok());
                 tx.send(()).expect("the test waits");
                 let slept = Instant::now();
-                std::thread::park_timeout(Duration::from_secs(60));
-                slept.elapsed()
+                let stepped = wake.sleep(Duration::from_secs(60));
+                (slept.elapsed(), stepped)
             })
         };
         rx.recv().expect("the thread started");
         assert!(!wake.need(Need::Coarse));
         assert!(wake.nudged.load(Ordering::Acquire));
         assert!(!wake.need(Need::Coarse));
-        let slept = thread.join().expect("the thread woke");
+        let (slept, stepped) = thread.join().expect("the thread woke");
         assert!(slept < Duration::from_secs(60), "slept {slept:?}");
+        assert!(!stepped, "a nudge said Realtime stepped");
         wake.set_ticking(true);
         assert!(!wake.nudged.load(Ordering::Acquire));
         assert!(!wake.need(Need::Coarse));
@@ -356,6 +358,9 @@ mod tests {
         let handle = wake.thread.swap(std::ptr::null_mut(), Ordering::Relaxed);
         // SAFETY: from `Box::into_raw` in `started`; the thread has ended.
         drop(unsafe { Box::from_raw(handle) });
+        // Drops the notice, as a forked child does.
+        wake.forget();
+        assert!(wake.notice().is_none());
     }
 }
 
