@@ -62,8 +62,9 @@ pub(crate) fn set_minimal_timer_slack() {}
 /// No `fork()`: no handlers to register.
 pub(crate) fn on_fork(_prepare: ForkHandler, _parent: ForkHandler, _child: ForkHandler) {}
 
-/// No notice of a step of the OS's Realtime: the upkeep thread's sleeps
-/// are timed parks, and Realtime follows a step at the next windup.
+/// No notice of a step of the OS's Realtime (none is built here): the
+/// upkeep thread's sleeps are timed parks, and Realtime follows a step at
+/// the next windup.
 #[derive(Debug)]
 pub(crate) struct RealtimeNotice(std::convert::Infallible);
 
