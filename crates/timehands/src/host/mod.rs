@@ -72,7 +72,8 @@
 //! Monotonic plus the kernel's own offsets (REALTIME − MONOTONIC, BOOTTIME −
 //! MONOTONIC), re-read at each windup, so they follow `settimeofday` and
 //! suspend within one windup (a Realtime read that finds a windup due reads
-//! again after it).
+//! again after it); on Linux, while reads come, at once: the upkeep thread
+//! sleeps on the kernel's notice of a step (a timerfd) and winds up.
 //!
 //! # When the counter goes wrong
 //!

@@ -4,7 +4,9 @@
 //! binary again, filtered to [`process_child`]), which forks or is stopped;
 //! a forked child checks its clock and reports by its exit status to that
 //! process, which reports to the test; the test asserts. No child half
-//! counts as a test of its own: it is ignored unless a test runs it.
+//! counts as a test of its own: it is ignored unless a test runs it. A
+//! simulated kernel's slew through a fork (`simulated_kernel.rs`) forks in
+//! a process of its own the same way.
 //!
 //! A forked child's checks ([`check_forked_child`]): every read within the
 //! bound `getres` states of CLOCK_MONOTONIC read around it and never back;
@@ -15,7 +17,8 @@
 #[path = "../../tests/support/emulator.rs"]
 mod emulator;
 mod idle;
-use emulator::{no_fork, this_binary};
+pub(super) use emulator::no_fork;
+use emulator::this_binary;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -162,12 +165,18 @@ fn check_forked_child() -> Result<(), String> {
 /// Forks; the child runs `check_forked_child` and leaves with its verdict,
 /// the parent returns the child's pid.
 fn fork_and_check() -> libc::pid_t {
+    fork_and(check_forked_child)
+}
+
+/// Forks; the child runs `check` and leaves with its verdict (its reason
+/// on stderr), the parent returns the child's pid (see [`verdict`]).
+pub(super) fn fork_and(check: impl FnOnce() -> Result<(), String>) -> libc::pid_t {
     // SAFETY: the child calls only timehands, the kernel's clock and
     // allocation (glibc's malloc is fork-safe), then leaves with _exit.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
-        let code = match check_forked_child() {
+        let code = match check() {
             Ok(()) => 0,
             Err(why) => {
                 eprintln!("FORKED CHILD: {why}");
@@ -182,7 +191,7 @@ fn fork_and_check() -> libc::pid_t {
 
 /// Waits for the forked child `pid`, at most 15 s (then kills it): its
 /// verdict.
-fn verdict(pid: libc::pid_t) -> Result<(), String> {
+pub(super) fn verdict(pid: libc::pid_t) -> Result<(), String> {
     let limit = Instant::now() + Duration::from_secs(15);
     let mut status = 0;
     loop {
@@ -239,6 +248,7 @@ fn process_child() {
         Some("stop") => stopped(),
         Some("fresh") => first_100_ms(),
         Some("idle") => idle::idle_between_bursts(),
+        Some("slew-fork") => super::simulated_kernel::slew_during_a_fork(),
         #[cfg(target_arch = "x86_64")]
         Some("sandbox") => sandboxed(),
         _ => Err(format!("unknown plan {plan}")),
@@ -424,7 +434,7 @@ fn child_half(plan: &str, env: &[(&str, &str)]) -> Command {
 }
 
 /// Runs the child half and asserts it (and so its forked child) passed.
-fn assert_child_passes(plan: &str, env: &[(&str, &str)]) {
+pub(super) fn assert_child_passes(plan: &str, env: &[(&str, &str)]) {
     let output = child_half(plan, env).output().expect("the child half runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);

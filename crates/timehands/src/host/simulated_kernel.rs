@@ -426,7 +426,6 @@ fn follow(rate_ppb: i64, held_ns: u64, says_rate: bool) -> Followed {
 #[test]
 #[cfg_attr(miri, ignore = "simulated seconds of steering: too slow")]
 fn the_kernels_rate_changes_are_followed() {
-    const CHRONY_PPB: i64 = 83_333_333;
     let slew = |offset_ns: u64| offset_ns * 1_000_000_000 / CHRONY_PPB as u64;
     let cases = [
         ("tick +10 %, 0.25 s", 100_000_000, 250_000_000),
@@ -528,6 +527,124 @@ fn a_slew_during_a_stop_is_followed() {
     );
     let correction = clock.steering().correction_ppb();
     assert!((correction - 20_000).abs() < 1_000, "{correction} ppb");
+}
+
+/// chrony's rate, the tick's 8.33 %.
+const CHRONY_PPB: i64 = 83_333_333;
+
+/// chrony slews through a `fork()`: the kernel's rate changes after a
+/// steering and 1 ms before the fork, so that the parent's clock and the
+/// child's copy each find the change alone. The parent reads on every
+/// 100 µs; the child's first read comes 300 ms after the fork (a child that
+/// starts slowly); the slew ends in both 1 s after it began (the kernel is
+/// one). In each, reads never step back; after the child's first windup its
+/// clock is within its bound and the promise; the clock stays within the
+/// rate change times a steering interval and a windup's promise (in the
+/// child once [`CATCH_UP`](super::steer::CATCH_UP) has closed its gap); and
+/// once the slew is over it is back within 1 µs, its rate on the kernel's,
+/// within a second. The forked child reports to the parent, which asserts.
+#[test]
+#[cfg(unix)]
+#[cfg_attr(miri, ignore = "forks")]
+fn a_slew_during_a_fork_is_followed() {
+    if let Some(why) = super::process_tests::no_fork() {
+        println!("skipped: cannot fork here ({why})");
+        return;
+    }
+    super::process_tests::assert_child_passes("slew-fork", &[]);
+}
+
+/// The process half of [`a_slew_during_a_fork_is_followed`], run alone in a
+/// process of its own (a fork from a test thread would copy other tests'
+/// locks): forks, checks the parent's clock, then the child's verdict.
+#[cfg(unix)]
+pub(super) fn slew_during_a_fork() -> Result<(), String> {
+    use super::process_tests::{fork_and, verdict};
+    const SLEW: u64 = 1_000_000_000;
+    const STEP: u64 = 100_000;
+    let kernel = SimKernel::leaked();
+    kernel.says_rate.store(true, Ordering::Release);
+    let clock = clock(kernel, 20);
+    run(clock, kernel, 2_000_000_000, STEP);
+    // Just after a steering: the next one, a steering interval on, comes
+    // after the fork.
+    let steerings = clock.steering().steerings();
+    while clock.steering().steerings() == steerings {
+        run(clock, kernel, STEP, STEP);
+    }
+    kernel.rate_ppb.store(CHRONY_PPB, Ordering::Release);
+    run(clock, kernel, 1_000_000, STEP);
+    let left = SLEW - 1_000_000;
+    let pid = fork_and(|| followed_after_fork(clock, kernel, 300_000_000, left).map(drop));
+    let parent = followed_after_fork(clock, kernel, 0, left);
+    let child = verdict(pid);
+    println!("the parent: {parent:?}");
+    parent.map_err(|why| format!("the parent: {why}"))?;
+    child.map_err(|why| format!("the child: {why}"))
+}
+
+/// From a fork on, with the first read `quiet_ns` after it and the kernel's
+/// slew over `slew_ns` after it: reads every 100 µs, checked (see
+/// [`a_slew_during_a_fork_is_followed`]), through the rest of the slew and
+/// 2 s after it. The largest distance during the slew, in ns, or what went
+/// wrong.
+#[cfg(unix)]
+fn followed_after_fork(
+    clock: &'static HostClock,
+    kernel: &SimKernel,
+    quiet_ns: u64,
+    slew_ns: u64,
+) -> Result<u64, String> {
+    const STEP: u64 = 100_000;
+    let reach = STEER_INTERVAL + 3 * WINDUP_INTERVAL;
+    let limit = (CHRONY_PPB as u128 * reach.as_nanos() / 1_000_000_000) as u64;
+    let mut last = clock.timekeeper().uptime();
+    kernel.advance(quiet_ns);
+    let mut first = true;
+    let mut during = 0;
+    for step in 1..=(slew_ns - quiet_ns + 2_000_000_000) / STEP {
+        let since_fork = quiet_ns + step * STEP;
+        if since_fork >= slew_ns {
+            kernel.rate_ppb.store(0, Ordering::Release);
+        }
+        kernel.advance(STEP);
+        let (now, due) = clock.timekeeper().uptime_and_due();
+        if now < last {
+            return Err(format!("{since_fork} ns after the fork: {last} then {now}"));
+        }
+        last = now;
+        if due {
+            clock.windup();
+        }
+        let off = offset(clock, kernel).unsigned_abs() as u64;
+        let promise = 2 * WINDUP_INTERVAL.as_nanos() as u64;
+        if std::mem::take(&mut first) && off > clock.accuracy_nanos() + promise {
+            return Err(format!(
+                "{off} ns off at the first read, {quiet_ns} ns after the fork; bound {} ns",
+                clock.accuracy_nanos()
+            ));
+        }
+        let caught_up = step * STEP > 2 * super::steer::CATCH_UP.as_nanos() as u64;
+        if since_fork < slew_ns && (quiet_ns == 0 || caught_up) {
+            during = during.max(off);
+        }
+        if since_fork > slew_ns + 1_000_000_000 && off > 1_000 {
+            return Err(format!(
+                "{off} ns off {} ns after the slew",
+                since_fork - slew_ns
+            ));
+        }
+    }
+    if during > limit {
+        return Err(format!("{during} ns off during the slew, limit {limit} ns"));
+    }
+    let correction = clock.steering().correction_ppb();
+    if (correction - 20_000).abs() >= 1_000 {
+        return Err(format!(
+            "a correction of {correction} ppb, the counter's 20 000"
+        ));
+    }
+    Ok(during)
 }
 
 /// `settimeofday` an hour ahead and back: Realtime follows each step at the

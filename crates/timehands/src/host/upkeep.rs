@@ -19,9 +19,13 @@
 //!   windup's steering asks the watchdog about a counter that stopped, which
 //!   no reader can notice (its reads never fall due).
 //!
-//! Then it parks ([`wake.rs`](super::wake)): no wakeup, no CPU, for as long
-//! as nothing is read, however long the process lives. The first read that
-//! needs it again wakes it. To see whether coarse reads go on, the thread
+//! Its timed sleeps end early at a step of Realtime where the OS gives
+//! notice of one (Linux's timerfd): the thread winds up then, so that
+//! Realtime follows a `settimeofday` at once while reads come, rather than
+//! at the next windup. Then it parks ([`wake.rs`](super::wake)): no wakeup,
+//! no CPU, for as long as nothing is read, however long the process lives
+//! (a step then wakes nobody: the first read finds a windup due and follows
+//! it). The first read that needs it again wakes it. To see whether coarse reads go on, the thread
 //! takes the coarse time away every [`PROBE`] (the next coarse read then
 //! goes the long way once, and says so); it stops ticking when a probe finds
 //! no coarse read within [`HOLD`].
@@ -168,7 +172,7 @@ impl HostClock {
     /// The thread's life: it says it runs, then the choice, the cross-CPU
     /// check, and windups while the clock is read.
     fn upkeep(&'static self) {
-        self.wake.started();
+        self.wake.started(crate::os::RealtimeNotice::new().ok());
         self.choose_counter();
         self.check_across_cpus();
         // The demand that started the thread counts.
@@ -189,12 +193,17 @@ impl HostClock {
                     if probe {
                         self.take_coarse_time_away();
                     }
-                    std::thread::sleep(COARSE_TICK);
+                    // A step of Realtime ends it: the next tick follows.
+                    self.wake.sleep(COARSE_TICK);
                 }
                 Next::Watch => {
                     self.stop_ticking();
-                    // A coarse read wakes it early (see `Wake::need`).
-                    std::thread::park_timeout(WATCH);
+                    // A coarse read wakes it early (see `Wake::need`); a
+                    // step of Realtime too, followed at once by a windup
+                    // (readers' Realtime is its offset).
+                    if self.wake.sleep(WATCH) {
+                        self.windup();
+                    }
                 }
                 Next::Park => {
                     self.stop_ticking();

@@ -15,6 +15,13 @@
 //! the two sees the other, so the thread never sleeps through a read that
 //! needed it (the `loom` model below checks every interleaving), and a
 //! wake that races a park is the park's token, not lost.
+//!
+//! The thread's timed sleeps (a tick, a watch) are a wait on the OS's
+//! notice of a step of Realtime where it has one (Linux's timerfd, see
+//! `os/realtime_notice.rs`), which a coarse read's nudge also ends: a step
+//! while reads come is followed at once, at no wakeup more. A park waits
+//! on nothing but a read: a step while nothing reads wakes nobody, and the
+//! first read after it finds a windup due (which follows it).
 
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, Ordering, fence};
@@ -24,6 +31,9 @@ use loom::thread::{Thread, current, park};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, Ordering, fence};
 #[cfg(not(loom))]
 use std::thread::{Thread, current, park};
+use std::time::Duration;
+
+use crate::os::RealtimeNotice;
 
 /// No thread (not started yet, or forgotten in a `fork()`ed child).
 pub(super) const IDLE: u8 = 0;
@@ -61,6 +71,9 @@ pub(super) struct Wake {
     /// The thread, set by itself before it first parks; leaked, as a
     /// `fork()`ed child may copy it while a reader uses it.
     thread: AtomicPtr<Thread>,
+    /// The notice its timed sleeps wait on, where the OS has one: set and
+    /// leaked with the handle (a `fork()`ed child drops its copy).
+    notice: AtomicPtr<RealtimeNotice>,
     /// How many times the thread woke (from a sleep or a park), and the CPU
     /// time it had used at its last wakeup, in ns: what keeping time cost.
     wakeups: AtomicU64,
@@ -77,6 +90,7 @@ impl Wake {
             ticking: AtomicBool::new(false),
             nudged: AtomicBool::new(false),
             thread: AtomicPtr::new(std::ptr::null_mut()),
+            notice: AtomicPtr::new(std::ptr::null_mut()),
             wakeups: AtomicU64::new(0),
             cpu_nanos: AtomicU64::new(0),
         }
@@ -125,7 +139,7 @@ impl Wake {
                     && !self.ticking.load(Ordering::Acquire)
                     && !self.nudged.swap(true, Ordering::AcqRel) =>
             {
-                self.unpark();
+                self.nudge();
                 false
             }
             IDLE => self
@@ -157,6 +171,34 @@ impl Wake {
         }
     }
 
+    /// Ends the awake thread's timed sleep, or its next one at once.
+    fn nudge(&self) {
+        match self.notice() {
+            Some(notice) => notice.nudge(),
+            None => self.unpark(),
+        }
+    }
+
+    /// The notice the thread's timed sleeps wait on.
+    fn notice(&self) -> Option<&RealtimeNotice> {
+        // SAFETY: set before the thread said it runs (Release, seen through
+        // the state's Acquire by a reader, and the thread's own); leaked,
+        // but in a `fork()`ed child, whose one thread drops it in `forget`.
+        unsafe { self.notice.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// The thread sleeps `timeout`, or until a coarse read nudges it; true
+    /// when a step of the OS's Realtime woke it (where the OS says so).
+    pub(super) fn sleep(&self, timeout: Duration) -> bool {
+        match self.notice() {
+            Some(notice) => notice.wait(timeout),
+            None => {
+                std::thread::park_timeout(timeout);
+                false
+            }
+        }
+    }
+
     /// The demand so far.
     pub(super) fn demand(&self) -> Demand {
         (
@@ -165,8 +207,13 @@ impl Wake {
         )
     }
 
-    /// The thread runs: it says so, with its handle to wake it by.
-    pub(super) fn started(&self) {
+    /// The thread runs: it says so, with its handle to wake it by and the
+    /// notice its timed sleeps wait on, if any.
+    pub(super) fn started(&self, notice: Option<RealtimeNotice>) {
+        if let Some(notice) = notice {
+            self.notice
+                .store(Box::into_raw(Box::new(notice)), Ordering::Release);
+        }
         let handle = Box::into_raw(Box::new(current()));
         self.thread.store(handle, Ordering::Release);
         let _ = self
@@ -213,9 +260,16 @@ impl Wake {
     }
 
     /// In a `fork()`ed child: the thread did not come along (nor one being
-    /// asked for); the next read that needs one starts it. A refusal stays
-    /// (the child is in the same sandbox).
+    /// asked for); the next read that needs one starts it, with a notice of
+    /// its own (the parent's descriptors are shared, so they are closed
+    /// here). A refusal stays (the child is in the same sandbox).
     pub(super) fn forget(&self) {
+        let notice = self.notice.swap(std::ptr::null_mut(), Ordering::Relaxed);
+        if !notice.is_null() {
+            // SAFETY: from `Box::into_raw` in `started`; this is the child's
+            // one thread, and no reader of it holds the notice.
+            drop(unsafe { Box::from_raw(notice) });
+        }
         if self.state.load(Ordering::Relaxed) != REFUSED {
             self.state.store(IDLE, Ordering::Relaxed);
         }
@@ -246,7 +300,7 @@ mod tests {
         let thread = {
             let wake = wake.clone();
             std::thread::spawn(move || {
-                wake.started();
+                wake.started(None);
                 let seen = wake.demand();
                 wake.park(seen);
                 wake.demand()
@@ -270,7 +324,8 @@ mod tests {
 
     /// A coarse read wakes the thread from a timed sleep when it does not
     /// tick (once: the next coarse read finds it nudged), and not when it
-    /// ticks.
+    /// ticks; on the OS's notice of a step of Realtime where it has one (a
+    /// nudge is no step), a timed park elsewhere.
     #[test]
     fn a_coarse_read_nudges_a_thread_that_does_not_tick() {
         let wake = Arc::new(Wake::new());
@@ -279,19 +334,20 @@ mod tests {
         let thread = {
             let wake = wake.clone();
             std::thread::spawn(move || {
-                wake.started();
+                wake.started(RealtimeNotice::new().ok());
                 tx.send(()).expect("the test waits");
                 let slept = Instant::now();
-                std::thread::park_timeout(Duration::from_secs(60));
-                slept.elapsed()
+                let stepped = wake.sleep(Duration::from_secs(60));
+                (slept.elapsed(), stepped)
             })
         };
         rx.recv().expect("the thread started");
         assert!(!wake.need(Need::Coarse));
         assert!(wake.nudged.load(Ordering::Acquire));
         assert!(!wake.need(Need::Coarse));
-        let slept = thread.join().expect("the thread woke");
+        let (slept, stepped) = thread.join().expect("the thread woke");
         assert!(slept < Duration::from_secs(60), "slept {slept:?}");
+        assert!(!stepped, "a nudge said Realtime stepped");
         wake.set_ticking(true);
         assert!(!wake.nudged.load(Ordering::Acquire));
         assert!(!wake.need(Need::Coarse));
@@ -302,6 +358,9 @@ mod tests {
         let handle = wake.thread.swap(std::ptr::null_mut(), Ordering::Relaxed);
         // SAFETY: from `Box::into_raw` in `started`; the thread has ended.
         drop(unsafe { Box::from_raw(handle) });
+        // Drops the notice, as a forked child does.
+        wake.forget();
+        assert!(wake.notice().is_none());
     }
 }
 
@@ -314,7 +373,7 @@ mod loom_tests {
     fn running() -> Arc<Wake> {
         let wake = Arc::new(Wake::new());
         wake.state.store(SPAWNING, Ordering::Relaxed);
-        wake.started();
+        wake.started(None);
         wake
     }
 
@@ -353,7 +412,7 @@ mod loom_tests {
                     assert!(!wake.need(Need::Precise));
                 })
             };
-            wake.started();
+            wake.started(None);
             wake.park((0, 0));
             reader.join().unwrap();
             assert_eq!(wake.demand(), (1, 0));

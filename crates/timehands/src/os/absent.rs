@@ -3,6 +3,7 @@
 //! some of them, and none takes all: hence the `allow` in `mod.rs`).
 
 use std::io;
+use std::time::Duration;
 
 use super::{ForkHandler, KernelRate, NtpState, Policy, unsupported};
 
@@ -60,3 +61,26 @@ pub(crate) fn set_minimal_timer_slack() {}
 
 /// No `fork()`: no handlers to register.
 pub(crate) fn on_fork(_prepare: ForkHandler, _parent: ForkHandler, _child: ForkHandler) {}
+
+/// No notice of a step of the OS's Realtime (none is built here): the
+/// upkeep thread's sleeps are timed parks, and Realtime follows a step at
+/// the next windup.
+#[derive(Debug)]
+pub(crate) struct RealtimeNotice(std::convert::Infallible);
+
+impl RealtimeNotice {
+    /// Never one.
+    pub(crate) fn new() -> io::Result<RealtimeNotice> {
+        Err(unsupported("a notice of a step of Realtime"))
+    }
+
+    /// Never called: there is no notice.
+    pub(crate) fn wait(&self, _timeout: Duration) -> bool {
+        match self.0 {}
+    }
+
+    /// Never called: there is no notice.
+    pub(crate) fn nudge(&self) {
+        match self.0 {}
+    }
+}

@@ -3,10 +3,10 @@
 //! no CPU pinning (only affinity hints, not implemented here) and no timer
 //! slack to set.
 
+pub(crate) use super::absent::{RealtimeNotice, kernel_rate, set_kernel_rate};
 pub(crate) use super::absent::{
     allowed_cpus, current_cpu, pin_to_cpus, process_cpus, set_minimal_timer_slack,
 };
-pub(crate) use super::absent::{kernel_rate, set_kernel_rate};
 pub(crate) use super::ntp_model::ntp_gettime as ntp;
 use super::posix;
 pub(crate) use super::sched::set_scheduling;

@@ -9,8 +9,8 @@ use std::time::{Instant, SystemTime};
 
 use super::KernelClock;
 pub(crate) use super::absent::{
-    allowed_cpus, current_cpu, kernel_rate, ntp, on_fork, pin_to_cpus, process_cpus,
-    set_kernel_rate, set_minimal_timer_slack, set_scheduling, thread_cpu_nanos,
+    RealtimeNotice, allowed_cpus, current_cpu, kernel_rate, ntp, on_fork, pin_to_cpus,
+    process_cpus, set_kernel_rate, set_minimal_timer_slack, set_scheduling, thread_cpu_nanos,
 };
 
 /// `clock` in nanoseconds since its origin: Monotonic (and the others but

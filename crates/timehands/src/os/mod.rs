@@ -27,7 +27,10 @@
 //! - `kernel_rate()` and `set_kernel_rate(KernelRate)`: the kernel clock's
 //!   tick and frequency (Linux's `adjtimex`), or an error naming the OS;
 //! - `on_fork(prepare, parent, child)`: the `pthread_atfork` handlers, and
-//!   their registration before `main`; nothing where there is no `fork`.
+//!   their registration before `main`; nothing where there is no `fork`;
+//! - `RealtimeNotice`: a timed sleep that a step of Realtime ends, and that
+//!   another thread can end (`realtime_notice.rs`, Linux's timerfd), or
+//!   none where the OS gives no such notice.
 //!
 //! The host clock and the engine hold no `cfg(target_os)`: what differs
 //! between OSes is here, and [`crate::sys`] shows it to the tools.
@@ -63,11 +66,14 @@
 #[cfg_attr(not(any(unix, windows)), path = "fallback.rs")]
 mod family;
 
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[cfg(any(miri, not(any(target_os = "linux", target_os = "android"))))]
 #[allow(dead_code)]
 mod absent;
+// Miri has no timerfd: the notice is absent there.
 #[cfg(unix)]
 pub(crate) mod posix;
+#[cfg(all(not(miri), any(target_os = "linux", target_os = "android")))]
+mod realtime_notice;
 
 // The pieces a few families share, compiled where one uses them.
 #[cfg(any(
@@ -100,11 +106,11 @@ mod sched;
 
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 pub(crate) use family::refuse_threads_and_ntp;
+pub(crate) use family::{RealtimeNotice, kernel_rate, set_kernel_rate};
 pub(crate) use family::{
     allowed_cpus, clock_name, current_cpu, kernel_nanos, ntp, on_fork, pin_to_cpus, process_cpus,
     set_minimal_timer_slack, set_scheduling, thread_cpu_nanos,
 };
-pub(crate) use family::{kernel_rate, set_kernel_rate};
 
 /// The OS's clocks, as the host clock follows them. What each is on each OS
 /// is in the table of the repository's `docs/platforms.md`; in short:
@@ -255,8 +261,9 @@ pub(crate) fn last_error(call: &str) -> std::io::Error {
 }
 
 /// The error for what this OS does not have: one line naming `what` and
-/// the OS. (Linux has everything asked of it.)
-#[cfg(not(target_os = "linux"))]
+/// the OS. (Linux has everything asked of it, but under miri, which has no
+/// timerfd.)
+#[cfg(any(miri, not(target_os = "linux")))]
 pub(crate) fn unsupported(what: &str) -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::Unsupported,

@@ -7,10 +7,10 @@
 
 #[cfg(not(any(target_os = "illumos", target_os = "solaris")))]
 pub(crate) use super::absent::ntp;
+pub(crate) use super::absent::{RealtimeNotice, kernel_rate, set_kernel_rate};
 pub(crate) use super::absent::{
     allowed_cpus, current_cpu, pin_to_cpus, process_cpus, set_minimal_timer_slack, set_scheduling,
 };
-pub(crate) use super::absent::{kernel_rate, set_kernel_rate};
 use super::posix;
 pub(crate) use posix::{clock_name, kernel_nanos, on_fork, thread_cpu_nanos};
 
