@@ -515,28 +515,34 @@ impl<Q: Queue> Side<Q> {
         if state.taken.is_empty() {
             self.requests.take(&mut state.taken);
         }
-        self.apply_oldest(state, batch);
+        for _ in 0..batch {
+            let Some(request) = state.taken.pop() else {
+                return false;
+            };
+            self.apply(state, request);
+        }
         !state.taken.is_empty()
     }
 
     /// Applies every request taken so far, then every request on the stack
     /// now (one take: requests pushed meanwhile wait for the next).
     fn apply_pending(&self, state: &mut State<Q>) {
-        self.apply_oldest(state, usize::MAX);
+        self.apply_taken(state);
         self.requests.take(&mut state.taken);
-        self.apply_oldest(state, usize::MAX);
+        self.apply_taken(state);
     }
 
-    /// Applies the `count` oldest requests taken (all, if fewer), then
-    /// gives them back together for a caller to drop.
-    fn apply_oldest(&self, state: &mut State<Q>, count: usize) {
-        let mut taken = std::mem::take(&mut state.taken);
-        let oldest = taken.len().saturating_sub(count);
-        for request in taken[oldest..].iter().rev() {
-            state.apply(request);
+    /// Applies every request taken so far.
+    fn apply_taken(&self, state: &mut State<Q>) {
+        while let Some(request) = state.taken.pop() {
+            self.apply(state, request);
         }
-        self.requests.discard(taken.drain(oldest..));
-        state.taken = taken;
+    }
+
+    /// Applies one request and gives it back for a caller to drop.
+    fn apply(&self, state: &mut State<Q>, request: Taken<Request>) {
+        state.apply(&request);
+        self.requests.discard(request);
     }
 
     /// Sets the alarm to `at` (`u64::MAX` for none), telling callers first,
