@@ -27,17 +27,10 @@
 //! past its small per-thread cache), which the caller may hold, preempted,
 //! and requests are the one thing callers allocate at their own rate. So an
 //! applied request goes, node and all, onto a second stack of spent
-//! requests, which the next caller to push takes whole: it drops the
-//! requests on its own thread and keeps the nodes, up to [`SPARES`], in
-//! the [`Spares`] it pushes with (the sides keep one a thread), for its
-//! next pushes. (Freed, they cost the callers as much again as the rest of
-//! a soft arm+cancel: a node freed by a thread other than the one that
-//! made it, three in four with four callers, goes past glibc's per-thread
-//! cache to the other thread's arena, whose next allocations then miss
-//! their own cache; with that cache made large enough to take them, the
-//! callers' CPU time per arm+cancel fell by a quarter to a half.) (The
-//! hard thread does drop what a timer service must: the callbacks of the
-//! timers that fired, and a timer's state once its last handle is gone.)
+//! requests, which the next caller to push takes whole and drops on its own
+//! thread. (The hard thread does drop what a timer service must: the
+//! callbacks of the timers that fired, and a timer's state once its last
+//! handle is gone.)
 //!
 //! When the service stops, the stack is closed: a push then hands the
 //! request back, for the caller to drop, instead of leaving it where
@@ -54,34 +47,9 @@ use std::ptr;
 use crate::sync::{AtomicPtr, AtomicU64, Ordering, fence};
 
 struct Node<T> {
-    /// `None` in a spare node only.
-    request: Option<T>,
+    request: T,
     next: *mut Node<T>,
 }
-
-/// How many spare nodes a [`Spares`] keeps: a batch of requests applied
-/// at once comes back in one spent list of some hundreds.
-pub(crate) const SPARES: usize = 256;
-
-/// Nodes of spent requests, emptied, for a thread's next pushes (see the
-/// module docs).
-pub(crate) struct Spares<T>(Vec<Box<Node<T>>>);
-
-impl<T> Spares<T> {
-    pub(crate) const fn new() -> Spares<T> {
-        Spares(Vec::new())
-    }
-
-    /// How many nodes it keeps.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-}
-
-// SAFETY: a spare node holds no request, and its `next` is not followed
-// until it is pushed again.
-unsafe impl<T: Send> Send for Spares<T> {}
 
 /// The closed stack's head: no node's address (nodes are boxed, and this
 /// is the address of a static no box can have).
@@ -101,10 +69,7 @@ unsafe impl<T: Send> Send for Taken<T> {}
 impl<T> Deref for Taken<T> {
     type Target = T;
     fn deref(&self) -> &T {
-        self.0
-            .request
-            .as_ref()
-            .expect("a taken node holds its request")
+        &self.0.request
     }
 }
 
@@ -143,29 +108,19 @@ impl<T> Requests<T> {
         self.pending.load(Ordering::Relaxed)
     }
 
-    /// Pushes `request`, for a timer due at `due` (`None` for a cancel), in
-    /// a node from `spares` if it has one, after taking the spent requests
-    /// (dropped here, their nodes kept in `spares`): `Ok(true)` if the
-    /// caller must ring the alarm, `Err` with the request if the stack is
-    /// closed.
-    pub(crate) fn push(
-        &self,
-        request: T,
-        due: Option<u64>,
-        spares: &mut Spares<T>,
-    ) -> Result<bool, T> {
-        self.take_spent(spares);
-        let mut node = spares.0.pop().unwrap_or_else(|| {
-            Box::new(Node {
-                request: None,
-                next: ptr::null_mut(),
-            })
+    /// Pushes `request`, for a timer due at `due` (`None` for a cancel):
+    /// `Ok(true)` if the caller must ring the alarm, `Err` with the request
+    /// if the stack is closed.
+    pub(crate) fn push(&self, request: T, due: Option<u64>) -> Result<bool, T> {
+        self.drop_spent();
+        let node = Box::new(Node {
+            request,
+            next: ptr::null_mut(),
         });
-        node.request = Some(request);
         self.pending.fetch_add(1, Ordering::Relaxed);
         if let Err(node) = link(&self.head, node) {
             self.pending.fetch_sub(1, Ordering::Relaxed);
-            return Err(node.request.expect("the node just filled"));
+            return Err(node.request);
         }
         // The push before the look at the alarm (see the module docs).
         fence(Ordering::SeqCst);
@@ -203,9 +158,8 @@ impl<T> Requests<T> {
         let _ = link(&self.spent, node);
     }
 
-    /// Drops the spent requests, if any, on the calling thread, keeping
-    /// their nodes in `spares` while it has room (and freeing the rest).
-    fn take_spent(&self, spares: &mut Spares<T>) {
+    /// Drops the spent requests, if any, on the calling thread.
+    fn drop_spent(&self) {
         if self.spent.load(Ordering::Relaxed).is_null() {
             return;
         }
@@ -213,12 +167,8 @@ impl<T> Requests<T> {
         while !head.is_null() {
             // SAFETY: the swap took the list: its nodes, each boxed by
             // `push`, are this thread's alone.
-            let mut node = unsafe { Box::from_raw(head) };
+            let node = unsafe { Box::from_raw(head) };
             head = node.next;
-            node.request = None;
-            if spares.0.len() < SPARES {
-                spares.0.push(node);
-            }
         }
     }
 
@@ -304,7 +254,7 @@ impl<T> Drop for Requests<T> {
     fn drop(&mut self) {
         let mut left = Vec::new();
         self.close(&mut left);
-        self.take_spent(&mut Spares::new());
+        self.drop_spent();
     }
 }
 
@@ -316,7 +266,7 @@ mod tests {
     fn requests_come_out_newest_first_and_a_closed_stack_hands_them_back() {
         let requests = Requests::new();
         for n in 0..5 {
-            assert_eq!(requests.push(n, None, &mut Spares::new()), Ok(false));
+            assert_eq!(requests.push(n, None), Ok(false));
         }
         let mut taken = Vec::new();
         requests.take(&mut taken);
@@ -324,12 +274,12 @@ mod tests {
         assert_eq!(requests.pending(), 5, "taken, not applied");
         requests.take_after_alarm(&mut taken);
         assert_eq!(taken.len(), 5);
-        requests.push(5, None, &mut Spares::new()).unwrap();
+        requests.push(5, None).unwrap();
         assert_eq!(requests.pending(), 6);
         requests.close(&mut taken);
         assert_eq!(values(&taken), [4, 3, 2, 1, 0, 5]);
         assert_eq!(requests.pending(), 5, "a closed stack's are never applied");
-        assert_eq!(requests.push(6, None, &mut Spares::new()), Err(6));
+        assert_eq!(requests.push(6, None), Err(6));
         assert_eq!(requests.pending(), 5, "a refused push is not counted");
         requests.take(&mut taken);
         assert_eq!(taken.len(), 6);
@@ -344,52 +294,23 @@ mod tests {
         use std::sync::Arc;
         let requests = Requests::new();
         let request = Arc::new(());
-        let mut spares = Spares::new();
-        requests
-            .push(Arc::clone(&request), None, &mut spares)
-            .unwrap();
+        requests.push(Arc::clone(&request), None).unwrap();
         let mut taken = Vec::new();
         requests.take(&mut taken);
         requests.discard(taken.pop().unwrap());
         assert_eq!(requests.pending(), 0, "applied");
         assert_eq!(Arc::strong_count(&request), 2, "held until a push");
-        requests.push(Arc::new(()), None, &mut spares).unwrap();
+        requests.push(Arc::new(()), None).unwrap();
         assert_eq!(Arc::strong_count(&request), 1);
-    }
-
-    /// The nodes of spent requests go to the next pusher's spares, up to
-    /// [`SPARES`], and its pushes take them before they allocate.
-    #[test]
-    fn spent_nodes_are_pushed_again_by_the_thread_that_took_them() {
-        let requests = Requests::new();
-        let mut spares = Spares::new();
-        let applied = SPARES + 10;
-        for n in 0..applied {
-            requests.push(n, None, &mut spares).unwrap();
-        }
-        let mut taken = Vec::new();
-        requests.take(&mut taken);
-        let nodes: Vec<*const Node<usize>> = taken.iter().map(|t| &raw const *t.0).collect();
-        for request in taken.drain(..) {
-            requests.discard(request);
-        }
-        requests.push(applied, None, &mut spares).unwrap();
-        assert_eq!(spares.len(), SPARES - 1, "kept, the rest freed; one in use");
-        requests.take(&mut taken);
-        assert_eq!(values(&taken), [applied]);
-        assert!(nodes.contains(&(&raw const *taken[0].0)), "a spare node");
-        let other = Requests::new();
-        other.push(0, None, &mut spares).unwrap();
-        assert_eq!(spares.len(), SPARES - 2, "any stack's pushes take them");
     }
 
     #[test]
     fn a_request_due_before_the_alarm_rings_it() {
         let requests = Requests::new();
         requests.set_alarm_at(1000);
-        assert_eq!(requests.push(0, Some(1000), &mut Spares::new()), Ok(false));
-        assert_eq!(requests.push(0, Some(999), &mut Spares::new()), Ok(true));
-        assert_eq!(requests.push(0, None, &mut Spares::new()), Ok(false));
+        assert_eq!(requests.push(0, Some(1000)), Ok(false));
+        assert_eq!(requests.push(0, Some(999)), Ok(true));
+        assert_eq!(requests.push(0, None), Ok(false));
     }
 
     #[test]
@@ -404,7 +325,7 @@ mod tests {
                 let requests = Arc::clone(&requests);
                 std::thread::spawn(move || {
                     for n in 0..EACH {
-                        requests.push((t, n), None, &mut Spares::new()).unwrap();
+                        requests.push((t, n), None).unwrap();
                     }
                 })
             })
@@ -467,7 +388,7 @@ mod loom_tests {
                 .map(|due| {
                     let (requests, alarm) = (Arc::clone(&requests), Arc::clone(&alarm));
                     thread::spawn(move || {
-                        if requests.push(due, Some(due), &mut Spares::new()).unwrap() {
+                        if requests.push(due, Some(due)).unwrap() {
                             *alarm.lock().unwrap() = 0;
                         }
                     })
@@ -514,7 +435,7 @@ mod loom_tests {
             let callers: Vec<_> = (0..2_u64)
                 .map(|n| {
                     let requests = Arc::clone(&requests);
-                    thread::spawn(move || requests.push(n, None, &mut Spares::new()).unwrap())
+                    thread::spawn(move || requests.push(n, None).unwrap())
                 })
                 .collect();
             let mut taken = Vec::new();
@@ -545,7 +466,7 @@ mod loom_tests {
             let caller = {
                 let (requests, alarm) = (Arc::clone(&requests), Arc::clone(&alarm));
                 thread::spawn(move || {
-                    if requests.push(10, Some(10), &mut Spares::new()).unwrap() {
+                    if requests.push(10, Some(10)).unwrap() {
                         *alarm.lock().unwrap() = 0;
                     }
                 })

@@ -33,7 +33,6 @@
 //! queued again at its next expiry by the next round, once its callback is
 //! back: an expiry due meanwhile comes out late, not twice at once.
 
-use std::cell::RefCell;
 use std::io;
 use std::sync::Arc;
 
@@ -46,7 +45,7 @@ use crate::heap::{DeadlineHeap, HeapKey};
 use crate::lock::Lock;
 use crate::periodic::forward;
 use crate::record::{Due, Record, Worker};
-use crate::requests::{Requests, Spares, Taken};
+use crate::requests::{Requests, Taken};
 use crate::sync::{Ordering, fence};
 use crate::wheel::{Wheel, WheelKey};
 
@@ -60,12 +59,6 @@ const HELP_BATCH: usize = 64;
 /// the module docs): some 40 MB of requests, and more than a pile of
 /// 100 000 timers armed at once.
 const SOFT_BACKLOG: u64 = 1 << 18;
-
-std::thread_local! {
-    /// The calling thread's spare request nodes, for its pushes on either
-    /// side (see `requests`).
-    static SPARES: RefCell<Spares<Request>> = const { RefCell::new(Spares::new()) };
-}
 
 /// A timer's state, shared by its handles and its side.
 pub(crate) type TimerControl = Control<Callback>;
@@ -394,7 +387,7 @@ impl<Q: Queue> Side<Q> {
             control: Arc::clone(control),
             place,
         };
-        match with_spares(|spares| self.requests.push(request, due, spares)) {
+        match self.requests.push(request, due) {
             Ok(ring) => {
                 // On the hard side the caller does the work if the lock is
                 // free, and past the soft backlog it does some in any case
@@ -646,23 +639,6 @@ impl<Q: Queue> Side<Q> {
             }
         }
     }
-}
-
-/// Runs `push` with the calling thread's spare nodes, or with none (its
-/// node is then allocated) while a push is under way on this thread
-/// already (a spent request's drop may drop a callback that arms a timer)
-/// or once its thread-locals are gone (a handle dropped by another's
-/// destructor).
-fn with_spares<R>(push: impl FnOnce(&mut Spares<Request>) -> R) -> R {
-    let mut push = Some(push);
-    SPARES
-        .try_with(|spares| {
-            let mut spares = spares.try_borrow_mut().ok()?;
-            push.take().map(|push| push(&mut spares))
-        })
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| push.take().expect("not run")(&mut Spares::new()))
 }
 
 /// Cancels each timer, returning the callbacks taken (for the caller to
