@@ -6,7 +6,10 @@
 //! p99s and of the maxima, and, on Linux and Android, the time the
 //! hypervisor took the machine's CPUs away during each run (the service's
 //! `statistics().steal`): a round during such a stall is late whichever
-//! kind of timer it arms.
+//! kind of timer it arms. Beside the arming rate, which on a shared
+//! machine follows the CPU the other processes leave, it prints the arming
+//! threads' own CPU time per arm+cancel (where the OS tells), which does
+//! not.
 //!
 //! ```text
 //! cargo run --release -p timehands-timer --example arming -- [THREADS] [TIMERS] [ROUNDS]
@@ -22,9 +25,10 @@ use hdrhistogram::Histogram;
 use timehands_timer::TimerService;
 
 /// The 1 ms timer's lateness while `threads` threads each arm and cancel
-/// `timers` timers, hard or soft; how long the arming took, and the
-/// machine's steal time meanwhile, where the OS says.
-fn run(hard: bool, threads: usize, timers: usize) -> (Histogram<u64>, Duration, Option<Duration>) {
+/// `timers` timers, hard or soft; how long the arming took, the arming
+/// threads' CPU time, and the machine's steal time meanwhile, where the OS
+/// says.
+fn run(hard: bool, threads: usize, timers: usize) -> Run {
     let service = Arc::new(TimerService::new().expect("a timer service"));
     let start = timehands::now() + Duration::from_millis(10);
     let tick = service
@@ -45,15 +49,46 @@ fn run(hard: bool, threads: usize, timers: usize) -> (Histogram<u64>, Duration, 
                     };
                     timer.cancel();
                 }
+                thread_cpu()
             })
         })
         .collect();
-    for armer in armers {
-        armer.join().expect("an arming thread");
-    }
+    let cpu: Option<Duration> = armers
+        .into_iter()
+        .map(|armer| armer.join().expect("an arming thread"))
+        .sum();
     let took = timehands::now() - began;
     tick.cancel();
-    (service.hard_lateness(), took, service.statistics().steal)
+    Run {
+        lateness: service.hard_lateness(),
+        took,
+        cpu,
+        steal: service.statistics().steal,
+    }
+}
+
+/// What [`run`] measured.
+struct Run {
+    lateness: Histogram<u64>,
+    took: Duration,
+    cpu: Option<Duration>,
+    steal: Option<Duration>,
+}
+
+/// The calling thread's CPU time, where the OS tells.
+fn thread_cpu() -> Option<Duration> {
+    #[cfg(unix)]
+    {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `now` is a valid timespec to write.
+        let read = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+        (read == 0).then(|| Duration::new(now.tv_sec as u64, now.tv_nsec as u32))
+    }
+    #[cfg(not(unix))]
+    None
 }
 
 fn main() {
@@ -78,8 +113,15 @@ fn main() {
     );
     println!("hard thread: {scheduling}");
     println!(
-        "{:<14} {:>9} {:>10} {:>10} {:>10} {:>12} {:>9}",
-        "arming", "expiries", "p50 µs", "p99 µs", "max µs", "arm+cancel/s", "steal ms"
+        "{:<14} {:>9} {:>10} {:>10} {:>10} {:>12} {:>13} {:>9}",
+        "arming",
+        "expiries",
+        "p50 µs",
+        "p99 µs",
+        "max µs",
+        "arm+cancel/s",
+        "caller CPU ns",
+        "steal ms"
     );
     let us = |ns: u64| ns as f64 / 1000.0;
     // Each kind's p99s and maxima, round by round.
@@ -87,16 +129,25 @@ fn main() {
     let mut maxima = [Vec::new(), Vec::new()];
     for _ in 0..rounds {
         for (hard, name) in [(false, "soft timers"), (true, "hard timers")] {
-            let (lateness, took, steal) = run(hard, threads, timers);
+            let Run {
+                lateness,
+                took,
+                cpu,
+                steal,
+            } = run(hard, threads, timers);
             let steal = steal.map_or("-".to_string(), |steal| steal.as_millis().to_string());
+            let per_op = cpu.map_or("-".to_string(), |cpu| {
+                format!("{:.0}", cpu.as_nanos() as f64 / (threads * timers) as f64)
+            });
             println!(
-                "{:<14} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>12.0} {:>9}",
+                "{:<14} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>12.0} {:>13} {:>9}",
                 name,
                 lateness.len(),
                 us(lateness.value_at_quantile(0.5)),
                 us(lateness.value_at_quantile(0.99)),
                 us(lateness.max()),
                 (threads * timers) as f64 / took.as_secs_f64(),
+                per_op,
                 steal
             );
             p99s[usize::from(hard)].push(lateness.value_at_quantile(0.99));
