@@ -21,19 +21,29 @@ impl Drop for Counted {
     }
 }
 
-/// The process's open timerfds; `None` where the alarms are no descriptors
-/// (see the crate's `alarm` module).
+/// The process's open timerfds on CLOCK_MONOTONIC, the service's alarms;
+/// `None` where the alarms are no descriptors (see the crate's `alarm`
+/// module). (The clock's own notice of a step of Realtime is a timerfd on
+/// CLOCK_REALTIME, which its thread keeps for the process's life.)
 fn timerfds() -> Option<usize> {
     if !cfg!(any(target_os = "linux", target_os = "android")) {
         return None;
     }
+    let monotonic = format!("clockid: {}", libc::CLOCK_MONOTONIC);
     let fds = std::fs::read_dir("/proc/self/fd").unwrap();
-    let targets = fds.filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok());
-    Some(
-        targets
-            .filter(|target| target.to_string_lossy().contains("timerfd"))
-            .count(),
-    )
+    let timerfds = fds.filter_map(|entry| {
+        let entry = entry.ok()?;
+        let target = std::fs::read_link(entry.path()).ok()?;
+        target
+            .to_string_lossy()
+            .contains("timerfd")
+            .then_some(entry.file_name())
+    });
+    let on_monotonic = |fd: &std::ffi::OsString| {
+        let info = std::path::Path::new("/proc/self/fdinfo").join(fd);
+        std::fs::read_to_string(info).is_ok_and(|info| info.lines().any(|line| line == monotonic))
+    };
+    Some(timerfds.filter(on_monotonic).count())
 }
 
 #[test]

@@ -115,6 +115,7 @@ mod lock;
 pub(crate) mod nanos;
 mod ntp;
 mod pps;
+mod pulse;
 mod slot;
 mod start;
 pub(crate) mod state;

@@ -62,14 +62,13 @@ use super::bintime::BinTime;
 use super::counter::Counter;
 use super::discipline::MAX_PPB;
 use super::kalman::{Kalman, MAX_GAP, ONE};
-use super::start::{Start, collinear};
+use super::pulse::{GATE, Pulse, collinear};
+use super::start::Start;
 use super::timekeeper::Timekeeper;
 use crate::Error;
 
 /// Nanoseconds in a second, as the filter's fixed point.
 const SECOND: i128 = 1_000_000_000 * ONE;
-/// Innovations beyond this many standard deviations are outliers.
-pub(super) const GATE: i128 = 5;
 /// Rejected pulses in a row on one line before their slope is judged: a
 /// step of the oscillator's frequency when it is not the filter's. (Three
 /// outliers of random lateness lie on a line within the gate about once in
@@ -175,15 +174,6 @@ struct Run {
     first: Pulse,
     last: Pulse,
     pulses: u32,
-}
-
-/// A pulse as the filter counts it: its counter value, the second it marks
-/// (from the first pulse), and the oscillator's raw phase there.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Pulse {
-    pub(super) count: u64,
-    pub(super) second: i64,
-    pub(super) phase: i128,
 }
 
 /// The discipline's state, as [`Pps::status`] reports it.

@@ -14,7 +14,7 @@
 //! line's first ten pulses are left to the gate: trying all but two costs
 //! five times as much, in an interrupt handler.)
 
-use super::pps::{GATE, Pulse};
+use super::pulse::{Pulse, collinear};
 
 /// Pulses kept from a line's start: the robust start lasts this many.
 pub(super) const START_PULSES: usize = 10;
@@ -120,24 +120,6 @@ impl Start {
             .all(|k| late_of(a, b, self.pulses[k]));
         (mask.count_ones(), late)
     }
-}
-
-/// Whether three pulses in time order lie on a line within the gate: the
-/// bend of their slopes `(c − b)·ab − (b − a)·bc` against its deviation, for
-/// jitter variance `r` (variance `r·(ab² + (ab + bc)² + bc²)`; at a second
-/// apart, the second difference's `6r`).
-pub(super) fn collinear([a, b, c]: [Pulse; 3], r: i128) -> bool {
-    let (ab, bc) = ((b.second - a.second) as i128, (c.second - b.second) as i128);
-    let bend = (c.phase - b.phase) * ab - (b.phase - a.phase) * bc;
-    let spacing = ab * ab + (ab + bc) * (ab + bc) + bc * bc;
-    // Saturating: an outlier of a good part of a second squares beyond an
-    // `i128`, and is then off any line, as it should be. (No division: it
-    // runs in interrupt handlers of cores without one for an `i128`.)
-    bend.saturating_mul(bend)
-        <= (GATE * GATE)
-            .saturating_mul(r)
-            .saturating_mul(spacing)
-            .saturating_mul(super::kalman::ONE)
 }
 
 /// Whether pulse `c` lies later than the line through `a` and `b` (`a` the

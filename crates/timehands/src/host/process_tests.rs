@@ -6,7 +6,7 @@
 //! process, which reports to the test; the test asserts. No child half
 //! counts as a test of its own: it is ignored unless a test runs it. A
 //! simulated kernel's slew through a fork (`simulated_kernel.rs`) forks in
-//! a process of its own the same way.
+//! a process of its own the same way, through [`assert_half_passes`].
 //!
 //! A forked child's checks ([`check_forked_child`]): every read within the
 //! bound `getres` states of CLOCK_MONOTONIC read around it and never back;
@@ -21,17 +21,16 @@ pub(super) use emulator::no_fork;
 use emulator::this_binary;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::fork_points::pause::{FORKED, FORKER, FORKING, PAUSE_AT, PAUSED};
 use crate::{ClockId, CounterKind, getres, info, now};
 
+/// The child half's test, by its full path.
+const PROCESS_CHILD: &str = "host::process_tests::process_child";
 /// The environment variable that tells the child half what to do.
 const PLAN: &str = "TIMEHANDS_TEST_PLAN";
-/// The fork point the child half pauses the clock's own threads at.
-const PAUSE_AT: &str = "TIMEHANDS_TEST_PAUSE_AT";
-
 /// The fork points of the clock's life (see `fork_points::point`).
 const POINTS: [&str; 5] = [
     "choice: made, not handed over",
@@ -40,38 +39,6 @@ const POINTS: [&str; 5] = [
     "steering: rate set",
     "windup: wound up, not steered",
 ];
-
-static PAUSED: AtomicBool = AtomicBool::new(false);
-static FORKING: AtomicBool = AtomicBool::new(false);
-static FORKED: AtomicBool = AtomicBool::new(false);
-
-thread_local! {
-    /// Whether this thread is the one that forks (it is never paused).
-    static FORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// At the point `name`, on a thread of the clock's (not the forking one),
-/// the first time: waits until the test forks, and then until the fork has
-/// returned or 20 ms have passed. A fork that lands here copies this step
-/// half done; one that waits for it (the design) proceeds after the 20 ms.
-pub(super) fn pause_at(name: &'static str) {
-    static AT: OnceLock<Option<String>> = OnceLock::new();
-    let at = AT.get_or_init(|| std::env::var(PAUSE_AT).ok());
-    if at.as_deref() != Some(name)
-        || FORKER.with(|f| f.get())
-        || PAUSED.swap(true, Ordering::AcqRel)
-    {
-        return;
-    }
-    let limit = Instant::now() + Duration::from_secs(3);
-    while !FORKING.load(Ordering::Acquire) && Instant::now() < limit {
-        std::thread::yield_now();
-    }
-    let limit = Instant::now() + Duration::from_millis(20);
-    while !FORKED.load(Ordering::Acquire) && Instant::now() < limit {
-        std::thread::yield_now();
-    }
-}
 
 /// CLOCK_MONOTONIC in ns, from the kernel.
 fn kernel_now() -> u64 {
@@ -248,11 +215,15 @@ fn process_child() {
         Some("stop") => stopped(),
         Some("fresh") => first_100_ms(),
         Some("idle") => idle::idle_between_bursts(),
-        Some("slew-fork") => super::simulated_kernel::slew_during_a_fork(),
         #[cfg(target_arch = "x86_64")]
         Some("sandbox") => sandboxed(),
         _ => Err(format!("unknown plan {plan}")),
     };
+    report(result);
+}
+
+/// A process half's last word, which [`assert_half_passes`] reads.
+pub(super) fn report(result: Result<(), String>) {
     match result {
         Ok(()) => println!("CHILD OK"),
         Err(why) => panic!("CHILD FAILED: {why}"),
@@ -414,12 +385,12 @@ fn first_100_ms() -> Result<(), String> {
 }
 
 /// Runs the child half with `plan` (and `env`), with its output piped.
-fn child_half(plan: &str, env: &[(&str, &str)]) -> Command {
+fn child_half(half: &str, plan: &str, env: &[(&str, &str)]) -> Command {
     let mut command = this_binary();
     command
         .args([
             "--exact",
-            "host::process_tests::process_child",
+            half,
             "--ignored",
             "--nocapture",
             "--test-threads=1",
@@ -434,8 +405,16 @@ fn child_half(plan: &str, env: &[(&str, &str)]) -> Command {
 }
 
 /// Runs the child half and asserts it (and so its forked child) passed.
-pub(super) fn assert_child_passes(plan: &str, env: &[(&str, &str)]) {
-    let output = child_half(plan, env).output().expect("the child half runs");
+fn assert_child_passes(plan: &str, env: &[(&str, &str)]) {
+    assert_half_passes(PROCESS_CHILD, plan, env);
+}
+
+/// Runs the ignored test `half` (its full path) alone in a process of its
+/// own, and asserts that it [`report`]ed a pass.
+pub(super) fn assert_half_passes(half: &str, plan: &str, env: &[(&str, &str)]) {
+    let output = child_half(half, plan, env)
+        .output()
+        .expect("the child half runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -535,7 +514,7 @@ fn stop_and_continue(at_ms: u64, stop_ms: u64) {
 /// once `after_ms` passed since it printed a line ending in `marker`, and
 /// asserts that it passed; prints what it printed.
 fn stop_child_half(plan: &str, env: &[(&str, &str)], marker: &str, after_ms: u64, stop_ms: u64) {
-    let mut child = child_half(plan, env)
+    let mut child = child_half(PROCESS_CHILD, plan, env)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
