@@ -25,10 +25,8 @@ impl Drop for Counted {
 /// `None` where the alarms are no descriptors (see the crate's `alarm`
 /// module). (The clock's own notice of a step of Realtime is a timerfd on
 /// CLOCK_REALTIME, which its thread keeps for the process's life.)
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn timerfds() -> Option<usize> {
-    if !cfg!(any(target_os = "linux", target_os = "android")) {
-        return None;
-    }
     let monotonic = format!("clockid: {}", libc::CLOCK_MONOTONIC);
     let fds = std::fs::read_dir("/proc/self/fd").unwrap();
     let timerfds = fds.filter_map(|entry| {
@@ -44,6 +42,12 @@ fn timerfds() -> Option<usize> {
         std::fs::read_to_string(info).is_ok_and(|info| info.lines().any(|line| line == monotonic))
     };
     Some(timerfds.filter(on_monotonic).count())
+}
+
+/// Elsewhere the alarms are no descriptors.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn timerfds() -> Option<usize> {
+    None
 }
 
 #[test]
