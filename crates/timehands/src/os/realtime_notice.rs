@@ -66,6 +66,7 @@ impl RealtimeNotice {
 
     /// Arms the timer at the end of time, to be cancelled by a step (as
     /// systemd watches the clock).
+    #[allow(deprecated)] // musl's `time_t`: the libc crate will make it 64 bits.
     fn arm(&self) -> io::Result<()> {
         let end = libc::itimerspec {
             it_interval: libc::timespec {
@@ -93,6 +94,7 @@ impl RealtimeNotice {
     /// after a step. The timer is armed again before this returns, so that
     /// a step after it is noticed at the next wait, and one before it is in
     /// what the caller reads next.
+    #[allow(deprecated)] // musl's `time_t`, as in `arm`.
     pub(crate) fn wait(&self, timeout: Duration) -> bool {
         let mut fds = [&self.timer, &self.nudge].map(|fd| libc::pollfd {
             fd: fd.as_raw_fd(),
