@@ -25,10 +25,10 @@
 //! at the next windup. Then it parks ([`wake.rs`](super::wake)): no wakeup,
 //! no CPU, for as long as nothing is read, however long the process lives
 //! (a step then wakes nobody: the first read finds a windup due and follows
-//! it). The first read that needs it again wakes it. To see whether coarse reads go on, the thread
-//! takes the coarse time away every [`PROBE`] (the next coarse read then
-//! goes the long way once, and says so); it stops ticking when a probe finds
-//! no coarse read within [`HOLD`].
+//! it). The first read that needs it again wakes it. To see whether coarse
+//! reads go on, the thread takes the coarse time away every [`PROBE`] (the
+//! next coarse read then goes the long way once, and says so); it stops
+//! ticking when a probe finds no coarse read within [`HOLD`].
 //!
 //! A sandbox may refuse the thread (a seccomp filter on `clone`): the
 //! refusal is kept, reported by [`info`](crate::info()), and never tried
