@@ -6,25 +6,33 @@
 mod common;
 
 use common::{RINGS, following, timekeeper};
-use timehands::SimCounter;
+use timehands::{SimCounter, Timekeeper};
+
+/// The time a 1 GHz counter's timekeeper reads over 1000 windups of `step`
+/// counts each, once `adjust` has set its rate (set at the windup after it,
+/// one interval, 1 ms, ahead).
+fn elapsed_at(hands: usize, adjust: impl Fn(&Timekeeper<SimCounter>), step: u64) -> i128 {
+    let counter = SimCounter::new(1_000_000_000);
+    let tk = timekeeper(&counter, hands);
+    adjust(&tk);
+    tk.windup();
+    counter.advance(1_000_000);
+    tk.windup();
+    let start = tk.uptime();
+    for _ in 0..1000 {
+        counter.advance(step);
+        tk.windup();
+    }
+    (tk.uptime() - start).as_nanos()
+}
 
 /// A frequency adjustment runs the clock exactly that many ppb fast or slow.
 #[test]
 fn a_frequency_adjustment_sets_the_rate() {
     for hands in RINGS {
-        let counter = SimCounter::new(1_000_000_000);
-        let tk = timekeeper(&counter, hands);
-        tk.set_frequency_adjustment(100_000).unwrap(); // +100 ppm
-        tk.windup(); // schedules the new rate one interval (1 ms) ahead
-        counter.advance(1_000_000);
-        tk.windup();
-        let start = tk.uptime();
-        for _ in 0..1000 {
-            counter.advance(1_000_000);
-            tk.windup();
-        }
+        let adjust = |tk: &Timekeeper<SimCounter>| tk.set_frequency_adjustment(100_000).unwrap(); // +100 ppm
         // One second of counts reads as 1.0001 s, to the ns.
-        let elapsed = (tk.uptime() - start).as_nanos();
+        let elapsed = elapsed_at(hands, adjust, 1_000_000);
         assert!(
             (1_000_099_999..=1_000_100_001).contains(&elapsed),
             "{elapsed}"
@@ -38,18 +46,8 @@ fn a_frequency_adjustment_sets_the_rate() {
 #[test]
 fn a_frequency_adjustment_in_ppt_sets_a_fraction_of_a_ppb() {
     for hands in RINGS {
-        let counter = SimCounter::new(1_000_000_000);
-        let tk = timekeeper(&counter, hands);
-        tk.set_frequency_adjustment_ppt(1_500).unwrap();
-        tk.windup();
-        counter.advance(1_000_000);
-        tk.windup();
-        let start = tk.uptime();
-        for _ in 0..1000 {
-            counter.advance(1_000_000_000);
-            tk.windup();
-        }
-        let elapsed = (tk.uptime() - start).as_nanos();
+        let adjust = |tk: &Timekeeper<SimCounter>| tk.set_frequency_adjustment_ppt(1_500).unwrap();
+        let elapsed = elapsed_at(hands, adjust, 1_000_000_000);
         assert!(
             (1_000_000_001_446..=1_000_000_001_500).contains(&elapsed),
             "{elapsed}"
