@@ -50,7 +50,9 @@ pub(crate) fn pair_with(
     let ((count, at), width) = tightest(3, || {
         let before = read();
         let at = kernel.nanos(clock);
-        let width = read().wrapping_sub(before);
+        // A read stands for the count it had reached: the count at the
+        // kernel's instant lies up to a count past the second read.
+        let width = read().wrapping_sub(before).wrapping_add(1);
         ((before.wrapping_add(width / 2), at), width)
     });
     Pair {

@@ -16,7 +16,7 @@ use super::published::{NOT_STARTED, READER, reader_timekeeper};
 use super::wake::Wake;
 use crate::host::brackets::{offset_to_kernel, pair};
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, NtpState, SystemClocks};
-use crate::host::steer::{Bound, Findings, Phase, Steering};
+use crate::host::steer::{Bound, Findings, Phase, Steering, tick_ns};
 use crate::hw::KernelCounter;
 use crate::{BinTime, Counter, Timekeeper};
 
@@ -228,6 +228,7 @@ impl HostClock {
             offset: offset as i64,
             unrun: 0,
             width,
+            tick: tick_ns(clock.timekeeper()),
             ppb,
         });
         clock

@@ -259,6 +259,7 @@ impl Steering {
             offset: offset as i64,
             unrun,
             width,
+            tick: tick_ns(timekeeper),
             ppb: before.max(self.rate_bound_ppb()),
         });
         findings
@@ -426,6 +427,12 @@ impl Bound {
     }
 }
 
+/// The period of `timekeeper`'s counter in ns, rounded up (see
+/// [`Phase::tick`]).
+pub(crate) fn tick_ns(timekeeper: &Timekeeper<HostCounter>) -> u64 {
+    1_000_000_000u64.div_ceil(timekeeper.counter().frequency().max(1))
+}
+
 /// The rate uncertainty of a frequency that was stated, not measured (by
 /// CPUID), in ppb: the watchdog retires a counter further off than this.
 pub(crate) const STATED_PPB: u64 = watchdog::RATE_BOUND_PPM as u64 * 1_000;
@@ -440,6 +447,10 @@ pub(crate) struct Phase {
     /// may carry the clock past the truth before the new slew takes it back.
     pub(crate) unrun: i64,
     pub(crate) width: u64,
+    /// The counter's period in ns, rounded up: a read of the counter lies
+    /// up to a period behind the instant it stands for, so the measured
+    /// offset may be a period high and a later read a period ahead of it.
+    pub(crate) tick: u64,
     /// How fast the error can grow from here on, in ppb.
     pub(crate) ppb: u64,
 }
@@ -448,9 +459,9 @@ impl Phase {
     /// The error bound this measurement gives, from our uptime `since` ns:
     /// the offset, or where the last slew's scheduled part (some of
     /// [`unrun`](Phase::unrun), of its sign) overshoots it, the offset less
-    /// all of that; half the bracket; and two nanoseconds for the roundings
-    /// (the kernel's reading and ours are whole nanoseconds rounded down, and
-    /// so is the bracket's middle).
+    /// all of that; half the bracket; the counter's period; and two
+    /// nanoseconds for the roundings (the kernel's reading and ours are whole
+    /// nanoseconds rounded down, and so is the bracket's middle).
     pub(crate) fn bound(&self, since: u64) -> Bound {
         let phase = self
             .offset
@@ -459,6 +470,7 @@ impl Phase {
         Bound {
             ns: phase
                 .saturating_add(self.width.div_ceil(2))
+                .saturating_add(self.tick)
                 .saturating_add(2),
             ppb: self.ppb,
             since,
