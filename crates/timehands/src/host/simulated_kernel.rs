@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::clock::{HostClock, WINDUP_INTERVAL};
-use super::steer::STEER_INTERVAL;
+use super::steer::{CHANGE_BASELINE, STEER_INTERVAL};
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, NtpState};
 use crate::os::LeapSecond;
 use crate::{BinTime, Counter};
@@ -416,6 +416,10 @@ struct Followed {
     settled_after: u64,
     /// |our frequency correction − the kernel's rate| 1 s after the end, ppb.
     rate_error_ppb: u64,
+    /// The longest the offset stood beyond the stated bound, from a change
+    /// (its start or its end) on, ns: a change no windup has found yet is
+    /// one the bound cannot know of.
+    unbounded: u64,
 }
 
 /// Runs a clock 2 s steady, then the kernel at `rate_ppb` for `held_ns`,
@@ -428,17 +432,28 @@ fn follow(rate_ppb: i64, held_ns: u64, says_rate: bool) -> Followed {
     kernel.says_rate.store(says_rate, Ordering::Release);
     let clock = clock(kernel, 20);
     run(clock, kernel, 2_000_000_000, STEP);
-    let mut during = 0u64;
+    let (mut during, mut unbounded, mut beyond) = (0u64, 0u64, 0u64);
+    // Steps (of `STEP`) in a row with the offset beyond the bound.
+    let mut track_bound = |clock: &HostClock, kernel: &SimKernel| {
+        let off = offset(clock, kernel).unsigned_abs() as u64;
+        beyond = if off > clock.accuracy_nanos() {
+            beyond + 1
+        } else {
+            0
+        };
+        unbounded = unbounded.max(beyond * STEP);
+        off
+    };
     kernel.rate_ppb.store(rate_ppb, Ordering::Release);
     for _ in 0..held_ns / STEP {
         run(clock, kernel, STEP, STEP);
-        during = during.max(offset(clock, kernel).unsigned_abs() as u64);
+        during = during.max(track_bound(clock, kernel));
     }
     kernel.rate_ppb.store(0, Ordering::Release);
     let (mut settled_after, mut rate_error_ppb) = (0, 0);
     for step in 1..=3_000_000_000 / STEP {
         run(clock, kernel, STEP, STEP);
-        if offset(clock, kernel).unsigned_abs() > 1_000 {
+        if track_bound(clock, kernel) > 1_000 {
             settled_after = step * STEP;
         }
         if step * STEP == 1_000_000_000 {
@@ -452,18 +467,28 @@ fn follow(rate_ppb: i64, held_ns: u64, says_rate: bool) -> Followed {
         during,
         settled_after,
         rate_error_ppb,
+        unbounded,
     }
+}
+
+/// How far the clock may stand from CLOCK_MONOTONIC while the kernel's
+/// rate is `rate_ppb` off the rate the clock runs at: the rate times a
+/// steering interval.
+fn distance_allowed(rate_ppb: i64) -> u64 {
+    (rate_ppb.unsigned_abs() as u128 * STEER_INTERVAL.as_nanos() / 1_000_000_000) as u64
 }
 
 /// The kernel's clock changes rate as NTP daemons change it: the tick ±10 %
 /// (`adjtimex --tick`) held a quarter second and ten seconds, the frequency
 /// ±500 ppm (ntpd, PTP), chrony's slews of 1 ms and 1 s (8.33 % through the
 /// tick, for as long as the slew takes). During each, the clock stays
-/// within the rate change times a steering interval and a windup's promise
-/// (the changes it makes take effect at the next switch point); after
-/// each, it is back within 1 µs, and its rate within 1 ppm, within 1 s:
-/// whether the kernel says its rate (Linux's `adjtimex`) or the steering
-/// finds it by measurement alone.
+/// within the rate change times a steering interval (the next windup finds
+/// the change, and the hands it publishes runs at the new rate from its
+/// switch point), and beyond its stated bound only until a windup finds
+/// the change (the bound cannot know of it before); after each, it is
+/// back within 1 µs, and its rate within 1 ppm, within 1 s: whether the
+/// kernel says its rate (Linux's `adjtimex`) or the clock finds it by
+/// measurement alone.
 #[test]
 #[cfg_attr(miri, ignore = "simulated seconds of steering: too slow")]
 fn the_kernels_rate_changes_are_followed() {
@@ -479,7 +504,6 @@ fn the_kernels_rate_changes_are_followed() {
         ("chrony slewing -1 ms", -CHRONY_PPB, slew(1_000_000)),
         ("chrony slewing 1 s", CHRONY_PPB, slew(1_000_000_000)),
     ];
-    let reach = STEER_INTERVAL + 3 * WINDUP_INTERVAL;
     for ((what, rate_ppb, held_ns), says_rate) in cases
         .into_iter()
         .flat_map(|case| [(case, true), (case, false)])
@@ -487,7 +511,7 @@ fn the_kernels_rate_changes_are_followed() {
         let followed = follow(rate_ppb, held_ns, says_rate);
         let what = format!("{what}, the rate said: {says_rate}");
         println!("{what}: {followed:?}");
-        let limit = (rate_ppb.unsigned_abs() as u128 * reach.as_nanos() / 1_000_000_000) as u64;
+        let limit = distance_allowed(rate_ppb);
         assert!(
             followed.during <= limit,
             "{what}: {followed:?}, limit {limit} ns"
@@ -497,6 +521,17 @@ fn the_kernels_rate_changes_are_followed() {
             "{what}: {followed:?}"
         );
         assert!(followed.rate_error_ppb < 1_000, "{what}: {followed:?}");
+        // Until the windup that finds the change: the first after it where
+        // the kernel says its rate; where it is measured, the first a
+        // change's baseline after the last steering.
+        let found_within = match says_rate {
+            true => WINDUP_INTERVAL,
+            false => WINDUP_INTERVAL + CHANGE_BASELINE,
+        };
+        assert!(
+            followed.unbounded <= found_within.as_nanos() as u64,
+            "{what}: {followed:?}"
+        );
     }
 }
 
@@ -580,8 +615,7 @@ const CHRONY_PPB: i64 = 83_333_333;
 /// starts slowly); the slew ends in both 1 s after it began (the kernel is
 /// one). In each, reads never step back; after the child's first windup its
 /// clock is within its bound and the promise; the clock stays within the
-/// rate change times a steering interval and a windup's promise (in the
-/// child once [`CATCH_UP`](super::steer::CATCH_UP) has closed its gap); and
+/// rate change times a steering interval (in the child once [`CATCH_UP`](super::steer::CATCH_UP) has closed its gap); and
 /// once the slew is over it is back within 1 µs, its rate on the kernel's,
 /// within a second. The forked child reports to the parent, which asserts.
 #[test]
@@ -646,8 +680,7 @@ fn followed_after_fork(
     slew_ns: u64,
 ) -> Result<u64, String> {
     const STEP: u64 = 100_000;
-    let reach = STEER_INTERVAL + 3 * WINDUP_INTERVAL;
-    let limit = (CHRONY_PPB as u128 * reach.as_nanos() / 1_000_000_000) as u64;
+    let limit = distance_allowed(CHRONY_PPB);
     let mut last = clock.timekeeper().uptime();
     kernel.advance(quiet_ns);
     let mut first = true;

@@ -14,12 +14,18 @@
 //!   But the kernel's clock also changes rate at once, and by a lot: chrony
 //!   slews at up to 8.3 % through the tick length, `adjtimex --tick` moves it
 //!   by up to 10 %, a PTP daemon steps the frequency by hundreds of ppm. So
-//!   each steering also measures the rate since the last steering, and since
-//!   one about a second ago; where either is further from the rate in use
-//!   than the two measurements' bounds allow, the kernel changed its rate:
-//!   the baseline starts again at that pair, and the rate in use is the new
-//!   one from the next switch point on (rather than an average of the old
-//!   rate and the new that takes the baseline's length to unwind).
+//!   every windup looks for a change before it winds up
+//!   ([`Steering::follow_rate_change`]), and the hands it publishes runs at
+//!   the new rate from its switch point (rather than an average of the old
+//!   rate and the new that takes the baseline's length to unwind). Where
+//!   the kernel says its rate (Linux's `adjtimex`, tick and frequency,
+//!   which any process may read), a change is taken at its word. Elsewhere
+//!   a pair taken then gives the rate since the last steering (4 ms or
+//!   more) and since one about a second ago; where either is further from
+//!   the rate in use than the two measurements' bounds allow, the kernel
+//!   changed its rate: the baseline starts again at that pair, and the rate
+//!   measured since it is the one in use. A steering looks for a change the
+//!   same way.
 //! - **phase**: our time against CLOCK_MONOTONIC (the tightest of three
 //!   brackets `ours, clock_gettime, ours`); the difference is slewed away with
 //!   [`Timekeeper::adjtime`](crate::Timekeeper::adjtime), never stepping. We
@@ -59,6 +65,11 @@ const SLIDE_AFTER: Duration = Duration::from_secs(16);
 pub(crate) const CATCH_UP: Duration = Duration::from_millis(10);
 /// How old the pair is that the rate of the last second is measured from.
 const RECENT: Duration = Duration::from_secs(1);
+/// The shortest baseline a change of the kernel's rate is looked for over:
+/// a windup interval after the last steering, less a millisecond of a late
+/// windup. A TSC's bracket of some tens of nanoseconds is some ppm there,
+/// against the hundreds of ppm to 10 % of the changes looked for.
+pub(super) const CHANGE_BASELINE: Duration = Duration::from_millis(4);
 /// A change of the kernel's rate is one further from the rate in use than
 /// twice the two measurements' bounds, plus this, in ppb: the kernel's own
 /// nanosecond roundings.
@@ -76,6 +87,12 @@ pub(crate) struct Steering {
     next_anchor: Option<Pair>,
     /// CLOCK_MONOTONIC at the last steering.
     last_steer: u64,
+    /// The size of a change of the kernel's rate that a windup followed
+    /// since the last steering, in ppb: the next steering is due at once,
+    /// to measure the phase the change left, state its bound and slew it
+    /// away; and the clock runs at the old rate, off by that much, until
+    /// the new one takes over at the switch point.
+    followed_change_ppb: Option<u64>,
     /// REALTIME − MONOTONIC as last given to the engine.
     realtime_offset: Option<Offset>,
     /// BOOTTIME − MONOTONIC as last given to the host clock.
@@ -156,6 +173,7 @@ impl Steering {
             anchor,
             next_anchor: anchor,
             last_steer: 0,
+            followed_change_ppb: None,
             realtime_offset: None,
             boottime_offset: None,
             watch_anchor: None,
@@ -218,19 +236,17 @@ impl Steering {
     /// Follows the kernel's Realtime and Boottime offsets, then measures and
     /// corrects rate and phase of `timekeeper` against `kernel`'s clocks,
     /// unless the last steering is too recent or the watchdog finds the
-    /// counter misbehaving; returns what it found. `said_rate` is asked,
-    /// once a steering runs, for the rate the kernel says its clock runs at
-    /// (ppb from nominal), where it says one.
+    /// counter misbehaving; returns what it found.
     pub(crate) fn steer(
         &mut self,
         timekeeper: &Timekeeper<HostCounter>,
         kernel: &dyn KernelClocks,
-        said_rate: impl FnOnce() -> Option<i64>,
     ) -> Findings {
         // At every windup: a `settimeofday` shows in Realtime one windup on.
         let mut findings = self.follow_offsets(kernel);
         let now = kernel.nanos(KernelClock::Monotonic);
-        if now.saturating_sub(self.last_steer) < STEER_INTERVAL.as_nanos() as u64 {
+        let due = now.saturating_sub(self.last_steer) >= STEER_INTERVAL.as_nanos() as u64;
+        if !due && self.followed_change_ppb.is_none() {
             return findings;
         }
         self.last_steer = now;
@@ -242,13 +258,10 @@ impl Steering {
         // Until the next measurement the clock runs on the old frequency up
         // to the switch point and on the new one after: the bound grows at
         // the worse of the two.
-        let before = self.rate_bound_ppb();
-        // What the kernel says comes first: a change it says is taken at its
-        // word, and this steering's measurement, which spans it, is not.
-        let said = said_rate().filter(|_| !matches!(timekeeper.counter(), HostCounter::Kernel(_)));
-        if !said.is_some_and(|rate| self.follow_kernel_rate(timekeeper, rate, current)) {
-            self.steer_rate(timekeeper, current);
-        }
+        let before = self
+            .rate_bound_ppb()
+            .max(self.followed_change_ppb.take().unwrap_or(0));
+        self.steer_rate(timekeeper, current);
         super::fork_points::point("steering: rate set");
         // Phase: slew our time onto CLOCK_MONOTONIC, within CATCH_UP.
         let (offset, width) = offset_to_kernel(timekeeper, kernel, KernelClock::Monotonic, 3);
@@ -291,7 +304,8 @@ impl Steering {
     /// Rate: the counter's frequency over the sliding baseline, to `current`,
     /// which starts again where the kernel changed its rate.
     fn steer_rate(&mut self, timekeeper: &Timekeeper<HostCounter>, current: Pair) {
-        if let Some(changed_at) = self.rate_change_before(&current) {
+        let changed_at = self.rate_change_before(&current);
+        if let Some(changed_at) = changed_at {
             self.rate_changes += 1;
             self.anchor = Some(changed_at);
             self.next_anchor = Some(changed_at);
@@ -308,7 +322,13 @@ impl Steering {
             self.anchor = Some(next);
             self.next_anchor = Some(current);
         }
-        let Some(measured) = anchor.frequency_to(&current, MIN_BASELINE) else {
+        // A new rate is taken over the baseline that found it, its
+        // uncertainty with it; the baseline grows from there.
+        let baseline = match changed_at {
+            Some(_) => CHANGE_BASELINE,
+            None => MIN_BASELINE,
+        };
+        let Some(measured) = anchor.frequency_to(&current, baseline) else {
             return;
         };
         if measured.hz == self.hz || timekeeper.set_counter_frequency(measured.hz).is_ok() {
@@ -317,38 +337,68 @@ impl Steering {
         }
     }
 
-    /// The kernel says its clock runs `rate_ppb` from its nominal rate (an
-    /// NTP daemon set its tick or frequency): where that changed since the
-    /// last steering, the counter's frequency as the kernel now counts is
-    /// the one in use scaled by the change, from the next switch point, and
-    /// the baseline starts again at `current`; true then. A change the
-    /// kernel does not say (or an OS that says none) is found by
-    /// measurement all the same (see [`Steering::steer`]). Not on the
-    /// kernel's own clock, which runs at the kernel's rate by definition.
-    fn follow_kernel_rate(
+    /// Follows a change of the kernel's rate at once: asked at every
+    /// windup, before it, so that the hands it publishes runs at the new
+    /// rate from its switch point (a steering waits up to
+    /// [`STEER_INTERVAL`], and its changes take effect a windup later); the
+    /// steering after that windup then runs whether due or not.
+    /// Where the kernel says its rate (`said_rate`, ppb from nominal: an NTP
+    /// daemon set its tick or frequency), it is taken at its word;
+    /// elsewhere a pair taken now is compared with the last steering's, as
+    /// a steering does (see [`Steering::steer`]). Not on the kernel's own
+    /// clock, which runs at the kernel's rate by definition.
+    pub(crate) fn follow_rate_change(
         &mut self,
         timekeeper: &Timekeeper<HostCounter>,
-        rate_ppb: i64,
-        current: Pair,
-    ) -> bool {
-        let Some(was) = self.kernel_rate_ppb.replace(rate_ppb) else {
-            return false;
+        kernel: &dyn KernelClocks,
+        said_rate: impl FnOnce() -> Option<i64>,
+    ) {
+        if matches!(timekeeper.counter(), HostCounter::Kernel(_)) {
+            return;
+        }
+        let followed = match said_rate() {
+            Some(rate_ppb) => self.follow_said_rate(timekeeper, kernel, rate_ppb),
+            None => {
+                let current = pair(kernel, || timekeeper.counter().read());
+                let was = self.hz;
+                self.rate_change_before(&current).map(|_| {
+                    self.steer_rate(timekeeper, current);
+                    ppb_apart(was, self.hz)
+                })
+            }
         };
+        if let Some(ppb) = followed {
+            self.followed_change_ppb = Some(self.followed_change_ppb.unwrap_or(0).max(ppb));
+        }
+    }
+
+    /// The kernel says its clock runs `rate_ppb` from nominal: where that
+    /// changed since it was last asked, the counter's frequency as the
+    /// kernel now counts is the one in use scaled by the change, and the
+    /// baseline starts again at a pair taken now (no measurement spans the
+    /// change); the change's size in ppb then.
+    fn follow_said_rate(
+        &mut self,
+        timekeeper: &Timekeeper<HostCounter>,
+        kernel: &dyn KernelClocks,
+        rate_ppb: i64,
+    ) -> Option<u64> {
+        let was = self.kernel_rate_ppb.replace(rate_ppb)?;
         if was == rate_ppb {
-            return false;
+            return None;
         }
         let hz = (self.hz as i128 * (1_000_000_000 + was as i128)
             / (1_000_000_000 + rate_ppb as i128)) as u64;
-        if timekeeper.set_counter_frequency(hz).is_err() {
-            return false;
-        }
+        timekeeper.set_counter_frequency(hz).ok()?;
+        let change = ppb_apart(self.hz, hz);
         self.hz = hz;
         self.rate_changes += 1;
+        let current = pair(kernel, || timekeeper.counter().read());
         self.anchor = Some(current);
         self.next_anchor = Some(current);
         self.recent = Some(current);
         self.last = Some(current);
-        true
+        Some(change)
     }
 
     /// The pair after which the kernel's rate changed, if the rate since the
@@ -363,11 +413,10 @@ impl Steering {
             .flatten()
             .find(|since| {
                 since
-                    .frequency_to(current, MIN_BASELINE)
+                    .frequency_to(current, CHANGE_BASELINE)
                     .is_some_and(|measured| {
-                        let apart = (measured.hz.abs_diff(self.hz) as u128 * 1_000_000_000
-                            / self.hz as u128) as u64;
-                        apart > 2 * (measured.uncertainty_ppb + known) + CHANGE_FLOOR_PPB
+                        ppb_apart(self.hz, measured.hz)
+                            > 2 * (measured.uncertainty_ppb + known) + CHANGE_FLOOR_PPB
                     })
             })
     }
@@ -394,6 +443,11 @@ impl Steering {
             ..Findings::default()
         }
     }
+}
+
+/// How far the frequency `other` is from `hz`, in ppb of `hz`.
+fn ppb_apart(hz: u64, other: u64) -> u64 {
+    (hz.abs_diff(other) as u128 * 1_000_000_000 / hz.max(1) as u128) as u64
 }
 
 /// The slew rate, in ppb, that closes a phase error of `offset` ns within

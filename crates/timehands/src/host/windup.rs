@@ -16,32 +16,31 @@ use crate::host::kernel_clocks::KernelClock;
 use crate::host::steer::{Findings, Steering};
 
 impl HostClock {
-    /// Winds up, then steers when a steering is due (its changes take
-    /// effect from the next windup on); returns at once if another thread is
-    /// at it. The windup comes first so that the steering measures a clock
-    /// that stands nowhere (reads past the promise stand until a windup).
+    /// Winds up, then steers when a steering is due; returns at once if
+    /// another thread is at it. A change of the kernel's rate is followed
+    /// before the windup, so that the hands it publishes runs at the new
+    /// rate from its switch point; the rest of the steering comes after, so that
+    /// it measures a clock that stands nowhere (reads past the promise stand
+    /// until a windup), and its changes take effect from the next windup on.
     pub(crate) fn windup(&'static self) {
+        let mut steering = match self.steering.try_lock() {
+            Ok(steering) => Some(steering),
+            // A panic under the lock must not end steering (and the watchdog).
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        if let Some(steering) = steering.as_mut() {
+            let said_rate = || self.follow_tai().and_then(|ntp| ntp.rate_ppb);
+            steering.follow_rate_change(self.timekeeper(), self.kernel, said_rate);
+        }
         // CLOCK_MONOTONIC is our uptime's reference: a counter that ran
         // through a suspend that it did not count resumes from it.
         self.timekeeper().windup_following(|| {
             BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
         });
         point("windup: wound up, not steered");
-        self.steer();
-    }
-
-    /// Steers when a steering is due (its changes take effect from the next
-    /// windup on), unless another thread is at it.
-    fn steer(&'static self) {
-        let steering = match self.steering.try_lock() {
-            Ok(steering) => Some(steering),
-            // A panic under the lock must not end steering (and the watchdog).
-            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        };
         if let Some(mut steering) = steering {
-            let said_rate = || self.follow_tai().and_then(|ntp| ntp.rate_ppb);
-            let findings = steering.steer(self.timekeeper(), self.kernel, said_rate);
+            let findings = steering.steer(self.timekeeper(), self.kernel);
             self.apply(&mut steering, findings);
         }
         if !self.publishes {
