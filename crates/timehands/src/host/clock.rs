@@ -251,8 +251,19 @@ impl HostClock {
         self.bound.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The bound on |ours − CLOCK_MONOTONIC| now, in ns.
+    /// The bound on |ours − CLOCK_MONOTONIC| now, in ns, once the kernel
+    /// was asked whether it changed its rate since the last windup (unless
+    /// another thread steers: it asks). A change only a measurement finds is
+    /// left to the windups, whose baseline it needs.
     pub(crate) fn accuracy_nanos(&self) -> u64 {
+        if let Some(mut steering) = self.try_steering() {
+            self.follow_rate_change(&mut steering, false);
+        }
+        self.stated_bound()
+    }
+
+    /// The bound as last stated, in ns now.
+    pub(super) fn stated_bound(&self) -> u64 {
         let bound = *self.bound_lock();
         bound.at(self.timekeeper().uptime_nanos())
     }
@@ -285,6 +296,17 @@ impl HostClock {
     /// invariant a panic could break halfway).
     pub(super) fn steering(&self) -> std::sync::MutexGuard<'_, Steering> {
         self.steering.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The steering, unless another thread is at it (whoever panicked
+    /// holding it: a panic under the lock must not end steering, nor the
+    /// watchdog).
+    pub(super) fn try_steering(&self) -> Option<std::sync::MutexGuard<'_, Steering>> {
+        match self.steering.try_lock() {
+            Ok(steering) => Some(steering),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 
     /// The timekeeper the readers' word names (through it, so that a reader

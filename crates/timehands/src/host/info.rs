@@ -11,7 +11,7 @@ use super::clock::WINDUP_INTERVAL;
 use super::counter::CounterKind;
 use super::process::clock;
 use super::read::ClockId;
-use crate::Counter;
+use super::steer::tick_ns;
 
 /// What a clock can tell apart, and how far it can be from the kernel's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,10 +24,16 @@ pub struct Resolution {
 }
 
 /// The resolution and the current accuracy bound of clock `id`.
+///
+/// The bound holds for the kernel's clock as it runs. Where the kernel says
+/// its clock's rate (Linux's `adjtimex`, one system call), `getres` asks it
+/// whether that rate changed since the last windup, so that the bound knows
+/// of a change that no windup has found yet (chrony starting a slew);
+/// elsewhere a change is known from the windup that measures it, a few
+/// milliseconds on.
 pub fn getres(id: ClockId) -> Resolution {
     let clock = clock();
-    let hz = clock.timekeeper().counter().frequency().max(1);
-    let tick = Duration::from_nanos(1_000_000_000u64.div_ceil(hz));
+    let tick = Duration::from_nanos(tick_ns(clock.timekeeper()));
     // The bound grows from the last measurement at the rate's uncertainty;
     // a read of ours and one of the kernel's are each rounded down to whole
     // nanoseconds: two more.

@@ -416,9 +416,9 @@ struct Followed {
     settled_after: u64,
     /// |our frequency correction − the kernel's rate| 1 s after the end, ppb.
     rate_error_ppb: u64,
-    /// The longest the offset stood beyond the stated bound, from a change
-    /// (its start or its end) on, ns: a change no windup has found yet is
-    /// one the bound cannot know of.
+    /// The longest the offset stood beyond the bound as the windups left
+    /// it (no `getres` asked the kernel), from a change (its start or its
+    /// end) on, ns.
     unbounded: u64,
 }
 
@@ -436,7 +436,7 @@ fn follow(rate_ppb: i64, held_ns: u64, says_rate: bool) -> Followed {
     // Steps (of `STEP`) in a row with the offset beyond the bound.
     let mut track_bound = |clock: &HostClock, kernel: &SimKernel| {
         let off = offset(clock, kernel).unsigned_abs() as u64;
-        beyond = if off > clock.accuracy_nanos() {
+        beyond = if off > clock.stated_bound() {
             beyond + 1
         } else {
             0
@@ -471,6 +471,37 @@ fn follow(rate_ppb: i64, held_ns: u64, says_rate: bool) -> Followed {
     }
 }
 
+/// `getres` asks the kernel whether it changed its rate since the last
+/// windup: the kernel's rate moves by 10 % right after a windup that
+/// steered, and at every read until the next windup is due (reads every
+/// 100 µs, none winding up), the bound it states holds. Where the kernel
+/// says no rate, the bound knows of a change from the windup that measures
+/// it on ([`the_kernels_rate_changes_are_followed`]).
+#[test]
+#[cfg_attr(miri, ignore = "steers a host clock")]
+fn getres_knows_of_a_change_the_kernel_says() {
+    const STEP: u64 = 100_000;
+    let kernel = SimKernel::leaked();
+    kernel.says_rate.store(true, Ordering::Release);
+    let clock = clock(kernel, 20);
+    run(clock, kernel, 2_000_000_000, STEP);
+    let steerings = clock.steering().steerings();
+    while clock.steering().steerings() == steerings {
+        run(clock, kernel, STEP, STEP);
+    }
+    kernel.rate_ppb.store(100_000_000, Ordering::Release);
+    for step in 1..WINDUP_INTERVAL.as_nanos() as u64 / STEP {
+        kernel.advance(STEP);
+        let off = offset(clock, kernel).unsigned_abs() as u64;
+        let bound = clock.accuracy_nanos();
+        assert!(
+            off <= bound,
+            "{} µs on: {off} ns off, bound {bound} ns",
+            step * STEP / 1_000
+        );
+    }
+}
+
 /// How far the clock may stand from CLOCK_MONOTONIC while the kernel's
 /// rate is `rate_ppb` off the rate the clock runs at: the rate times a
 /// steering interval.
@@ -484,8 +515,9 @@ fn distance_allowed(rate_ppb: i64) -> u64 {
 /// tick, for as long as the slew takes). During each, the clock stays
 /// within the rate change times a steering interval (the next windup finds
 /// the change, and the hands it publishes runs at the new rate from its
-/// switch point), and beyond its stated bound only until a windup finds
-/// the change (the bound cannot know of it before); after each, it is
+/// switch point), and beyond the bound the windups state only until one
+/// finds the change (`getres` asks the kernel too: see
+/// [`getres_knows_of_a_change_the_kernel_says`]); after each, it is
 /// back within 1 µs, and its rate within 1 ppm, within 1 s: whether the
 /// kernel says its rate (Linux's `adjtimex`) or the clock finds it by
 /// measurement alone.

@@ -93,6 +93,8 @@ pub(crate) struct Steering {
     /// away; and the clock runs at the old rate, off by that much, until
     /// the new one takes over at the switch point.
     followed_change_ppb: Option<u64>,
+    /// CLOCK_MONOTONIC when the kernel was last asked its rate.
+    asked_at: Option<u64>,
     /// REALTIME − MONOTONIC as last given to the engine.
     realtime_offset: Option<Offset>,
     /// BOOTTIME − MONOTONIC as last given to the host clock.
@@ -174,6 +176,7 @@ impl Steering {
             next_anchor: anchor,
             last_steer: 0,
             followed_change_ppb: None,
+            asked_at: None,
             realtime_offset: None,
             boottime_offset: None,
             watch_anchor: None,
@@ -257,10 +260,11 @@ impl Steering {
         let current = pair(kernel, || timekeeper.counter().read());
         // Until the next measurement the clock runs on the old frequency up
         // to the switch point and on the new one after: the bound grows at
-        // the worse of the two.
+        // the worse of the two (the old one off by a change of the kernel's
+        // rate a windup followed since the last steering, if one did).
         let before = self
             .rate_bound_ppb()
-            .max(self.followed_change_ppb.take().unwrap_or(0));
+            .saturating_add(self.followed_change_ppb.take().unwrap_or(0));
         self.steer_rate(timekeeper, current);
         super::fork_points::point("steering: rate set");
         // Phase: slew our time onto CLOCK_MONOTONIC, within CATCH_UP.
@@ -337,52 +341,68 @@ impl Steering {
         }
     }
 
-    /// Follows a change of the kernel's rate at once: asked at every
+    /// Follows a change of the kernel's rate at once: looked for at every
     /// windup, before it, so that the hands it publishes runs at the new
     /// rate from its switch point (a steering waits up to
     /// [`STEER_INTERVAL`], and its changes take effect a windup later); the
-    /// steering after that windup then runs whether due or not.
-    /// Where the kernel says its rate (`said_rate`, ppb from nominal: an NTP
-    /// daemon set its tick or frequency), it is taken at its word;
-    /// elsewhere a pair taken now is compared with the last steering's, as
-    /// a steering does (see [`Steering::steer`]). Not on the kernel's own
-    /// clock, which runs at the kernel's rate by definition.
+    /// next steering then runs whether due or not. Where the kernel says its
+    /// rate (`said_rate`, ppb from nominal: an NTP daemon set its tick or
+    /// frequency), it is taken at its word; elsewhere, if `measure`, a pair
+    /// taken now is compared with the last steering's, as a steering does
+    /// (see [`Steering::steer`]). Not on the kernel's own clock, which runs
+    /// at the kernel's rate by definition. Returns the change followed, for
+    /// the bound.
     pub(crate) fn follow_rate_change(
         &mut self,
         timekeeper: &Timekeeper<HostCounter>,
         kernel: &dyn KernelClocks,
         said_rate: impl FnOnce() -> Option<i64>,
-    ) {
+        measure: bool,
+    ) -> Option<RateChange> {
         if matches!(timekeeper.counter(), HostCounter::Kernel(_)) {
-            return;
+            return None;
         }
-        let followed = match said_rate() {
+        let change = match said_rate() {
             Some(rate_ppb) => self.follow_said_rate(timekeeper, kernel, rate_ppb),
-            None => {
-                let current = pair(kernel, || timekeeper.counter().read());
-                let was = self.hz;
-                self.rate_change_before(&current).map(|_| {
-                    self.steer_rate(timekeeper, current);
-                    ppb_apart(was, self.hz)
-                })
-            }
-        };
-        if let Some(ppb) = followed {
-            self.followed_change_ppb = Some(self.followed_change_ppb.unwrap_or(0).max(ppb));
-        }
+            None if measure => self.follow_measured_rate(timekeeper, kernel),
+            None => None,
+        }?;
+        self.followed_change_ppb = Some(self.followed_change_ppb.unwrap_or(0).max(change.ppb));
+        Some(change)
+    }
+
+    /// A change of the kernel's rate that a pair taken now shows against
+    /// the last steering's (or the recent one), followed as a steering
+    /// does: the rate since that pair is the one in use. Since then the
+    /// clock fell behind or ahead by the difference of the two rates.
+    fn follow_measured_rate(
+        &mut self,
+        timekeeper: &Timekeeper<HostCounter>,
+        kernel: &dyn KernelClocks,
+    ) -> Option<RateChange> {
+        let current = pair(kernel, || timekeeper.counter().read());
+        let since = self.rate_change_before(&current)?;
+        let was = self.hz;
+        self.steer_rate(timekeeper, current);
+        Some(RateChange {
+            ppb: ppb_apart(self.hz, was).saturating_add(self.rate_bound_ppb()),
+            unseen_ns: current.kernel.saturating_sub(since.kernel),
+        })
     }
 
     /// The kernel says its clock runs `rate_ppb` from nominal: where that
     /// changed since it was last asked, the counter's frequency as the
     /// kernel now counts is the one in use scaled by the change, and the
     /// baseline starts again at a pair taken now (no measurement spans the
-    /// change); the change's size in ppb then.
+    /// change). It may have changed any time since it was last asked.
     fn follow_said_rate(
         &mut self,
         timekeeper: &Timekeeper<HostCounter>,
         kernel: &dyn KernelClocks,
         rate_ppb: i64,
-    ) -> Option<u64> {
+    ) -> Option<RateChange> {
+        let now = kernel.nanos(KernelClock::Monotonic);
+        let asked = self.asked_at.replace(now).unwrap_or(now);
         let was = self.kernel_rate_ppb.replace(rate_ppb)?;
         if was == rate_ppb {
             return None;
@@ -390,7 +410,7 @@ impl Steering {
         let hz = (self.hz as i128 * (1_000_000_000 + was as i128)
             / (1_000_000_000 + rate_ppb as i128)) as u64;
         timekeeper.set_counter_frequency(hz).ok()?;
-        let change = ppb_apart(self.hz, hz);
+        let change = ppb_apart(hz, self.hz);
         self.hz = hz;
         self.rate_changes += 1;
         let current = pair(kernel, || timekeeper.counter().read());
@@ -398,7 +418,10 @@ impl Steering {
         self.next_anchor = Some(current);
         self.recent = Some(current);
         self.last = Some(current);
-        Some(change)
+        Some(RateChange {
+            ppb: change,
+            unseen_ns: now.saturating_sub(asked),
+        })
     }
 
     /// The pair after which the kernel's rate changed, if the rate since the
@@ -445,7 +468,8 @@ impl Steering {
     }
 }
 
-/// How far the frequency `other` is from `hz`, in ppb of `hz`.
+/// How far the frequency `other` is from `hz`, in ppb of `hz`: how fast a
+/// clock that counts at `other` while the counter runs at `hz` drifts.
 fn ppb_apart(hz: u64, other: u64) -> u64 {
     (hz.abs_diff(other) as u128 * 1_000_000_000 / hz.max(1) as u128) as u64
 }
@@ -456,6 +480,17 @@ fn ppb_apart(hz: u64, other: u64) -> u64 {
 pub(crate) fn catch_up_rate(offset: i128) -> i64 {
     let rate = offset.unsigned_abs() * 1_000_000_000 / CATCH_UP.as_nanos();
     rate.clamp(MAX_PPB as u128, MAX_SLEW_PPB as u128) as i64
+}
+
+/// A change of the kernel's rate, followed when it was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RateChange {
+    /// Its size, in ppb of the counter's frequency.
+    pub(crate) ppb: u64,
+    /// How long before it was found it may have begun, in ns: since the
+    /// kernel was last asked its rate, or since the pair a measurement
+    /// found it after.
+    pub(crate) unseen_ns: u64,
 }
 
 /// A bound on |ours − CLOCK_MONOTONIC| that stays true as time passes: the
@@ -476,9 +511,27 @@ pub(crate) struct Bound {
 impl Bound {
     /// The bound at our uptime `now` ns.
     pub(crate) fn at(&self, now: u64) -> u64 {
-        let grown = now.saturating_sub(self.since) as u128 * self.ppb as u128 / 1_000_000_000;
-        self.ns.saturating_add(grown.min(u64::MAX as u128) as u64)
+        self.ns
+            .saturating_add(grown(now.saturating_sub(self.since), self.ppb))
     }
+
+    /// The bound from our uptime `now` ns on, after `change` was found: the
+    /// clock ran at the old rate for as long as the change went unseen, and
+    /// runs on at it until the new rate takes over at the switch point.
+    pub(crate) fn after(&self, change: RateChange, now: u64) -> Bound {
+        Bound {
+            ns: self
+                .at(now)
+                .saturating_add(grown(change.unseen_ns, change.ppb)),
+            ppb: self.ppb.saturating_add(change.ppb),
+            since: now,
+        }
+    }
+}
+
+/// What an error growing at `ppb` adds up to in `ns`.
+fn grown(ns: u64, ppb: u64) -> u64 {
+    (ns as u128 * ppb as u128 / 1_000_000_000).min(u64::MAX as u128) as u64
 }
 
 /// The period of `timekeeper`'s counter in ns, rounded up (see

@@ -23,15 +23,9 @@ impl HostClock {
     /// it measures a clock that stands nowhere (reads past the promise stand
     /// until a windup), and its changes take effect from the next windup on.
     pub(crate) fn windup(&'static self) {
-        let mut steering = match self.steering.try_lock() {
-            Ok(steering) => Some(steering),
-            // A panic under the lock must not end steering (and the watchdog).
-            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        };
+        let mut steering = self.try_steering();
         if let Some(steering) = steering.as_mut() {
-            let said_rate = || self.follow_tai().and_then(|ntp| ntp.rate_ppb);
-            steering.follow_rate_change(self.timekeeper(), self.kernel, said_rate);
+            self.follow_rate_change(steering, true);
         }
         // CLOCK_MONOTONIC is our uptime's reference: a counter that ran
         // through a suspend that it did not count resumes from it.
@@ -54,6 +48,22 @@ impl HostClock {
             timekeeper.realtime_nanos() / 1_000_000_000,
             Ordering::Relaxed,
         );
+    }
+
+    /// Follows a change of the kernel's rate, if there is one, with
+    /// `steering`, the steering lock's (see
+    /// [`Steering::follow_rate_change`], which `measure`s one the kernel
+    /// does not say, if asked), and widens the error bound by what it may
+    /// have cost.
+    pub(super) fn follow_rate_change(&self, steering: &mut Steering, measure: bool) {
+        let said_rate = || self.follow_tai().and_then(|ntp| ntp.rate_ppb);
+        if let Some(change) =
+            steering.follow_rate_change(self.timekeeper(), self.kernel, said_rate, measure)
+        {
+            let now = self.timekeeper().uptime_nanos();
+            let mut bound = self.bound_lock();
+            *bound = bound.after(change, now);
+        }
     }
 
     /// Keeps what a steering found: the kernel's offsets (Realtime's given
