@@ -471,6 +471,21 @@ fn follow(rate_ppb: i64, held_ns: u64, says_rate: bool) -> Followed {
     }
 }
 
+/// A kernel that says its rate, and a clock on it (its counter 20 ppm fast)
+/// run steady for 2 s with reads every 100 µs, up to just after a steering.
+fn just_steered() -> (&'static SimKernel, &'static HostClock) {
+    const STEP: u64 = 100_000;
+    let kernel = SimKernel::leaked();
+    kernel.says_rate.store(true, Ordering::Release);
+    let clock = clock(kernel, 20);
+    run(clock, kernel, 2_000_000_000, STEP);
+    let steerings = clock.steering().steerings();
+    while clock.steering().steerings() == steerings {
+        run(clock, kernel, STEP, STEP);
+    }
+    (kernel, clock)
+}
+
 /// `getres` asks the kernel whether it changed its rate since the last
 /// windup: the kernel's rate moves by 10 % right after a windup that
 /// steered, and at every read until the next windup is due (reads every
@@ -481,14 +496,7 @@ fn follow(rate_ppb: i64, held_ns: u64, says_rate: bool) -> Followed {
 #[cfg_attr(miri, ignore = "steers a host clock")]
 fn getres_knows_of_a_change_the_kernel_says() {
     const STEP: u64 = 100_000;
-    let kernel = SimKernel::leaked();
-    kernel.says_rate.store(true, Ordering::Release);
-    let clock = clock(kernel, 20);
-    run(clock, kernel, 2_000_000_000, STEP);
-    let steerings = clock.steering().steerings();
-    while clock.steering().steerings() == steerings {
-        run(clock, kernel, STEP, STEP);
-    }
+    let (kernel, clock) = just_steered();
     kernel.rate_ppb.store(100_000_000, Ordering::Release);
     for step in 1..WINDUP_INTERVAL.as_nanos() as u64 / STEP {
         kernel.advance(STEP);
@@ -678,16 +686,9 @@ fn slew_through_a_fork() -> Result<(), String> {
     use super::process_tests::{fork_and, verdict};
     const SLEW: u64 = 1_000_000_000;
     const STEP: u64 = 100_000;
-    let kernel = SimKernel::leaked();
-    kernel.says_rate.store(true, Ordering::Release);
-    let clock = clock(kernel, 20);
-    run(clock, kernel, 2_000_000_000, STEP);
     // Just after a steering: the next one, a steering interval on, comes
     // after the fork.
-    let steerings = clock.steering().steerings();
-    while clock.steering().steerings() == steerings {
-        run(clock, kernel, STEP, STEP);
-    }
+    let (kernel, clock) = just_steered();
     kernel.rate_ppb.store(CHRONY_PPB, Ordering::Release);
     run(clock, kernel, 1_000_000, STEP);
     let left = SLEW - 1_000_000;
