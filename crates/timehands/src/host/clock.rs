@@ -22,8 +22,9 @@ use crate::{BinTime, Counter, Timekeeper};
 
 /// How long a hands serves before a read finds a windup due (and how far
 /// past its switch point it promises its rate): readers wind up, so this is
-/// how often a program that reads all the time pays a windup (some hundred
-/// nanoseconds), and how soon a rate change the steering makes takes effect.
+/// how often a program that reads all the time pays a windup (about a
+/// microsecond: on Linux, an `adjtimex` asks the kernel its rate), and how
+/// soon a rate change takes effect.
 pub(crate) const WINDUP_INTERVAL: Duration = Duration::from_millis(5);
 
 /// Whether `timekeeper` runs on the kernel's clock (which needs no watchdog).
@@ -253,11 +254,13 @@ impl HostClock {
 
     /// The bound on |ours − CLOCK_MONOTONIC| now, in ns, once the kernel
     /// was asked whether it changed its rate since the last windup (unless
-    /// another thread steers: it asks). A change only a measurement finds is
-    /// left to the windups, whose baseline it needs.
+    /// another thread steers: it asks, and states the bound a moment on). A
+    /// change only a measurement finds is left to the windups, whose
+    /// baseline it needs.
     pub(crate) fn accuracy_nanos(&self) -> u64 {
         if let Some(mut steering) = self.try_steering() {
-            self.follow_rate_change(&mut steering, false);
+            let ntp = self.kernel_ntp();
+            self.follow_rate_change(&mut steering, ntp.as_ref(), false);
         }
         self.stated_bound()
     }
@@ -321,20 +324,29 @@ impl HostClock {
 
     /// Follows TAI − UTC, which the kernel keeps in whole seconds (an NTP
     /// daemon sets it; 0 otherwise), from the kernel's NTP state, which it
-    /// returns. A kernel that refuses (`adjtimex` filtered by a sandbox, an
-    /// OS without an NTP state) is asked once: TAI − UTC is 0 from then on,
-    /// as the kernel's CLOCK_TAI is where nothing set it, and `info` says
-    /// so.
+    /// returns (see [`kernel_ntp`](HostClock::kernel_ntp)).
     pub(crate) fn follow_tai(&self) -> Option<NtpState> {
+        let ntp = self.kernel_ntp()?;
+        self.keep_tai(&ntp);
+        Some(ntp)
+    }
+
+    /// Keeps TAI − UTC as `ntp` says it.
+    pub(super) fn keep_tai(&self, ntp: &NtpState) {
+        self.tai_offset
+            .store(ntp.tai_offset_s as i64, Ordering::Relaxed);
+    }
+
+    /// The kernel's NTP state. A kernel that refuses (`adjtimex` filtered by
+    /// a sandbox, an OS without an NTP state) is asked once: TAI − UTC is 0
+    /// from then on, as the kernel's CLOCK_TAI is where nothing set it, and
+    /// `info` says so.
+    pub(super) fn kernel_ntp(&self) -> Option<NtpState> {
         if self.ntp_refused.load(Ordering::Relaxed) {
             return None;
         }
         match self.kernel.ntp() {
-            Ok(ntp) => {
-                self.tai_offset
-                    .store(ntp.tai_offset_s as i64, Ordering::Relaxed);
-                Some(ntp)
-            }
+            Ok(ntp) => Some(ntp),
             Err(e) => {
                 if !self.ntp_refused.swap(true, Ordering::Relaxed) {
                     self.tai_offset.store(0, Ordering::Relaxed);

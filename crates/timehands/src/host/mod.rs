@@ -55,8 +55,11 @@
 //! thread when a read needs it. A stop (SIGSTOP, a paused VM) leaves reads
 //! standing at the promise; the windup after it resumes on CLOCK_MONOTONIC
 //! wherever the counter's rate would have put it. The error bound
-//! [`getres`](crate::getres()) reports is true at every moment: the offset
-//! measured last plus the frequency's uncertainty times the time since.
+//! [`getres`](crate::getres()) reports is true at every moment while the
+//! kernel's clock keeps its rate, and through a change of it where the
+//! kernel says its rate (`getres` asks): the offset measured last plus the
+//! frequency's uncertainty times the time since. A change only a
+//! measurement finds is in it from the windup that finds it.
 //!
 //! # Staying with the kernel
 //!
@@ -64,9 +67,9 @@
 //! of `steer.rs` keeps it there: at windups it compares itself with the kernel
 //! through tight brackets and slews its phase and trims its rate, never
 //! stepping. The kernel's clock itself changes rate (chrony slews through the
-//! tick at 8.3 %, PTP daemons step the frequency): the steering finds such a
-//! change at its next measurement, or from the kernel's word where it gives
-//! one (Linux's `adjtimex`), follows the new rate from the next switch
+//! tick at 8.3 %, PTP daemons step the frequency): every windup looks for
+//! such a change (the kernel's word where it gives one, Linux's `adjtimex`;
+//! a measurement elsewhere), follows the new rate from its own switch
 //! point, and closes the gap it left within some tens of milliseconds,
 //! running fast, or slow as far as standing still. Realtime and Boottime are
 //! Monotonic plus the kernel's own offsets (REALTIME − MONOTONIC, BOOTTIME −
@@ -106,8 +109,9 @@
 //!
 //! Keeping time costs what the reading needs, and nothing while nobody
 //! reads. Precise readers wind up themselves: a read that finds its hands a
-//! [`WINDUP_INTERVAL`](clock::WINDUP_INTERVAL) old winds up (and steers, at most every 10 ms), a few
-//! hundred nanoseconds some hundred times a second for a program that reads
+//! [`WINDUP_INTERVAL`](clock::WINDUP_INTERVAL) old winds up (and steers every 10 ms, or at once
+//! after a change of the kernel's rate), about a microsecond some hundred
+//! times a second for a program that reads
 //! all the time ([`Info::reader_windups`](crate::Info::reader_windups)); a
 //! read that stood at its hands' promise (no windup for two intervals: a
 //! stop, a suspend, a program that reads seldom) winds up (or waits for the

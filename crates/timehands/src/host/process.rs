@@ -28,8 +28,9 @@
 //! ELF, `__mod_init_func` in Mach-O), so that a fork while another thread starts the clock cannot leave
 //! the child waiting on a start that no thread of it makes; the clock's
 //! start registers them too, for a platform or a link without that entry. A
-//! fork from a signal handler that interrupted this thread's own steering
-//! would wait for itself: the one case this design does not cover.
+//! fork from a signal handler that interrupted this thread's own windup or
+//! `getres` (both hold the steering lock) would wait for itself: the one
+//! case this design does not cover.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};

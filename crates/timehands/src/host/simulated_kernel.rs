@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::clock::{HostClock, WINDUP_INTERVAL};
-use super::steer::{CHANGE_BASELINE, STEER_INTERVAL};
+use super::steer::STEER_INTERVAL;
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, NtpState};
 use crate::os::LeapSecond;
 use crate::{BinTime, Counter};
@@ -164,8 +164,10 @@ fn run(clock: &'static HostClock, kernel: &SimKernel, ns: u64, step: u64) {
 /// read more than two windup intervals ahead of CLOCK_MONOTONIC read after
 /// them (they leave the windups to the thread that moves the simulated
 /// time: steering brackets that it moved on midway would measure noise a
-/// real clock does not have); the offset is back under 1 µs within 10 s; Boottime and Realtime
-/// advance by the hour, as the kernel's do; a deadline armed on our clock
+/// real clock does not have); the offset is back under 1 µs within 10 s,
+/// and the suspend is not taken for a change of the kernel's rate;
+/// Boottime and Realtime advance by the hour, as the kernel's do; a
+/// deadline armed on our clock
 /// falls due at its CLOCK_MONOTONIC time. Prints the offset after the
 /// resume over time.
 #[test]
@@ -198,6 +200,7 @@ fn an_hour_suspended_is_taken_out() {
         })
         .collect();
     run(clock, kernel, 10_000_000, 100_000);
+    let rate_changes = clock.steering().rate_changes();
     kernel.suspended.fetch_add(HOUR, Ordering::AcqRel);
     let mut offsets = Vec::new();
     for second in 1..=10 {
@@ -214,6 +217,12 @@ fn an_hour_suspended_is_taken_out() {
     println!("offset (CLOCK_MONOTONIC − ours) after the resume: {offsets:?} (s, ns)");
     let last = offsets.last().expect("ten seconds").1;
     assert!(last.abs() < 1_000, "{offsets:?}");
+    // The counts of the suspend are not taken for a rate.
+    assert_eq!(
+        clock.steering().rate_changes(),
+        rate_changes,
+        "a suspend taken for a change of the kernel's rate"
+    );
     // Boottime and Realtime count the suspend, as the kernel's do.
     assert_eq!(clock.boottime_offset.load(Ordering::Relaxed), HOUR as i64);
     let realtime = clock.timekeeper().realtime().as_nanos();
@@ -487,7 +496,7 @@ fn just_steered() -> (&'static SimKernel, &'static HostClock) {
 }
 
 /// `getres` asks the kernel whether it changed its rate since the last
-/// windup: the kernel's rate moves by 10 % right after a windup that
+/// windup: the kernel's rate moves by ±10 % right after a windup that
 /// steered, and at every read until the next windup is due (reads every
 /// 100 µs, none winding up), the bound it states holds. Where the kernel
 /// says no rate, the bound knows of a change from the windup that measures
@@ -496,17 +505,19 @@ fn just_steered() -> (&'static SimKernel, &'static HostClock) {
 #[cfg_attr(miri, ignore = "steers a host clock")]
 fn getres_knows_of_a_change_the_kernel_says() {
     const STEP: u64 = 100_000;
-    let (kernel, clock) = just_steered();
-    kernel.rate_ppb.store(100_000_000, Ordering::Release);
-    for step in 1..WINDUP_INTERVAL.as_nanos() as u64 / STEP {
-        kernel.advance(STEP);
-        let off = offset(clock, kernel).unsigned_abs() as u64;
-        let bound = clock.accuracy_nanos();
-        assert!(
-            off <= bound,
-            "{} µs on: {off} ns off, bound {bound} ns",
-            step * STEP / 1_000
-        );
+    for rate_ppb in [100_000_000, -100_000_000] {
+        let (kernel, clock) = just_steered();
+        kernel.rate_ppb.store(rate_ppb, Ordering::Release);
+        for step in 1..WINDUP_INTERVAL.as_nanos() as u64 / STEP {
+            kernel.advance(STEP);
+            let off = offset(clock, kernel).unsigned_abs() as u64;
+            let bound = clock.accuracy_nanos();
+            assert!(
+                off <= bound,
+                "{rate_ppb} ppb, {} µs on: {off} ns off, bound {bound} ns",
+                step * STEP / 1_000
+            );
+        }
     }
 }
 
@@ -561,15 +572,11 @@ fn the_kernels_rate_changes_are_followed() {
             "{what}: {followed:?}"
         );
         assert!(followed.rate_error_ppb < 1_000, "{what}: {followed:?}");
-        // Until the windup that finds the change: the first after it where
-        // the kernel says its rate; where it is measured, the first a
-        // change's baseline after the last steering.
-        let found_within = match says_rate {
-            true => WINDUP_INTERVAL,
-            false => WINDUP_INTERVAL + CHANGE_BASELINE,
-        };
+        // Until the windup that finds the change, the first after it (a
+        // windup interval after the last steering is longer than a
+        // change's baseline).
         assert!(
-            followed.unbounded <= found_within.as_nanos() as u64,
+            followed.unbounded <= WINDUP_INTERVAL.as_nanos() as u64,
             "{what}: {followed:?}"
         );
     }

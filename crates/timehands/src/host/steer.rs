@@ -1,8 +1,9 @@
 //! Steering the host clock to the kernel's CLOCK_MONOTONIC.
 //!
 //! At every windup the kernel's Realtime and Boottime offsets are followed
-//! (see `follow_offsets`); then two measurements, two corrections, at most
-//! every [`STEER_INTERVAL`]:
+//! (see `follow_offsets`); then two measurements, two corrections, every
+//! [`STEER_INTERVAL`] (and at once after a windup followed a change of the
+//! kernel's rate):
 //!
 //! - **rate**: the counter against CLOCK_MONOTONIC over a long baseline (the
 //!   tightest of three brackets `counter, clock_gettime, counter` at each end),
@@ -65,11 +66,14 @@ const SLIDE_AFTER: Duration = Duration::from_secs(16);
 pub(crate) const CATCH_UP: Duration = Duration::from_millis(10);
 /// How old the pair is that the rate of the last second is measured from.
 const RECENT: Duration = Duration::from_secs(1);
+/// The most a kernel changes its clock's rate by, in ppb: Linux's tick by
+/// 10 % and its frequency by 500 ppm (other kernels slew less).
+const MAX_KERNEL_RATE_PPB: u64 = 100_500_000;
 /// The shortest baseline a change of the kernel's rate is looked for over:
 /// a windup interval after the last steering, less a millisecond of a late
 /// windup. A TSC's bracket of some tens of nanoseconds is some ppm there,
 /// against the hundreds of ppm to 10 % of the changes looked for.
-pub(super) const CHANGE_BASELINE: Duration = Duration::from_millis(4);
+const CHANGE_BASELINE: Duration = Duration::from_millis(4);
 /// A change of the kernel's rate is one further from the rate in use than
 /// twice the two measurements' bounds, plus this, in ppb: the kernel's own
 /// nanosecond roundings.
@@ -238,8 +242,9 @@ impl Steering {
 
     /// Follows the kernel's Realtime and Boottime offsets, then measures and
     /// corrects rate and phase of `timekeeper` against `kernel`'s clocks,
-    /// unless the last steering is too recent or the watchdog finds the
-    /// counter misbehaving; returns what it found.
+    /// unless the last steering is too recent (and no change of the kernel's
+    /// rate was followed since) or the watchdog finds the counter
+    /// misbehaving; returns what it found.
     pub(crate) fn steer(
         &mut self,
         timekeeper: &Timekeeper<HostCounter>,
@@ -356,25 +361,32 @@ impl Steering {
         &mut self,
         timekeeper: &Timekeeper<HostCounter>,
         kernel: &dyn KernelClocks,
-        said_rate: impl FnOnce() -> Option<i64>,
+        said_rate: Option<i64>,
         measure: bool,
     ) -> Option<RateChange> {
         if matches!(timekeeper.counter(), HostCounter::Kernel(_)) {
             return None;
         }
-        let change = match said_rate() {
+        let change = match said_rate {
             Some(rate_ppb) => self.follow_said_rate(timekeeper, kernel, rate_ppb),
             None if measure => self.follow_measured_rate(timekeeper, kernel),
             None => None,
         }?;
-        self.followed_change_ppb = Some(self.followed_change_ppb.unwrap_or(0).max(change.ppb));
+        // Two changes before a steering: the clock may be off by both.
+        let followed = self.followed_change_ppb.unwrap_or(0);
+        self.followed_change_ppb = Some(followed.saturating_add(change.ppb));
         Some(change)
     }
 
     /// A change of the kernel's rate that a pair taken now shows against
     /// the last steering's (or the recent one), followed as a steering
     /// does: the rate since that pair is the one in use. Since then the
-    /// clock fell behind or ahead by the difference of the two rates.
+    /// clock fell behind or ahead by the difference of the two rates, an
+    /// average over a span the change may have begun within: the change
+    /// itself may be any size a kernel makes, until a measurement that
+    /// lies after it. A difference larger than any kernel's is no rate
+    /// change but a suspend the counter counted through, or a counter gone
+    /// wrong: left to the steering's look at Boottime and to the watchdog.
     fn follow_measured_rate(
         &mut self,
         timekeeper: &Timekeeper<HostCounter>,
@@ -382,11 +394,20 @@ impl Steering {
     ) -> Option<RateChange> {
         let current = pair(kernel, || timekeeper.counter().read());
         let since = self.rate_change_before(&current)?;
-        let was = self.hz;
+        let measured = since.frequency_to(&current, CHANGE_BASELINE)?;
+        // The kernel's change: its second against the counter's counts,
+        // before and now.
+        let kernel_ppb =
+            self.hz.abs_diff(measured.hz) as u128 * 1_000_000_000 / measured.hz as u128;
+        if kernel_ppb > MAX_KERNEL_RATE_PPB as u128 {
+            return None;
+        }
+        let average_ppb = ppb_apart(self.hz, measured.hz);
         self.steer_rate(timekeeper, current);
+        let unseen_ns = current.kernel.saturating_sub(since.kernel);
         Some(RateChange {
-            ppb: ppb_apart(self.hz, was).saturating_add(self.rate_bound_ppb()),
-            unseen_ns: current.kernel.saturating_sub(since.kernel),
+            accrued_ns: grown(unseen_ns, average_ppb + measured.uncertainty_ppb),
+            ppb: MAX_KERNEL_RATE_PPB,
         })
     }
 
@@ -410,7 +431,7 @@ impl Steering {
         let hz = (self.hz as i128 * (1_000_000_000 + was as i128)
             / (1_000_000_000 + rate_ppb as i128)) as u64;
         timekeeper.set_counter_frequency(hz).ok()?;
-        let change = ppb_apart(hz, self.hz);
+        let change = ppb_apart(self.hz, hz);
         self.hz = hz;
         self.rate_changes += 1;
         let current = pair(kernel, || timekeeper.counter().read());
@@ -419,8 +440,8 @@ impl Steering {
         self.recent = Some(current);
         self.last = Some(current);
         Some(RateChange {
+            accrued_ns: grown(now.saturating_sub(asked), change),
             ppb: change,
-            unseen_ns: now.saturating_sub(asked),
         })
     }
 
@@ -468,10 +489,12 @@ impl Steering {
     }
 }
 
-/// How far the frequency `other` is from `hz`, in ppb of `hz`: how fast a
-/// clock that counts at `other` while the counter runs at `hz` drifts.
+/// How far apart the frequencies `hz` and `other` are, in ppb of the
+/// lower: how fast a clock that counts at one while the counter runs at the
+/// other drifts, in its own time or the other's.
 fn ppb_apart(hz: u64, other: u64) -> u64 {
-    (hz.abs_diff(other) as u128 * 1_000_000_000 / hz.max(1) as u128) as u64
+    let apart = hz.abs_diff(other) as u128 * 1_000_000_000 / hz.min(other).max(1) as u128;
+    apart.min(u64::MAX as u128) as u64
 }
 
 /// The slew rate, in ppb, that closes a phase error of `offset` ns within
@@ -482,15 +505,16 @@ pub(crate) fn catch_up_rate(offset: i128) -> i64 {
     rate.clamp(MAX_PPB as u128, MAX_SLEW_PPB as u128) as i64
 }
 
-/// A change of the kernel's rate, followed when it was found.
+/// A change of the kernel's rate, followed when it was found: what the
+/// clock may be off by then, and how fast that may grow until the new rate
+/// takes over at the switch point and a steering measures the phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RateChange {
-    /// Its size, in ppb of the counter's frequency.
+    /// What it may have cost since it began, in ns: since the kernel was
+    /// last asked its rate, or since the pair a measurement found it after.
+    pub(crate) accrued_ns: u64,
+    /// How fast the error may grow from here on, in ppb.
     pub(crate) ppb: u64,
-    /// How long before it was found it may have begun, in ns: since the
-    /// kernel was last asked its rate, or since the pair a measurement
-    /// found it after.
-    pub(crate) unseen_ns: u64,
 }
 
 /// A bound on |ours − CLOCK_MONOTONIC| that stays true as time passes: the
@@ -520,9 +544,7 @@ impl Bound {
     /// runs on at it until the new rate takes over at the switch point.
     pub(crate) fn after(&self, change: RateChange, now: u64) -> Bound {
         Bound {
-            ns: self
-                .at(now)
-                .saturating_add(grown(change.unseen_ns, change.ppb)),
+            ns: self.at(now).saturating_add(change.accrued_ns),
             ppb: self.ppb.saturating_add(change.ppb),
             since: now,
         }

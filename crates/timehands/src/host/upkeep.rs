@@ -4,9 +4,10 @@
 //!
 //! Keeping time costs what the reading needs. Precise reads keep the clock
 //! up themselves: a read that finds its hands a windup interval old winds up
-//! (and steers, at most every [`STEER_INTERVAL`](super::steer::STEER_INTERVAL)),
-//! some hundred times a second for a program that reads all the time, at a
-//! cost of some hundred nanoseconds each; a program that reads now and then
+//! (and steers every [`STEER_INTERVAL`](super::steer::STEER_INTERVAL), or at
+//! once after a change of the kernel's rate), some hundred times a second
+//! for a program that reads all the time, at a cost of about a microsecond
+//! each; a program that reads now and then
 //! winds up now and then. The thread does what no reader can:
 //!
 //! - it moves the clock to the hardware counter (the choice, off the
@@ -185,7 +186,7 @@ impl HostClock {
                 Next::Tick { probe } => {
                     // Wound up and published before the sleep: a coarse
                     // read that finds the thread ticking trusts it. Its
-                    // windups steer as readers' do (at most every 10 ms):
+                    // windups steer as readers' do (every 10 ms):
                     // precise readers find no windup due while it ticks.
                     self.wake.set_ticking(true);
                     self.windup();

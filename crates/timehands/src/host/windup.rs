@@ -12,7 +12,7 @@ use super::published::{
 };
 use crate::BinTime;
 use crate::engine::nanos::floor_nanos;
-use crate::host::kernel_clocks::KernelClock;
+use crate::host::kernel_clocks::{KernelClock, NtpState};
 use crate::host::steer::{Findings, Steering};
 
 impl HostClock {
@@ -24,8 +24,9 @@ impl HostClock {
     /// until a windup), and its changes take effect from the next windup on.
     pub(crate) fn windup(&'static self) {
         let mut steering = self.try_steering();
+        let ntp = steering.as_ref().and_then(|_| self.kernel_ntp());
         if let Some(steering) = steering.as_mut() {
-            self.follow_rate_change(steering, true);
+            self.follow_rate_change(steering, ntp.as_ref(), true);
         }
         // CLOCK_MONOTONIC is our uptime's reference: a counter that ran
         // through a suspend that it did not count resumes from it.
@@ -35,7 +36,7 @@ impl HostClock {
         point("windup: wound up, not steered");
         if let Some(mut steering) = steering {
             let findings = steering.steer(self.timekeeper(), self.kernel);
-            self.apply(&mut steering, findings);
+            self.apply(&mut steering, findings, ntp.as_ref());
         }
         if !self.publishes {
             return;
@@ -51,12 +52,17 @@ impl HostClock {
     }
 
     /// Follows a change of the kernel's rate, if there is one, with
-    /// `steering`, the steering lock's (see
+    /// `steering`, the steering lock's, and the kernel's `ntp` state (see
     /// [`Steering::follow_rate_change`], which `measure`s one the kernel
     /// does not say, if asked), and widens the error bound by what it may
     /// have cost.
-    pub(super) fn follow_rate_change(&self, steering: &mut Steering, measure: bool) {
-        let said_rate = || self.follow_tai().and_then(|ntp| ntp.rate_ppb);
+    pub(super) fn follow_rate_change(
+        &self,
+        steering: &mut Steering,
+        ntp: Option<&NtpState>,
+        measure: bool,
+    ) {
+        let said_rate = ntp.and_then(|ntp| ntp.rate_ppb);
         if let Some(change) =
             steering.follow_rate_change(self.timekeeper(), self.kernel, said_rate, measure)
         {
@@ -68,12 +74,17 @@ impl HostClock {
 
     /// Keeps what a steering found: the kernel's offsets (Realtime's given
     /// to the timekeeper), the phase for `info` and `getres`; and fails over
-    /// from a counter the watchdog found misbehaving. (TAI − UTC is
-    /// followed as the steering asks the kernel's NTP state for its rate.)
-    fn apply(&'static self, steering: &mut Steering, findings: Findings) {
+    /// from a counter the watchdog found misbehaving. TAI − UTC as the
+    /// windup's `ntp` state says it, when a steering ran and Realtime did not
+    /// move (where it moved, a leap second may have moved both: `keep`
+    /// follows them together).
+    fn apply(&'static self, steering: &mut Steering, findings: Findings, ntp: Option<&NtpState>) {
         let why = findings.misbehaviour.clone();
         if let Some(phase) = findings.phase {
             self.keep_phase(phase);
+            if let (None, Some(ntp)) = (findings.realtime, ntp) {
+                self.keep_tai(ntp);
+            }
         }
         self.keep(findings);
         if let Some(why) = why {
