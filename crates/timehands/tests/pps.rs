@@ -279,6 +279,10 @@ fn a_run_of_equally_late_pulses_is_outliers_until_it_lasts() {
 /// measures stays at its floor of 0.01 ppb/√s (10 ppt) before and after,
 /// as the oscillator has none.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "simulated hours of pulses; the filter is safe code, and the short tests run it under miri"
+)]
 fn a_frequency_step_restarts_the_wander_statistics() {
     let mut world = World::new(3, 0.0, 0.0);
     for _ in 0..600 {
@@ -314,6 +318,10 @@ fn every_second(sigma: f64, wander: f64, mut check: impl FnMut(u64, u64, i128, P
 /// the filter assumes no less than an upper bound, never the floor (which
 /// made its gains collapse for minutes).
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "simulated hours of pulses; the filter is safe code, and the short tests run it under miri"
+)]
 fn a_wander_hidden_in_the_jitter_is_bounded_not_taken_as_none() {
     every_second(1_000.0, 1.0, |seed, second, _, status| {
         assert!(
@@ -327,6 +335,10 @@ fn a_wander_hidden_in_the_jitter_is_bounded_not_taken_as_none() {
 /// filter is never restarted, and the clock stays within 300 ns (five
 /// times the limit of 60 ns) from the twentieth pulse.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "simulated hours of pulses; the filter is safe code, and the short tests run it under miri"
+)]
 fn a_wander_beyond_the_prior_is_followed_not_rejected() {
     every_second(100.0, 10.0, |seed, second, error, status| {
         assert!(

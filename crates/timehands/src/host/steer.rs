@@ -91,11 +91,12 @@ pub(crate) struct Steering {
     next_anchor: Option<Pair>,
     /// CLOCK_MONOTONIC at the last steering.
     last_steer: u64,
-    /// The size of a change of the kernel's rate that a windup followed
-    /// since the last steering, in ppb: the next steering is due at once,
-    /// to measure the phase the change left, state its bound and slew it
-    /// away; and the clock runs at the old rate, off by that much, until
-    /// the new one takes over at the switch point.
+    /// How fast changes of the kernel's rate that windups followed since
+    /// the last steering may make the clock drift, in ppb (see
+    /// [`RateChange::ppb`]): the next steering is due at once, to measure
+    /// the phase they left, state its bound and slew it away; and the clock
+    /// runs at the old rate until the new one takes over at the switch
+    /// point.
     followed_change_ppb: Option<u64>,
     /// CLOCK_MONOTONIC when the kernel was last asked its rate.
     asked_at: Option<u64>,
@@ -398,7 +399,7 @@ impl Steering {
         // The kernel's change: its second against the counter's counts,
         // before and now.
         let kernel_ppb =
-            self.hz.abs_diff(measured.hz) as u128 * 1_000_000_000 / measured.hz as u128;
+            self.hz.abs_diff(measured.hz) as u128 * 1_000_000_000 / measured.hz.max(1) as u128;
         if kernel_ppb > MAX_KERNEL_RATE_PPB as u128 {
             return None;
         }
