@@ -16,12 +16,13 @@ use crate::host::kernel_clocks::{KernelClock, NtpState};
 use crate::host::steer::{Findings, Steering};
 
 impl HostClock {
-    /// Winds up, then steers when a steering is due; returns at once if
-    /// another thread is at it. A change of the kernel's rate is followed
-    /// before the windup, so that the hands it publishes runs at the new
-    /// rate from its switch point; the rest of the steering comes after, so that
-    /// it measures a clock that stands nowhere (reads past the promise stand
-    /// until a windup), and its changes take effect from the next windup on.
+    /// Winds up, then steers when a steering is due (unless another thread
+    /// steers: then it only winds up). A change of the kernel's rate is
+    /// followed before the windup, so that the hands it publishes runs at
+    /// the new rate from its switch point; the rest of the steering comes
+    /// after, so that it measures a clock that stands nowhere (reads past
+    /// the promise stand until a windup), and its changes take effect from
+    /// the next windup on.
     pub(crate) fn windup(&'static self) {
         let mut steering = self.try_steering();
         let ntp = steering.as_ref().and_then(|_| self.kernel_ntp());
