@@ -271,7 +271,8 @@ impl Steering {
         let before = self
             .rate_bound_ppb()
             .saturating_add(self.followed_change_ppb.take().unwrap_or(0));
-        self.steer_rate(timekeeper, current);
+        let changed_at = self.rate_change_before(&current);
+        self.steer_rate(timekeeper, current, changed_at);
         super::fork_points::point("steering: rate set");
         // Phase: slew our time onto CLOCK_MONOTONIC, within CATCH_UP.
         let (offset, width) = offset_to_kernel(timekeeper, kernel, KernelClock::Monotonic, 3);
@@ -312,9 +313,14 @@ impl Steering {
     }
 
     /// Rate: the counter's frequency over the sliding baseline, to `current`,
-    /// which starts again where the kernel changed its rate.
-    fn steer_rate(&mut self, timekeeper: &Timekeeper<HostCounter>, current: Pair) {
-        let changed_at = self.rate_change_before(&current);
+    /// which starts again at `changed_at` where the kernel changed its rate
+    /// (see [`Steering::rate_change_before`]).
+    fn steer_rate(
+        &mut self,
+        timekeeper: &Timekeeper<HostCounter>,
+        current: Pair,
+        changed_at: Option<Pair>,
+    ) {
         if let Some(changed_at) = changed_at {
             self.rate_changes += 1;
             self.anchor = Some(changed_at);
@@ -404,7 +410,7 @@ impl Steering {
             return None;
         }
         let average_ppb = ppb_apart(self.hz, measured.hz);
-        self.steer_rate(timekeeper, current);
+        self.steer_rate(timekeeper, current, Some(since));
         let unseen_ns = current.kernel.saturating_sub(since.kernel);
         Some(RateChange {
             accrued_ns: grown(unseen_ns, average_ppb + measured.uncertainty_ppb),
