@@ -5,7 +5,7 @@
 //! a forked child checks its clock and reports by its exit status to that
 //! process, which reports to the test; the test asserts. No child half
 //! counts as a test of its own: it is ignored unless a test runs it. A
-//! simulated kernel's slew through a fork (`simulated_kernel.rs`) forks in
+//! simulated kernel's slew through a fork (`simulated_kernel/rate_changes.rs`) forks in
 //! a process of its own the same way, through [`assert_half_passes`].
 //!
 //! A forked child's checks ([`check_forked_child`]): every read within the
