@@ -141,16 +141,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         rows,
     };
     output::print_json_or_text(args.json, &run, Run::text)?;
-    let missed: Vec<&str> = run
-        .rows
-        .iter()
-        .filter(|row| !row.met)
-        .map(|row| row.metric.as_str())
-        .collect();
-    if !missed.is_empty() {
-        anyhow::bail!("seed {}: missed {}", args.seed, missed.join("; "));
+    match run.missed() {
+        Some(missed) => anyhow::bail!(missed),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Every row of the scenarios `names` on `seed`.
@@ -164,14 +158,32 @@ fn scenario_rows(names: &[&str], seed: u64, hours: u64) -> anyhow::Result<Vec<Ro
 
 /// The scenarios on every seed of `first..=last`: a tally per target.
 fn over_seeds(args: &Args, names: &[&str], first: u64, last: u64) -> anyhow::Result<()> {
-    let mut targets: Vec<Tally> = Vec::new();
+    let mut runs = Vec::new();
     for seed in first..=last {
-        for (at, row) in scenario_rows(names, seed, args.hours)?
-            .into_iter()
-            .enumerate()
-        {
-            // Every seed gives the same rows in the same order.
-            if seed == first {
+        runs.push((seed, scenario_rows(names, seed, args.hours)?));
+    }
+    let targets = tally(runs);
+    let seeds = Seeds {
+        first,
+        last,
+        hours: args.hours,
+        met: targets.iter().all(|tally| tally.missed_seeds.is_empty()),
+        targets,
+    };
+    output::print_json_or_text(args.json, &seeds, Seeds::text)?;
+    match seeds.missed() {
+        Some(missed) => anyhow::bail!(missed),
+        None => Ok(()),
+    }
+}
+
+/// Each target's tally over the seeds' rows (every seed gives the same rows
+/// in the same order).
+fn tally(runs: impl IntoIterator<Item = (u64, Vec<Row>)>) -> Vec<Tally> {
+    let mut targets: Vec<Tally> = Vec::new();
+    for (seed, rows) in runs {
+        for (at, row) in rows.into_iter().enumerate() {
+            if at == targets.len() {
                 targets.push(Tally {
                     scenario: row.scenario,
                     metric: row.metric.clone(),
@@ -193,27 +205,7 @@ fn over_seeds(args: &Args, names: &[&str], first: u64, last: u64) -> anyhow::Res
             }
         }
     }
-    let seeds = Seeds {
-        first,
-        last,
-        hours: args.hours,
-        met: targets.iter().all(|tally| tally.missed_seeds.is_empty()),
-        targets,
-    };
-    output::print_json_or_text(args.json, &seeds, Seeds::text)?;
-    let missed: Vec<String> = seeds
-        .targets
-        .iter()
-        .filter(|tally| !tally.missed_seeds.is_empty())
-        .map(|tally| {
-            let list: Vec<String> = tally.missed_seeds.iter().map(u64::to_string).collect();
-            format!("{} on seed {}", tally.metric, list.join(", "))
-        })
-        .collect();
-    if !missed.is_empty() {
-        anyhow::bail!("missed {}", missed.join("; "));
-    }
-    Ok(())
+    targets
 }
 
 /// At most this many points a line: a day is decimated.
@@ -245,6 +237,18 @@ fn chart(name: &str, trace: &timehands_sim::Trace) -> Chart {
 }
 
 impl Run {
+    /// The targets missed, in one line that names the seed; `None` when
+    /// every one is met.
+    fn missed(&self) -> Option<String> {
+        let missed: Vec<&str> = self
+            .rows
+            .iter()
+            .filter(|row| !row.met)
+            .map(|row| row.metric.as_str())
+            .collect();
+        (!missed.is_empty()).then(|| format!("seed {}: missed {}", self.seed, missed.join("; ")))
+    }
+
     /// The table, one row a figure.
     fn text(&self) -> String {
         let mut out = String::new();
@@ -290,6 +294,21 @@ fn figure(value: Option<f64>) -> String {
 }
 
 impl Seeds {
+    /// The targets missed, in one line that names each one's seeds;
+    /// `None` when every one is met on every seed.
+    fn missed(&self) -> Option<String> {
+        let missed: Vec<String> = self
+            .targets
+            .iter()
+            .filter(|tally| !tally.missed_seeds.is_empty())
+            .map(|tally| {
+                let list: Vec<String> = tally.missed_seeds.iter().map(u64::to_string).collect();
+                format!("{} on seed {}", tally.metric, list.join(", "))
+            })
+            .collect();
+        (!missed.is_empty()).then(|| format!("missed {}", missed.join("; ")))
+    }
+
     /// The tally, one row a target.
     fn text(&self) -> String {
         let mut out = String::new();
@@ -325,5 +344,66 @@ impl Seeds {
             self.targets.len()
         );
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row of `metric` with figure `ours` against a bound of 10.
+    fn row(metric: &str, ours: f64) -> Row {
+        Row {
+            scenario: "acquire",
+            metric: metric.to_string(),
+            ours: Some(ours),
+            oracle: None,
+            model: None,
+            tuned: None,
+            limit: None,
+            target: "≤ 10".to_string(),
+            bound: Some(10.0),
+            met: ours <= 10.0,
+        }
+    }
+
+    /// A target missed on some seeds is tallied with those seeds, its worst
+    /// seed the furthest from the bound, and named with them in one line;
+    /// a run that meets every target has nothing to say.
+    #[test]
+    fn a_missed_target_is_named_with_its_seeds() {
+        let runs = (1..=4).map(|seed| {
+            let late = [3.0, 12.0, 4.0, 30.0][seed as usize - 1];
+            (seed, vec![row("time", 1.0), row("error, ns", late)])
+        });
+        let targets = tally(runs);
+        assert_eq!(
+            targets.iter().map(|t| (t.met, t.seeds)).collect::<Vec<_>>(),
+            [(4, 4), (2, 4)]
+        );
+        assert_eq!(targets[1].missed_seeds, [2, 4]);
+        assert_eq!(targets[1].worst_seed, 4);
+        let seeds = Seeds {
+            first: 1,
+            last: 4,
+            hours: 24,
+            met: false,
+            targets,
+        };
+        assert_eq!(
+            seeds.missed().as_deref(),
+            Some("missed error, ns on seed 2, 4")
+        );
+        let run = |ours| Run {
+            seed: 7,
+            hours: 24,
+            met: false,
+            rows: vec![row("time", 1.0), row("error, ns", ours)],
+        };
+        assert_eq!(
+            run(11.0).missed().as_deref(),
+            Some("seed 7: missed error, ns")
+        );
+        assert_eq!(run(9.0).missed(), None);
     }
 }

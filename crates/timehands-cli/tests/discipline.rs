@@ -3,7 +3,7 @@
 
 mod support;
 
-use support::{assert_svg, fails_in_one_line, json, run, scratch, stdout, under_a_file};
+use support::{assert_svg, fails_in_one_line, json, scratch, stdout, under_a_file};
 
 #[test]
 fn the_table_has_ours_the_model_and_the_target_for_each_figure() {
@@ -19,7 +19,7 @@ fn the_table_has_ours_the_model_and_the_target_for_each_figure() {
         .find(|l| l.contains("time to |phase| < 1 µs"))
         .unwrap_or_else(|| panic!("no acquisition row in\n{text}"));
     assert!(row.trim_end().ends_with("yes"), "{row}");
-    assert!(text.ends_with("seed 3: 5 of 5 targets met\n"), "{text}");
+    assert!(text.ends_with("seed 3: 4 of 4 targets met\n"), "{text}");
 }
 
 #[test]
@@ -34,7 +34,7 @@ fn json_gives_every_row_and_the_same_seed_the_same_figures() {
     ];
     let doc = json(&args);
     let rows = doc["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 5, "{doc}");
+    assert_eq!(rows.len(), 4, "{doc}");
     for row in rows {
         assert_eq!(row["scenario"], "acquire");
         assert!(row["met"].as_bool().is_some(), "{row}");
@@ -55,7 +55,7 @@ fn seeds_give_each_targets_tally_and_worst_seed() {
         .unwrap_or_else(|| panic!("no acquisition row in\n{text}"));
     assert!(row.contains(" 3/3 "), "{row}");
     assert!(
-        text.ends_with("seeds 1..3: 5 of 5 targets met on every seed\n"),
+        text.ends_with("seeds 1..3: 4 of 4 targets met on every seed\n"),
         "{text}"
     );
     let doc = json(&[
@@ -73,28 +73,19 @@ fn seeds_give_each_targets_tally_and_worst_seed() {
     assert_eq!(doc["targets"][0]["worst_seed"], 2, "{doc}");
 }
 
-/// A target missed is printed as missed, and the exit is non-zero with one
-/// line that names the seed and the target (seed 10's outlier is the first
-/// pulse, which no discipline can tell from a late third until the fourth).
+/// An outlier at the first pulse (seed 10's) moves the clock no more than
+/// 3σ: the command says so and exits 0. (A missed target's non-zero exit,
+/// naming the seed, is `discipline.rs`'s unit test: every scenario's
+/// targets are met on every seed.)
 #[test]
-fn a_missed_target_fails_naming_the_seed() {
+fn an_outlier_at_the_first_pulse_is_met() {
     let metric = "outlier among pulses 1-10 adds, ns";
-    for args in [
-        &["discipline", "--scenario", "acquire", "--seed", "10"][..],
-        &["discipline", "--scenario", "acquire", "--seeds", "10..10"][..],
-    ] {
-        let out = run(args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
-        let text = String::from_utf8(out.stdout).expect("utf-8");
-        let row = text
-            .lines()
-            .find(|l| l.contains(metric))
-            .unwrap_or_else(|| panic!("no early outlier row in\n{text}"));
-        assert!(row.contains("NO") || row.contains(" 0/1 "), "{row}");
-        let err = String::from_utf8(out.stderr).expect("utf-8");
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.contains("seed 10") && err.contains(metric), "{err}");
-    }
+    let text = stdout(&["discipline", "--scenario", "acquire", "--seed", "10"]);
+    let row = text
+        .lines()
+        .find(|l| l.contains(metric))
+        .unwrap_or_else(|| panic!("no early outlier row in\n{text}"));
+    assert!(row.trim_end().ends_with("yes"), "{row}");
 }
 
 #[test]

@@ -31,9 +31,10 @@ const LOCKED_AFTER: u32 = 20;
 /// The pulse given late, and by how many counts (20 µs at 25 MHz).
 const EARLY_OUTLIER: u32 = 2;
 /// The first pulse whose phase the early check holds: the third after the
-/// outlier. The one after it finds it out, and its correction of the
-/// frequency (20 ppm: the outlier's line was 20 µs a second off) takes
-/// effect a windup after its edge, a microsecond left to the next pulse.
+/// outlier. The one after it finds it out, but the line it leaves (through
+/// the first pulse and that one) rests on two pulses, so the clock is
+/// slewed to that pulse alone and the counter's 100 ppm runs on for a
+/// second; the next, the third on the line, sets the frequency.
 const EARLY_FROM: u32 = EARLY_OUTLIER + 3;
 const OUTLIER_COUNTS: u32 = 500;
 /// Ticks the phase runs.

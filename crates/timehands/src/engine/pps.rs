@@ -20,6 +20,9 @@
 //! out at up to 500 ppm (`adjtime`, or a step of realtime beyond the step
 //! threshold), and its frequency adjustment set to cancel the oscillator's,
 //! to the ppt (a whole ppb held through a five-minute outage is 300 ns).
+//! Both are corrections as of the pulse's edge: what a slew ran since the
+//! edge is taken off the error, and what the old frequency runs until the
+//! new one takes effect (the next windup's switch point) is added to it.
 //!
 //! # What it rejects
 //!
@@ -32,7 +35,10 @@
 //! - an outlier among the two pulses a line starts on: for its first ten
 //!   pulses the filter follows the most of them that lie on a line, all
 //!   or all but one ([the robust start](super::start)), so a late second
-//!   pulse is found out at the third, a late first one at the fourth;
+//!   pulse is found out at the third, a late first one at the fourth. The
+//!   clock follows the filter only once three pulses lie on its line:
+//!   before, it is slewed to each pulse alone and keeps its frequency, so
+//!   that a line of two, an outlier's as likely as not, never steers it;
 //! - a run of such pulses on one line is a step only when, from its fourth
 //!   pulse, its slope is not the filter's frequency (the oscillator's
 //!   frequency stepped), or when it has lasted ten pulses (the reference's
@@ -280,6 +286,8 @@ pub struct Pps {
     /// The last sixteen accepted innovations, a bit each: set when beyond
     /// two standard deviations.
     wide: u16,
+    /// Pulses the filter's line took beyond the two it was fit through
+    /// (a run's others count: they lie on it).
     since_fit: u32,
     /// The counter's quantization noise, `(1 count)² / 12` in ns²: the
     /// least jitter there is (an exact edge still has it).
@@ -359,7 +367,7 @@ impl Pps {
             self.last = Some(first);
             self.start = Some(Start::new(&[first]));
             self.observe(first);
-            self.steer(tk, stamp.realtime, 0);
+            self.steer(tk, count, stamp.realtime, 0);
             return Ok(());
         };
         // The counts since the last pulse, in ns at the nominal frequency,
@@ -403,9 +411,9 @@ impl Pps {
                     self.accept(pulse, squared > 4 * variance);
                 }
             }
-            None => self.fit(last, pulse),
+            None => self.fit(last, pulse, 2),
         }
-        self.steer(tk, stamp.realtime, pulse.phase);
+        self.steer(tk, count, stamp.realtime, pulse.phase);
         Ok(())
     }
 
@@ -425,10 +433,11 @@ impl Pps {
         status
     }
 
-    /// Starts the filter again from the line through `from` and `to`, and
-    /// its statistics with it (a step spoils every second difference across
-    /// it); the wander assumed until measured is the last one's.
-    fn fit(&mut self, from: Pulse, to: Pulse) {
+    /// Starts the filter again from the line through `from` and `to`
+    /// (`pulses` lie on it, those two among them), and its statistics with
+    /// it (a step spoils every second difference across it); the wander
+    /// assumed until measured is the last one's.
+    fn fit(&mut self, from: Pulse, to: Pulse, pulses: u32) {
         let seconds = (to.second - from.second) as i128;
         if self.filter.is_some() {
             self.status.restarts += 1;
@@ -450,7 +459,7 @@ impl Pps {
             seconds,
             self.jitter_variance(),
         ));
-        self.since_fit = 0;
+        self.since_fit = pulses - 2;
         self.accepted = [Some(to), Some(from)];
     }
 
@@ -544,7 +553,7 @@ impl Pps {
         let variance = 2 * self.jitter_variance() / (span * span) + filter.pyy;
         let apart = square(slope - filter.y);
         if apart > GATE * GATE * variance || run.pulses >= PHASE_STEP_RUN {
-            self.fit(run.first, run.last);
+            self.fit(run.first, run.last, run.pulses);
         }
     }
 
@@ -685,15 +694,31 @@ impl Pps {
         Err(bound.max(MIN_VARIANCE))
     }
 
-    /// Steers the clock, whose realtime at the pulse was `realtime`, to the
-    /// filter's estimate (the pulse's raw phase being `phase`).
-    fn steer<C: Counter>(&mut self, tk: &Timekeeper<C>, realtime: BinTime, phase: i128) {
+    /// Steers the clock, whose realtime at the pulse's edge (`count`) was
+    /// `realtime`, to the filter's estimate (the pulse's raw phase being
+    /// `phase`): its phase, and its frequency once the filter's line rests
+    /// on three pulses.
+    fn steer<C: Counter>(
+        &mut self,
+        tk: &Timekeeper<C>,
+        count: u64,
+        realtime: BinTime,
+        phase: i128,
+    ) {
         // The clock's error at the pulse: how far realtime is past the
         // nearest whole second, less the measurement's estimated noise.
         let frac = realtime.frac() as i64 as i128; // ±half a second
         let measured = (frac * 1_000_000_000) >> 32;
-        let estimate = self.filter.map_or(phase, |filter| filter.x);
-        let error = measured - (phase - estimate);
+        // A line through two pulses is an outlier's as likely as not (a
+        // late first pulse and a late third one look alike until the
+        // fourth): until a third lies on it, the clock is slewed to each
+        // pulse alone and keeps the frequency it has.
+        let line = self.filter.filter(|_| self.since_fit > 0);
+        let estimate = line.map_or(phase, |filter| filter.x);
+        let mut error = measured - (phase - estimate);
+        if let Some(filter) = line {
+            error += self.steer_frequency(tk, count, &filter);
+        }
         let ns = error.div_euclid(ONE) as i64;
         if error.abs() > self.step_threshold {
             let boottime = tk.current(|slot| slot.boottime()).1;
@@ -701,11 +726,20 @@ impl Pps {
             tk.adjtime(0);
             self.status.steps += 1;
         } else {
-            tk.adjtime(-ns);
+            tk.adjtime_measured(-ns, Some(count));
         }
-        let Some(filter) = self.filter else {
-            return;
-        };
+        self.status.phase_ns = ns;
+    }
+
+    /// Sets the frequency adjustment that cancels the filter's estimate of
+    /// the oscillator's, and returns what the clock gains (fixed-point ns)
+    /// from the pulse's edge (`count`) until it takes effect.
+    fn steer_frequency<C: Counter>(
+        &mut self,
+        tk: &Timekeeper<C>,
+        count: u64,
+        filter: &Kalman,
+    ) -> i128 {
         // The adjustment that cancels the oscillator's frequency y:
         // (1 + y)(1 + a) = 1, so a = -y / (1 + y), in ppt rounded (a whole
         // ppb held through an outage would be its error).
@@ -713,13 +747,27 @@ impl Pps {
         let (num, den) = (-(y * 1_000_000_000_000), SECOND + y);
         let a = (num + num.signum() * den / 2) / den;
         let ppt = (a as i64).clamp(-MAX_PPB * 1000, MAX_PPB * 1000);
+        // The new adjustment runs from the next windup's switch point; up
+        // to there the old one runs on from the edge, a fraction of a
+        // second at the difference of the two: the first line of an
+        // acquisition from 100 ppm would leave 10 µs to the next pulse.
+        let old = tk.frequency_adjustment_ppt();
+        let counts = tk.counts_to_next_rate(count) as i128;
+        let frequency = tk.counter().frequency() as i128;
+        // (Saturating, and at most a second: a capture ages the count by
+        // the ring's windups at most.)
+        let gained = ((old - ppt) as i128)
+            .saturating_mul(counts)
+            .saturating_mul(ONE / 1000)
+            / frequency;
+        let gained = gained.clamp(-SECOND, SECOND);
         // Within ±500 ppm by the clamp: never refused.
         let _ = tk.set_frequency_adjustment_ppt(ppt);
-        self.status.phase_ns = ns;
         self.status.phase_uncertainty_ns = (filter.pxx / ONE).max(0).isqrt() as u64;
         self.status.frequency_ppb = (y / ONE) as i64;
         self.status.stability_ppt = (filter.pyy * 1_000_000 / ONE).max(0).isqrt() as u64;
         self.status.jitter_ns = (self.jitter_variance() / ONE).max(0).isqrt() as u64;
         self.status.wander_ppt = (self.wander() * 1_000_000 / ONE).max(0).isqrt() as u64;
+        gained
     }
 }
