@@ -1,7 +1,8 @@
 //! `timehands discipline`: the engine's PPS discipline and NTP control in
 //! the simulator (`timehands-sim`), scenario by scenario, each figure beside
 //! the oracle's on the same draws, the `hardpps` model's (at its default and
-//! its best tuning) and the physical limit, and whether the target is met;
+//! its best tuning), chrony's PPS refclock model's and the physical limit,
+//! and whether the target is met;
 //! over a range of seeds, how many met each target and the worst; a missed
 //! target is a non-zero exit that names the seed. Optionally the phase
 //! error over time as an SVG.
@@ -40,9 +41,9 @@ pub struct Args {
     /// Print one JSON document instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Write the phase error over time (ours, the oracle's and the hardpps
-    /// model's) of the scenario's main run to this SVG file (a single
-    /// scenario only).
+    /// Write the phase error over time (ours, the oracle's, the hardpps
+    /// model's and chrony's) of the scenario's main run to this SVG file (a
+    /// single scenario only).
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
 }
@@ -226,6 +227,7 @@ fn chart(name: &str, trace: &timehands_sim::Trace) -> Chart {
     if name != "ntp" {
         series.push(line("oracle", &trace.oracle_ns));
         series.push(line("hardpps model", &trace.model_ns));
+        series.push(line("chrony model", &trace.chrony_ns));
     }
     Chart {
         title: format!("{name}: phase error against true time"),
@@ -254,20 +256,21 @@ impl Run {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{:<8} {:<66} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<28} met",
-            "scenario", "metric", "ours", "oracle", "hardpps", "best", "limit", "target"
+            "{:<8} {:<66} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<28} met",
+            "scenario", "metric", "ours", "oracle", "hardpps", "best", "chrony", "limit", "target"
         );
         for row in &self.rows {
             let column = |value: Option<f64>| value.map_or("-".into(), |v| figure(Some(v)));
             let _ = writeln!(
                 out,
-                "{:<8} {:<66} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<28} {}",
+                "{:<8} {:<66} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<28} {}",
                 row.scenario,
                 row.metric,
                 figure(row.ours),
                 column(row.oracle),
                 column(row.model),
                 column(row.tuned),
+                column(row.chrony),
                 column(row.limit),
                 row.target,
                 if row.met { "yes" } else { "NO" }

@@ -1,17 +1,19 @@
 //! The discipline simulator: how well the engine's PPS discipline (and its
-//! NTP control) keeps time, against a model of `hardpps` and the physical
-//! limit, in deterministic seeded runs.
+//! NTP control) keeps time, against models of `hardpps` and of chrony's
+//! PPS refclock and the physical limit, in deterministic seeded runs.
 //!
 //! An [`Oscillator`] (a frequency offset, a random-walk wander, steps)
-//! drives two simulated counters at once: one under a real
+//! drives simulated counters at once: one under a real
 //! [`Timekeeper`](timehands::Timekeeper) disciplined by
-//! [`Pps`](timehands::Pps), one under a `Timekeeper` driven by the
-//! [`HardPps`] model. The PPS source stamps each true second's edge with
-//! Gaussian jitter, some pulses late (outliers) or dropped, and outages;
-//! both disciplines get the same pulses. Each second (at its middle) the
+//! [`Pps`](timehands::Pps), others under `Timekeeper`s driven by the
+//! [`HardPps`] model and by the [`Chrony`] model. The PPS source stamps
+//! each true second's edge with Gaussian jitter, some pulses late
+//! (outliers) or dropped, and outages; every discipline gets the same
+//! pulses. Each second (at its middle) the
 //! run records each clock's error against true time; the [`scenario`]s
 //! turn those traces into the figures of the targets table.
 
+mod chrony;
 mod hardpps;
 mod limit;
 mod oracle;
@@ -20,6 +22,7 @@ mod receiver;
 mod run;
 pub mod scenario;
 
+pub use chrony::Chrony;
 pub use hardpps::HardPps;
 pub use limit::{holdover, limit};
 pub use oracle::Oracle;

@@ -1,6 +1,6 @@
 //! One simulated run: the oscillator, the PPS source, our disciplined
-//! clock beside `hardpps` models at five tunings, and the oracle, second
-//! by second.
+//! clock beside `hardpps` models at five tunings, chrony's PPS refclock,
+//! and the oracle, second by second.
 
 use std::time::Duration;
 
@@ -8,6 +8,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use timehands::{BinTime, Ntp, NtpStatus, Pps, SimCounter, Timekeeper, Timex};
 
+use crate::chrony::Chrony;
 use crate::hardpps::{DEFAULT_SHIFT_MAX, HardPps};
 use crate::oracle::Oracle;
 use crate::oscillator::{Oscillator, gaussian};
@@ -106,10 +107,15 @@ pub struct Trace {
     pub tuned_ns: Vec<Vec<f64>>,
     /// The error of a clock steered by the oracle's estimate, ns.
     pub oracle_ns: Vec<f64>,
+    /// The error of the clock chrony's PPS refclock disciplines (none in an
+    /// NTP run), ns.
+    pub chrony_ns: Vec<f64>,
     /// Our frequency estimate's error, ppb.
     pub ours_frequency_ppb: Vec<f64>,
     /// The model's frequency estimate's error, ppb.
     pub model_frequency_ppb: Vec<f64>,
+    /// chrony's frequency estimate's error (none in an NTP run), ppb.
+    pub chrony_frequency_ppb: Vec<f64>,
     /// Reads of either clock earlier than a read before them.
     pub backward_steps: u64,
 }
@@ -179,6 +185,11 @@ pub fn run(config: &Config) -> Trace {
             )
         })
         .collect();
+    // chrony beside them, on pulses only.
+    let mut chrony = config
+        .ntp
+        .is_none()
+        .then(|| (Clock::new(config.phase_us), Chrony::new()));
     let mut pps = Pps::new();
     let mut receiver = config.receiver.map(|r| Pulses::new(r, &mut rng));
     // The oracle is told the receiver's noise and flicker too.
@@ -201,10 +212,18 @@ pub fn run(config: &Config) -> Trace {
         tuned_ns: vec![Vec::new(); tunings.len()],
         ..Trace::default()
     };
-    // Every clock's counter to `count`, wound up.
-    let windup = |ours: &mut Clock, models: &mut [(Clock, HardPps)], count: u64| {
+    // Every clock's counter to `count`, wound up (chrony's timers run
+    // first).
+    let windup = |ours: &mut Clock,
+                  models: &mut [(Clock, HardPps)],
+                  chrony: &mut Option<(Clock, Chrony)>,
+                  count: u64| {
         ours.at(count).windup();
         for (clock, _) in models {
+            clock.at(count).windup();
+        }
+        if let Some((clock, chrony)) = chrony {
+            chrony.timers(clock.at(count));
             clock.at(count).windup();
         }
     };
@@ -231,8 +250,10 @@ pub fn run(config: &Config) -> Trace {
             .as_mut()
             .map_or((0.0, false), |pulses| pulses.lateness(second, &mut rng));
         let processed = osc.count_at(t0 + PROCESSING);
+        let mut chrony_capture = None;
         if second > 0 && !out && !dropped && config.missing != Some(second) {
             let capture = osc.count_at(t0 + noise + late * 1e-6 + received * 1e-9);
+            chrony_capture = Some(capture);
             if config.ntp.is_none() {
                 pps.event(ours.at(processed), capture)
                     .expect("a capture 2 ms old is in the ring");
@@ -243,6 +264,10 @@ pub fn run(config: &Config) -> Trace {
             if late == 0.0 && !not_a_pulse {
                 oracle.pulse(second, capture as f64 - t0 * NOMINAL_HZ as f64);
             }
+        }
+        // chrony's driver polls each second, as the pulse is processed.
+        if let Some((clock, chrony)) = &mut chrony {
+            chrony.poll(clock.at(processed), chrony_capture);
         }
         if let Some(source) = config.ntp.filter(|source| second % source.poll == 0) {
             let delay = |rng: &mut ChaCha8Rng| -source.delay_us * (1.0 - rng.random::<f64>()).ln();
@@ -267,6 +292,12 @@ pub fn run(config: &Config) -> Trace {
                 // it thinks the oscillator ahead beyond the truth.
                 let truth = count as f64 - t * NOMINAL_HZ as f64;
                 trace.oracle_ns.push(truth - oracle.phase(0.5));
+                if let Some((clock, chrony)) = &mut chrony {
+                    trace.chrony_ns.push(clock.error(count, t, backward));
+                    trace
+                        .chrony_frequency_ppb
+                        .push(chrony.frequency_ppb() - osc.y() * 1e9);
+                }
                 let y = osc.y() * 1e9;
                 let estimate = match config.ntp {
                     // The NTP frequency is the correction: minus the oscillator's.
@@ -278,7 +309,7 @@ pub fn run(config: &Config) -> Trace {
                     .model_frequency_ppb
                     .push(models[0].1.frequency_ppb() - y);
             }
-            windup(&mut ours, &mut models, count);
+            windup(&mut ours, &mut models, &mut chrony, count);
             ntp.second(&ours.tk);
         }
         let step = config
@@ -291,7 +322,7 @@ pub fn run(config: &Config) -> Trace {
         osc.next_second(&mut rng, step + flicker);
         oracle.next_second(step * 1e9);
         let count = osc.count_at(t0 + 1.0);
-        windup(&mut ours, &mut models, count);
+        windup(&mut ours, &mut models, &mut chrony, count);
         ntp.second(&ours.tk);
     }
     trace

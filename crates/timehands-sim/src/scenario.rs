@@ -1,7 +1,7 @@
 //! The scenarios of the targets table: each runs the simulation and turns
 //! its traces into rows (ours, the oracle on the same draws, the `hardpps`
-//! model at its default and at its best tuning, the limit or target), each
-//! with whether ours meets its target.
+//! model at its default and at its best tuning, chrony's PPS refclock, the
+//! limit or target), each with whether ours meets its target.
 
 use serde::Serialize;
 
@@ -24,6 +24,8 @@ pub struct Row {
     pub model: Option<f64>,
     /// The model's best figure over `pps_shiftmax` 4 to 8, where it applies.
     pub tuned: Option<f64>,
+    /// The figure of chrony's PPS refclock model, where it applies.
+    pub chrony: Option<f64>,
     /// The physical limit, where there is one.
     pub limit: Option<f64>,
     /// The target ours is held to.
@@ -93,6 +95,7 @@ impl Row {
             oracle: None,
             model: None,
             tuned: None,
+            chrony: None,
             limit: None,
             target: target.into(),
             bound: Some(bound),
@@ -103,6 +106,12 @@ impl Row {
     /// With the oracle's, the model's and the tuned model's figures.
     fn beside(mut self, oracle: Option<f64>, model: Option<f64>, tuned: Option<f64>) -> Row {
         (self.oracle, self.model, self.tuned) = (oracle, model, tuned);
+        self
+    }
+
+    /// With chrony's figure.
+    fn with_chrony(mut self, chrony: Option<f64>) -> Row {
+        self.chrony = chrony;
         self
     }
 }
@@ -199,6 +208,7 @@ pub fn acquire(seed: u64) -> Vec<Row> {
     let worst = |moved: Vec<f64>| moved.into_iter().fold(0.0, f64::max);
     let ours_moved = moved(&dirty.ours_ns, &trace.ours_ns, &dropped.ours_ns);
     let model_moved = moved(&dirty.model_ns, &trace.model_ns, &dropped.model_ns);
+    let chrony_moved = moved(&dirty.chrony_ns, &trace.chrony_ns, &dropped.chrony_ns);
     vec![
         Row::new(
             "acquire",
@@ -207,7 +217,8 @@ pub fn acquire(seed: u64) -> Vec<Row> {
             "≤ 3",
             3.0,
         )
-        .beside(None, lock(&trace.model_ns), None),
+        .beside(None, lock(&trace.model_ns), None)
+        .with_chrony(lock(&trace.chrony_ns)),
         Row::new(
             "acquire",
             "RMS frequency error from 120 s on, ppb",
@@ -215,7 +226,8 @@ pub fn acquire(seed: u64) -> Vec<Row> {
             "≤ 10",
             10.0,
         )
-        .beside(None, Some(frequency(&trace.model_frequency_ppb)), None),
+        .beside(None, Some(frequency(&trace.model_frequency_ppb)), None)
+        .with_chrony(Some(frequency(&trace.chrony_frequency_ppb))),
         Row::new(
             "acquire",
             "error a 20 µs outlier among pulses 1-10 adds, ns",
@@ -223,7 +235,8 @@ pub fn acquire(seed: u64) -> Vec<Row> {
             "≤ 300 (3σ)",
             EARLY_BOUND_NS,
         )
-        .beside(None, Some(worst(model_moved)), None),
+        .beside(None, Some(worst(model_moved)), None)
+        .with_chrony(Some(worst(chrony_moved))),
         backward("acquire", &trace),
     ]
 }
@@ -275,6 +288,8 @@ pub fn steady(seed: u64, hours: u64) -> Vec<Row> {
         let bound = limit(sigma, wander);
         let (ours_rms, ours_max) = (rms(&ours), max_abs(&ours));
         let tuned_rms = best_tuning(&trace, |e| rms(&e[SETTLING..]));
+        let chrony = after(&trace.chrony_ns);
+        let chrony_rms = rms(&chrony);
         let name = format!("σ = {sigma} ns, w = {wander} ppb/√s");
         let mut rms_row = Row::new(
             "steady",
@@ -287,7 +302,8 @@ pub fn steady(seed: u64, hours: u64) -> Vec<Row> {
             Some(rms(&oracle)),
             Some(rms(&trace.model_ns[SETTLING..])),
             Some(tuned_rms),
-        );
+        )
+        .with_chrony(Some(chrony_rms));
         rms_row.limit = Some(bound);
         rows.push(rms_row);
         let oracle_max = max_abs(&oracle);
@@ -303,7 +319,8 @@ pub fn steady(seed: u64, hours: u64) -> Vec<Row> {
                 Some(oracle_max),
                 Some(max_abs(&trace.model_ns[SETTLING..])),
                 None,
-            ),
+            )
+            .with_chrony(Some(max_abs(&chrony))),
         );
         rows.push(
             Row::new(
@@ -314,6 +331,16 @@ pub fn steady(seed: u64, hours: u64) -> Vec<Row> {
                 tuned_rms,
             )
             .beside(None, None, Some(tuned_rms)),
+        );
+        rows.push(
+            Row::new(
+                "steady",
+                format!("RMS against chrony's PPS refclock, ns ({name})"),
+                Some(ours_rms),
+                format!("≤ {chrony_rms:.0} (chrony's)"),
+                chrony_rms,
+            )
+            .with_chrony(Some(chrony_rms)),
         );
         rows.push(backward("steady", &trace));
     }
@@ -374,7 +401,8 @@ pub fn robust(seed: u64) -> Vec<Row> {
             Some(extra(&clean.oracle_ns, &dirty.oracle_ns)),
             Some(extra(&clean.model_ns, &dirty.model_ns)),
             None,
-        ),
+        )
+        .with_chrony(Some(extra(&clean.chrony_ns, &dirty.chrony_ns))),
     ];
     // The step's first minute (three pulses to tell it from outliers, then
     // a line from scratch) is the step row's, not the whole run's.
@@ -410,7 +438,8 @@ pub fn robust(seed: u64) -> Vec<Row> {
                 Some(oracle),
                 Some(figure(&dirty.model_ns)),
                 Some(best_tuning(&dirty, figure)),
-            ),
+            )
+            .with_chrony(Some(figure(&dirty.chrony_ns))),
         );
     }
     let whole = |errors: &[f64]| rms(&errors[ROBUST_SETTLING..]);
@@ -425,6 +454,17 @@ pub fn robust(seed: u64) -> Vec<Row> {
         )
         .beside(None, None, Some(tuned)),
     );
+    let chrony = whole(&dirty.chrony_ns);
+    rows.push(
+        Row::new(
+            "robust",
+            "RMS with everything against chrony's PPS refclock, ns",
+            Some(whole(&dirty.ours_ns)),
+            format!("≤ {chrony:.0} (chrony's)"),
+            chrony,
+        )
+        .with_chrony(Some(chrony)),
+    );
     let recovery = |e: &[f64]| settles(&e[STEP..], 1_000.0);
     rows.push(
         Row::new(
@@ -434,7 +474,8 @@ pub fn robust(seed: u64) -> Vec<Row> {
             "≤ 30",
             30.0,
         )
-        .beside(None, recovery(&dirty.model_ns), None),
+        .beside(None, recovery(&dirty.model_ns), None)
+        .with_chrony(recovery(&dirty.chrony_ns)),
     );
     rows.push(backward("robust", &dirty));
     rows
@@ -490,6 +531,7 @@ pub fn receiver(seed: u64) -> Vec<Row> {
     let extra = |c: &[f64], b: &[f64]| rms_difference(&c[settled..], &b[settled..]);
     let ours_extra = extra(&clean.ours_ns, &bursts.ours_ns);
     let tuned = best_tuning(&bursts, figure);
+    let chrony = figure(&bursts.chrony_ns);
     vec![
         Row::new(
             "receiver",
@@ -498,7 +540,8 @@ pub fn receiver(seed: u64) -> Vec<Row> {
             "≤ 10",
             10.0,
         )
-        .beside(None, lock(&bursts.model_ns), None),
+        .beside(None, lock(&bursts.model_ns), None)
+        .with_chrony(lock(&bursts.chrony_ns)),
         Row::new(
             "receiver",
             "RMS from 10 minutes after the fix, ns",
@@ -506,7 +549,8 @@ pub fn receiver(seed: u64) -> Vec<Row> {
             format!("≤ {:.1} (1.25 × oracle's)", ORACLE_RATIO * oracle),
             ORACLE_RATIO * oracle,
         )
-        .beside(Some(oracle), Some(figure(&bursts.model_ns)), Some(tuned)),
+        .beside(Some(oracle), Some(figure(&bursts.model_ns)), Some(tuned))
+        .with_chrony(Some(chrony)),
         Row::new(
             "receiver",
             "RMS of the per-second error bursts of outliers add, ns",
@@ -518,7 +562,8 @@ pub fn receiver(seed: u64) -> Vec<Row> {
             Some(extra(&clean.oracle_ns, &bursts.oracle_ns)),
             Some(extra(&clean.model_ns, &bursts.model_ns)),
             None,
-        ),
+        )
+        .with_chrony(Some(extra(&clean.chrony_ns, &bursts.chrony_ns))),
         Row::new(
             "receiver",
             "RMS against the best hardpps, ns",
@@ -527,6 +572,14 @@ pub fn receiver(seed: u64) -> Vec<Row> {
             tuned,
         )
         .beside(None, None, Some(tuned)),
+        Row::new(
+            "receiver",
+            "RMS against chrony's PPS refclock, ns",
+            Some(ours),
+            format!("≤ {chrony:.1} (chrony's)"),
+            chrony,
+        )
+        .with_chrony(Some(chrony)),
         backward("receiver", &bursts),
     ]
 }
