@@ -715,12 +715,12 @@ impl Pps {
         // pulse alone and keeps the frequency it has.
         let line = self.filter.filter(|_| self.since_fit > 0);
         let estimate = line.map_or(phase, |filter| filter.x);
-        let mut error = measured - (phase - estimate);
-        if let Some(filter) = line {
-            error += self.steer_frequency(tk, count, &filter);
-        }
-        let ns = error.div_euclid(ONE) as i64;
-        if error.abs() > self.step_threshold {
+        let error = measured - (phase - estimate);
+        self.status.phase_ns = error.div_euclid(ONE) as i64;
+        let gained = line.map_or(0, |filter| self.steer_frequency(tk, count, &filter));
+        let correction = error + gained;
+        let ns = correction.div_euclid(ONE) as i64;
+        if correction.abs() > self.step_threshold {
             let boottime = tk.current(|slot| slot.boottime()).1;
             tk.set_boottime(boottime.saturating_sub(BinTime::from_nanos(ns as i128)));
             tk.adjtime(0);
@@ -728,7 +728,6 @@ impl Pps {
         } else {
             tk.adjtime_measured(-ns, Some(count));
         }
-        self.status.phase_ns = ns;
     }
 
     /// Sets the frequency adjustment that cancels the filter's estimate of
