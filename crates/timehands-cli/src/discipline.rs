@@ -363,6 +363,7 @@ mod tests {
             oracle: None,
             model: None,
             tuned: None,
+            chrony: None,
             limit: None,
             target: "≤ 10".to_string(),
             bound: Some(10.0),

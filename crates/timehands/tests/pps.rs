@@ -248,6 +248,37 @@ fn an_outlier_among_the_first_pulses_does_not_move_the_clock() {
     }
 }
 
+/// Exact pulses, the clock 700 µs ahead, each pulse processed 2 ms after
+/// its edge: the first pulse's slew is still running at the second, and
+/// runs on for the 2 ms, so the second's correction is its error as of
+/// the processing. The clock is on the second at the third edge (it was 1
+/// µs past it, 2 ms at 500 ppm, with the correction made as of the edge).
+#[test]
+fn a_pulse_processed_late_is_corrected_as_of_then() {
+    let (counter, tk) = timekeeper(8);
+    counter.advance(700_000);
+    let mut pps = Pps::new();
+    let mut errors = Vec::new();
+    for _ in 0..3 {
+        errors.push(clock_error(&tk));
+        let edge = counter.value();
+        counter.advance(2_000_000);
+        pps.event(&tk, edge).unwrap();
+        counter.advance(98_000_000);
+        tk.windup();
+        for _ in 0..9 {
+            counter.advance(100_000_000);
+            tk.windup();
+        }
+    }
+    errors.push(clock_error(&tk));
+    assert!(
+        errors[1] > 100_000,
+        "the first slew runs at the second: {errors:?}"
+    );
+    assert!(errors[2].abs() <= 3, "{errors:?}");
+}
+
 /// Locked on exact pulses, three and then five in a row 20 µs late are
 /// outliers, not a step: the clock stays on the second and the filter
 /// runs on. Ten late ones in a row are the reference's phase stepping,

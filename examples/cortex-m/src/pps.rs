@@ -10,7 +10,7 @@
 //! given 20 µs late (a receiver without its fix, an interrupt held up), so
 //! that the line the filter starts on is the outlier's: the third pulse
 //! must find it out (the line through the first and the third is the one
-//! it is late of) and the clock be on the others from the fifth.
+//! it is late of) and the clock be on the others from the sixth.
 
 use core::cell::RefCell;
 
@@ -30,12 +30,15 @@ const PULSES: u32 = 40;
 const LOCKED_AFTER: u32 = 20;
 /// The pulse given late, and by how many counts (20 µs at 25 MHz).
 const EARLY_OUTLIER: u32 = 2;
-/// The first pulse whose phase the early check holds: the third after the
+/// The first pulse whose phase the early check holds: the fourth after the
 /// outlier. The one after it finds it out, but the line it leaves (through
 /// the first pulse and that one) rests on two pulses, so the clock is
 /// slewed to that pulse alone and the counter's 100 ppm runs on for a
-/// second; the next, the third on the line, sets the frequency.
-const EARLY_FROM: u32 = EARLY_OUTLIER + 3;
+/// second; the next, the third on the line, sets the frequency. Its
+/// handler runs some 70 ms of emulated time (an instruction is a
+/// microsecond under `-icount`), so the new frequency takes effect later
+/// than a quick handler's would, and the pulse after it is a few µs off.
+const EARLY_FROM: u32 = EARLY_OUTLIER + 4;
 const OUTLIER_COUNTS: u32 = 500;
 /// Ticks the phase runs.
 pub const TICKS: u32 = TICKS_PER_PULSE * PULSES;

@@ -20,9 +20,11 @@
 //! out at up to 500 ppm (`adjtime`, or a step of realtime beyond the step
 //! threshold), and its frequency adjustment set to cancel the oscillator's,
 //! to the ppt (a whole ppb held through a five-minute outage is 300 ns).
-//! Both are corrections as of the pulse's edge: what a slew ran since the
-//! edge is taken off the error, and what the old frequency runs until the
-//! new one takes effect (the next windup's switch point) is added to it.
+//! The correction is made a while after the edge (when the pulse is
+//! processed): it is the error as of then, what the clock gained since the
+//! edge against the oscillator at the estimated frequency counted in, and
+//! what the old frequency adds until the new one takes effect (the next
+//! windup's switch point).
 //!
 //! # What it rejects
 //!
@@ -65,6 +67,7 @@
 //! prior then being the last wander.
 
 use super::bintime::BinTime;
+use super::capture::Stamp;
 use super::counter::Counter;
 use super::discipline::MAX_PPB;
 use super::kalman::{Kalman, MAX_GAP, ONE};
@@ -286,9 +289,12 @@ pub struct Pps {
     /// The last sixteen accepted innovations, a bit each: set when beyond
     /// two standard deviations.
     wide: u16,
-    /// Pulses the filter's line took beyond the two it was fit through
-    /// (a run's others count: they lie on it).
+    /// Pulses the filter took since its line began, beyond the two it was
+    /// fit through.
     since_fit: u32,
+    /// Pulses that lie on the filter's line (a run's all do): it steers
+    /// the clock from three on.
+    line_pulses: u32,
     /// The counter's quantization noise, `(1 count)² / 12` in ns²: the
     /// least jitter there is (an exact edge still has it).
     resolution: i128,
@@ -320,6 +326,7 @@ impl Pps {
             prior: PRIOR_WANDER,
             wide: 0,
             since_fit: 0,
+            line_pulses: 0,
             resolution: 0,
             status: PpsStatus {
                 state: PpsState::Waiting,
@@ -367,7 +374,7 @@ impl Pps {
             self.last = Some(first);
             self.start = Some(Start::new(&[first]));
             self.observe(first);
-            self.steer(tk, count, stamp.realtime, 0);
+            self.steer(tk, stamp, count, 0);
             return Ok(());
         };
         // The counts since the last pulse, in ns at the nominal frequency,
@@ -408,12 +415,13 @@ impl Pps {
                     self.reject(pulse);
                 } else {
                     self.since_fit += 1;
+                    self.line_pulses += 1;
                     self.accept(pulse, squared > 4 * variance);
                 }
             }
             None => self.fit(last, pulse, 2),
         }
-        self.steer(tk, count, stamp.realtime, pulse.phase);
+        self.steer(tk, stamp, count, pulse.phase);
         Ok(())
     }
 
@@ -459,7 +467,8 @@ impl Pps {
             seconds,
             self.jitter_variance(),
         ));
-        self.since_fit = pulses - 2;
+        self.since_fit = 0;
+        self.line_pulses = pulses;
         self.accepted = [Some(to), Some(from)];
     }
 
@@ -520,6 +529,7 @@ impl Pps {
         }
         self.filter = Some(filter);
         self.since_fit = len as u32 - 2;
+        self.line_pulses = len as u32;
         self.accepted = [Some(newest_taken), Some(pulses[len - 2])];
         start.taken = better;
         self.start = (!start.is_over()).then_some(start);
@@ -694,31 +704,34 @@ impl Pps {
         Err(bound.max(MIN_VARIANCE))
     }
 
-    /// Steers the clock, whose realtime at the pulse's edge (`count`) was
-    /// `realtime`, to the filter's estimate (the pulse's raw phase being
+    /// Steers the clock, whose time at the pulse's edge (`count`) was
+    /// `edge`, to the filter's estimate (the pulse's raw phase being
     /// `phase`): its phase, and its frequency once the filter's line rests
     /// on three pulses.
-    fn steer<C: Counter>(
-        &mut self,
-        tk: &Timekeeper<C>,
-        count: u64,
-        realtime: BinTime,
-        phase: i128,
-    ) {
+    fn steer<C: Counter>(&mut self, tk: &Timekeeper<C>, edge: Stamp, count: u64, phase: i128) {
         // The clock's error at the pulse: how far realtime is past the
         // nearest whole second, less the measurement's estimated noise.
-        let frac = realtime.frac() as i64 as i128; // ±half a second
+        let frac = edge.realtime.frac() as i64 as i128; // ±half a second
         let measured = (frac * 1_000_000_000) >> 32;
         // A line through two pulses is an outlier's as likely as not (a
         // late first pulse and a late third one look alike until the
         // fourth): until a third lies on it, the clock is slewed to each
         // pulse alone and keeps the frequency it has.
-        let line = self.filter.filter(|_| self.since_fit > 0);
+        let line = self.filter.filter(|_| self.line_pulses >= 3);
         let estimate = line.map_or(phase, |filter| filter.x);
         let error = measured - (phase - estimate);
         self.status.phase_ns = error.div_euclid(ONE) as i64;
-        let gained = line.map_or(0, |filter| self.steer_frequency(tk, count, &filter));
-        let correction = error + gained;
+        if let Some(filter) = self.filter {
+            self.report(&filter);
+        }
+        // The correction is made now, a while after the edge: it is the
+        // error as of now, and what the old frequency adds until the new
+        // one takes effect.
+        let now = tk.counter().read() & tk.mask;
+        let mut correction = error + self.gained_since(tk, edge, count, now);
+        if let Some(filter) = line {
+            correction += self.steer_frequency(tk, now, &filter);
+        }
         let ns = correction.div_euclid(ONE) as i64;
         if correction.abs() > self.step_threshold {
             let boottime = tk.current(|slot| slot.boottime()).1;
@@ -726,17 +739,43 @@ impl Pps {
             tk.adjtime(0);
             self.status.steps += 1;
         } else {
-            tk.adjtime_measured(-ns, Some(count));
+            tk.adjtime(-ns);
         }
+    }
+
+    /// What the clock gained (fixed-point ns) from the edge (`count`, at
+    /// `edge`) to `now`, a count just read, against the oscillator at the
+    /// filter's frequency: whatever ran meanwhile (a slew, a frequency
+    /// adjustment, a step of neither clock's uptime) is in the clock's own
+    /// time. (The nominal frequency before there is a filter: up to 500
+    /// ppm of the wait, 1 µs for a 2 ms one.)
+    fn gained_since<C: Counter>(
+        &self,
+        tk: &Timekeeper<C>,
+        edge: Stamp,
+        count: u64,
+        now: u64,
+    ) -> i128 {
+        // A count ahead of now (read on a CPU whose counter lags) has had
+        // nothing run since.
+        let counts = tk.delta(count, now);
+        let Some(at_now) = (counts > 0).then(|| tk.time_of(now).ok()).flatten() else {
+            return 0;
+        };
+        let ran = at_now.uptime.saturating_sub(edge.uptime).as_units();
+        let clock = ran.saturating_mul(1_000_000_000) >> 32;
+        let raw = counts as i128 * SECOND / tk.counter().frequency() as i128;
+        let y = self.filter.map_or(0, |filter| filter.y);
+        clock - (raw - raw.saturating_mul(y) / (SECOND + y))
     }
 
     /// Sets the frequency adjustment that cancels the filter's estimate of
     /// the oscillator's, and returns what the clock gains (fixed-point ns)
-    /// from the pulse's edge (`count`) until it takes effect.
+    /// from `now`, a count just read, until it takes effect.
     fn steer_frequency<C: Counter>(
         &mut self,
         tk: &Timekeeper<C>,
-        count: u64,
+        now: u64,
         filter: &Kalman,
     ) -> i128 {
         // The adjustment that cancels the oscillator's frequency y:
@@ -747,26 +786,24 @@ impl Pps {
         let a = (num + num.signum() * den / 2) / den;
         let ppt = (a as i64).clamp(-MAX_PPB * 1000, MAX_PPB * 1000);
         // The new adjustment runs from the next windup's switch point; up
-        // to there the old one runs on from the edge, a fraction of a
-        // second at the difference of the two: the first line of an
-        // acquisition from 100 ppm would leave 10 µs to the next pulse.
+        // to there the old one runs on, a fraction of a second at the
+        // difference of the two: the first line of an acquisition from 100
+        // ppm would leave 12 µs to the next pulse.
         let old = tk.frequency_adjustment_ppt();
-        let counts = tk.counts_to_next_rate(count) as i128;
-        let frequency = tk.counter().frequency() as i128;
-        // (Saturating, and at most a second: a capture ages the count by
-        // the ring's windups at most.)
-        let gained = ((old - ppt) as i128)
-            .saturating_mul(counts)
-            .saturating_mul(ONE / 1000)
-            / frequency;
-        let gained = gained.clamp(-SECOND, SECOND);
+        let counts = tk.counts_to_next_rate(now) as i128;
+        let gained =
+            ((old - ppt) as i128) * counts * (ONE / 1000) / tk.counter().frequency() as i128;
         // Within ±500 ppm by the clamp: never refused.
         let _ = tk.set_frequency_adjustment_ppt(ppt);
+        gained
+    }
+
+    /// The filter's figures in the status.
+    fn report(&mut self, filter: &Kalman) {
         self.status.phase_uncertainty_ns = (filter.pxx / ONE).max(0).isqrt() as u64;
-        self.status.frequency_ppb = (y / ONE) as i64;
+        self.status.frequency_ppb = (filter.y / ONE) as i64;
         self.status.stability_ppt = (filter.pyy * 1_000_000 / ONE).max(0).isqrt() as u64;
         self.status.jitter_ns = (self.jitter_variance() / ONE).max(0).isqrt() as u64;
         self.status.wander_ppt = (self.wander() * 1_000_000 / ONE).max(0).isqrt() as u64;
-        gained
     }
 }

@@ -466,40 +466,4 @@ mod tests {
         }
         assert!(split > 0, "no window had a rate change in it");
     }
-
-    /// A correction measured at an edge 2 ms back, while a slew runs at 500
-    /// ppm: from the edge on, time slews by what was asked, not by that
-    /// and the 1 µs the running slew took since the edge.
-    #[test]
-    fn a_correction_measured_at_an_edge_is_slewed_from_the_edge() {
-        for measured in [false, true] {
-            let counter = SimCounter::new(1_000_000_000);
-            let tk = Timekeeper::builder(counter.clone())
-                .windup_interval(Duration::from_millis(1))
-                .build()
-                .expect("a valid timekeeper");
-            tk.adjtime(-10_000_000);
-            let windups = |ms: u64| {
-                for _ in 0..ms {
-                    counter.advance(1_000_000);
-                    tk.windup();
-                }
-            };
-            windups(100);
-            let edge = counter.value();
-            let at_edge = tk.time_of(edge).expect("a current count").uptime;
-            windups(2);
-            if measured {
-                tk.adjtime_measured(-5_000, Some(edge));
-            } else {
-                tk.adjtime(-5_000);
-            }
-            windups(1000);
-            let slewed = tk.uptime().as_nanos() as i64
-                - at_edge.as_nanos() as i64
-                - (counter.value() - edge) as i64;
-            let asked = if measured { -5_000 } else { -6_000 };
-            assert!((slewed - asked).abs() <= 1, "{measured}: {slewed} ns");
-        }
-    }
 }

@@ -217,15 +217,6 @@ impl<C: Counter> Timekeeper<C> {
     /// (at most two intervals ahead) and counts against the new request, so
     /// `adjtime(0)` stops a slew and then undoes that much.
     pub fn adjtime(&self, ns: i64) -> i64 {
-        self.adjtime_measured(ns, None)
-    }
-
-    /// [`adjtime`](Timekeeper::adjtime) for an error measured at `count`
-    /// (`None`: now), a count the counter has passed, such as a pulse's
-    /// edge: the slew that ran on the current hands since then corrected
-    /// part of it already, and is taken off the request. Returns what had
-    /// not run at `count`.
-    pub(super) fn adjtime_measured(&self, ns: i64, at: Option<u64>) -> i64 {
         let mut writer = self.writer.lock();
         let line = self.current(|slot| slot.line()).1;
         let delta = self.delta(line.base, self.counter.read());
@@ -236,26 +227,13 @@ impl<C: Counter> Timekeeper<C> {
         } else {
             delta
         };
-        // What has run from the switch point to `delta` counts from the
-        // base, which the remainder still counts; before it, minus what
-        // is scheduled there and has not run yet (before the base too: a
-        // hands runs on at its predecessor's rate up to its switch point).
-        let slew_before = writer.discipline.slew_before as i128;
-        let ran = |delta: i128| match u64::try_from(delta - line.switch as i128) {
-            Ok(since) => line.slew().map_or(0, |slew| slew.over(since)),
-            Err(_) => -(line.switch as i128 - delta) * slew_before,
+        // What has run since the switch point, which the remainder still
+        // counts; before it, what is scheduled there and has not run yet.
+        let unaccounted = match delta.checked_sub(line.switch) {
+            Some(since) => line.slew().map_or(0, |slew| slew.over(since)),
+            None => -((line.switch - delta) as i128 * writer.discipline.slew_before as i128),
         };
-        let unaccounted = ran(delta as i128);
-        let since_measured = at.map_or(0, |count| {
-            let ahead = count.wrapping_sub(line.base) & self.mask;
-            let measured = if ahead <= delta {
-                ahead as i128
-            } else {
-                -((line.base.wrapping_sub(count) & self.mask) as i128)
-            };
-            unaccounted - ran(measured)
-        });
-        writer.discipline.adjtime(ns, unaccounted - since_measured)
+        writer.discipline.adjtime(ns, unaccounted)
     }
 
     /// The rate at which [`adjtime`](Timekeeper::adjtime) slews, from the
@@ -322,15 +300,16 @@ impl<C: Counter> Timekeeper<C> {
         self.writer.lock().discipline.frequency_ppt
     }
 
-    /// Counts from `count` (one the counter has passed: a pulse's edge) to
-    /// the switch point from which a rate set now runs if the next windup
-    /// comes on time: the current hands' promise.
+    /// Counts from `count`, one just read, to the switch point from which
+    /// a rate set now runs, if the next windup comes on time (see
+    /// [`next`](Timekeeper::next): the promise or a lead past the windup,
+    /// whichever is later).
     pub(super) fn counts_to_next_rate(&self, count: u64) -> u64 {
         let line = self.current(|slot| slot.line()).1;
-        let now = self.counter.read();
+        let delta = self.delta(line.base, count);
         let promise = line.switch.saturating_add(self.interval);
-        let since = now.wrapping_sub(count) & self.mask;
-        since.saturating_add(promise.saturating_sub(self.delta(line.base, now)))
+        let switch = promise.max(self.interval.max(delta).saturating_add(self.lead));
+        switch.saturating_sub(delta)
     }
 
     /// Frees the writer lock in a `fork()`ed child whose parent's thread held
