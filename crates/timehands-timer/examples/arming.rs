@@ -92,11 +92,15 @@ fn thread_cpu() -> Option<Duration> {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>());
+    let mut args = std::env::args().skip(1);
     let mut arg = |default: usize, name: &str| {
-        args.next()
-            .unwrap_or(Ok(default))
-            .unwrap_or_else(|e| panic!("{name}: {e}"))
+        match args.next() {
+        None => default,
+        Some(text) => text.parse().unwrap_or_else(|e| {
+            eprintln!("arming: {name} {text:?} is not a count ({e}): give THREADS TIMERS ROUNDS, as 4 1500000 5");
+            std::process::exit(2)
+        }),
+    }
     };
     let (threads, timers, rounds) = (
         arg(4, "THREADS"),
