@@ -60,14 +60,14 @@ impl<T> WriterLock<T> {
     /// where there is an OS, sleeping between tries, so that a holder the
     /// scheduler took off its CPU gets one. (A real-time thread that spun
     /// here, steering the host clock, kept a normal-priority holder from
-    /// the CPU for 130 ms while four other threads ran on two vCPUs.)
+    /// the CPU for 97 ms while four other threads ran on two vCPUs.)
     pub(crate) fn lock(&self) -> WriterGuard<'_, T> {
-        let mut tries = 0;
+        let mut tries: u32 = 0;
         loop {
             if let Some(guard) = self.try_lock() {
                 return guard;
             }
-            tries += 1;
+            tries = tries.saturating_add(1);
             back_off(tries);
         }
     }

@@ -35,14 +35,14 @@ pub(crate) fn relax() {
 const SPINS: u32 = 256;
 
 /// What a waiter for a lock does before its `tries`th try again: [`relax`]
-/// at first; with an OS, past [`SPINS`] tries, a sleep of 1 µs, doubling
-/// to 1 ms, so that a holder preempted by the waiter (one of higher
+/// at first; with an OS, past `SPINS` tries, a sleep of 1 µs, doubling to
+/// about 1 ms, so that a holder preempted by the waiter (one of higher
 /// priority, which the scheduler prefers while it spins) runs.
 #[inline]
 pub(crate) fn back_off(tries: u32) {
     #[cfg(all(feature = "std", not(loom)))]
     if tries > SPINS {
-        let micros = 1u64 << (tries - SPINS).min(10);
+        let micros = 1u64 << (tries - SPINS - 1).min(10);
         std::thread::sleep(core::time::Duration::from_micros(micros));
         return;
     }
