@@ -7,10 +7,9 @@
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
 
-use crate::engine::sync::{AtomicBool, Ordering, back_off};
+use crate::engine::sync::{AtomicBool, Ordering, relax};
 
-/// A spin lock around `T`: the smallest lock that works without an OS
-/// (with one, a waiter sleeps between tries after a few microseconds).
+/// A spin lock around `T`: the smallest lock that works without an OS.
 pub(crate) struct WriterLock<T> {
     locked: AtomicBool,
     state: UnsafeCell<T>,
@@ -55,20 +54,13 @@ impl<T> WriterLock<T> {
         self.locked.store(false, Ordering::Release);
     }
 
-    /// The lock, once the writer that holds it lets go: spinning for a
-    /// while (a writer holds it for a windup, a microsecond or so), then,
-    /// where there is an OS, sleeping between tries, so that a holder the
-    /// scheduler took off its CPU gets one. (A real-time thread that spun
-    /// here, steering the host clock, kept a normal-priority holder from
-    /// the CPU for 97 ms while four other threads ran on two vCPUs.)
+    /// The lock, once the writer that holds it lets go.
     pub(crate) fn lock(&self) -> WriterGuard<'_, T> {
-        let mut tries: u32 = 0;
         loop {
             if let Some(guard) = self.try_lock() {
                 return guard;
             }
-            tries = tries.saturating_add(1);
-            back_off(tries);
+            relax();
         }
     }
 }
@@ -92,46 +84,5 @@ impl<T> DerefMut for WriterGuard<'_, T> {
 impl<T> Drop for WriterGuard<'_, T> {
     fn drop(&mut self) {
         self.lock.locked.store(false, Ordering::Release);
-    }
-}
-
-#[cfg(all(test, feature = "std", not(loom)))]
-mod tests {
-    use std::sync::Arc;
-    use std::time::{Duration, Instant};
-
-    use super::WriterLock;
-    use crate::os::thread_cpu_nanos;
-
-    /// A writer that waits for the lock while its holder keeps it (as one
-    /// the scheduler took off the CPU does) sleeps rather than spins: its
-    /// CPU time is a small part of the wait. (Spinning, it was all of it,
-    /// and a real-time waiter kept the holder from the CPU.)
-    #[test]
-    #[cfg_attr(miri, ignore = "the thread's CPU time is the OS's")]
-    fn a_waiter_sleeps_while_the_holder_keeps_the_lock() {
-        if let Err(why) = thread_cpu_nanos() {
-            println!("skipped: no thread CPU time here ({why})");
-            return;
-        }
-        let lock = Arc::new(WriterLock::new(0));
-        let guard = lock.lock();
-        let waiter = std::thread::spawn({
-            let lock = Arc::clone(&lock);
-            move || {
-                let (wall, cpu) = (Instant::now(), thread_cpu_nanos().unwrap_or(0));
-                *lock.lock() += 1;
-                let cpu = thread_cpu_nanos().unwrap_or(0).saturating_sub(cpu);
-                (wall.elapsed(), Duration::from_nanos(cpu))
-            }
-        });
-        std::thread::sleep(Duration::from_millis(200));
-        drop(guard);
-        let (waited, cpu) = waiter.join().expect("the waiter returns");
-        assert_eq!(*lock.lock(), 1);
-        assert!(
-            cpu < waited / 4,
-            "{cpu:?} of CPU while waiting {waited:?} for the lock"
-        );
     }
 }

@@ -29,27 +29,6 @@ pub(crate) fn relax() {
     core::hint::spin_loop();
 }
 
-/// Tries of a lock that only spin, some microseconds, before a waiter
-/// sleeps between tries (where there is an OS to sleep with).
-#[cfg(all(feature = "std", not(loom)))]
-const SPINS: u32 = 256;
-
-/// What a waiter for a lock does before its `tries`th try again: [`relax`]
-/// at first; with an OS, past `SPINS` tries, a sleep of 1 µs, doubling to
-/// about 1 ms, so that a holder preempted by the waiter (one of higher
-/// priority, which the scheduler prefers while it spins) runs.
-#[inline]
-pub(crate) fn back_off(tries: u32) {
-    #[cfg(all(feature = "std", not(loom)))]
-    if tries > SPINS {
-        let micros = 1u64 << (tries - SPINS - 1).min(10);
-        std::thread::sleep(core::time::Duration::from_micros(micros));
-        return;
-    }
-    let _ = tries;
-    relax();
-}
-
 pub(crate) use word::Word;
 
 /// A 64-bit value in one atomic.
