@@ -123,6 +123,7 @@ mod stats;
 pub(crate) mod sync;
 mod timekeeper;
 mod writer;
+mod writes;
 
 pub use builder::Builder;
 pub use builder::{DEFAULT_HANDS, DEFAULT_WINDUP_INTERVAL};
@@ -135,3 +136,5 @@ pub use stats::Stats;
 pub(crate) use timekeeper::Due;
 pub use timekeeper::Timekeeper;
 pub use writer::Windup;
+#[cfg(feature = "std")]
+pub(crate) use writes::Writes;

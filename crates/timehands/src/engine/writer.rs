@@ -3,7 +3,7 @@
 
 use super::bintime::BinTime;
 use super::counter::Counter;
-use super::discipline::{Discipline, Slew, nominal_scale};
+use super::discipline::{Discipline, Slew};
 use super::line::Line;
 use super::slot::{Hands, coarse_of};
 use super::state::{PENDING, RETIRED, TICKET_SHIFT, next_ticket, slot_index, ticket};
@@ -61,10 +61,8 @@ impl<C: Counter> Timekeeper<C> {
     /// One writer at a time: a call that finds another writer busy returns
     /// [`Windup::Busy`] at once.
     pub fn windup(&self) -> Windup {
-        match self.writer.try_lock() {
-            Some(mut writer) => self.windup_locked(&mut writer, Change::Windup { reference: None }),
-            None => Windup::Busy,
-        }
+        self.try_writes()
+            .map_or(Windup::Busy, |mut writes| writes.windup())
     }
 
     /// [`windup`](Timekeeper::windup) for a timekeeper that
@@ -105,11 +103,9 @@ impl<C: Counter> Timekeeper<C> {
     /// # Ok::<(), timehands::Error>(())
     /// ```
     pub fn windup_following(&self, reference: impl Fn() -> BinTime) -> Windup {
-        let reference: Option<&dyn Fn() -> BinTime> = Some(&reference);
-        match self.writer.try_lock() {
-            Some(mut writer) => self.windup_locked(&mut writer, Change::Windup { reference }),
-            None => Windup::Busy,
-        }
+        self.try_writes().map_or(Windup::Busy, |mut writes| {
+            writes.windup_following(reference)
+        })
     }
 
     /// Retires the timekeeper for a successor (on another counter, when this
@@ -182,14 +178,14 @@ impl<C: Counter> Timekeeper<C> {
     /// Steps realtime (and only realtime) to `now`; uptime does not move. Waits
     /// for a windup in progress on another thread.
     pub fn set_realtime(&self, now: BinTime) {
-        self.windup_locked(&mut self.writer.lock(), Change::Realtime(now));
+        self.writes().set_realtime(now);
     }
 
     /// Sets the boottime offset (realtime minus uptime) to `offset`: the same
     /// step as [`set_realtime`](Timekeeper::set_realtime), given as the offset,
     /// for a caller that tracks another clock's offset rather than its time.
     pub fn set_boottime(&self, offset: BinTime) {
-        self.windup_locked(&mut self.writer.lock(), Change::Boottime(offset));
+        self.writes().set_boottime(offset);
     }
 
     /// The counter's frequency as now known (a calibration's refinement),
@@ -200,11 +196,7 @@ impl<C: Counter> Timekeeper<C> {
     /// # Errors
     /// [`Error::Frequency`] below 2 Hz.
     pub fn set_counter_frequency(&self, hz: u64) -> Result<(), Error> {
-        if hz < 2 {
-            return Err(Error::Frequency { hz });
-        }
-        self.writer.lock().discipline.nominal = nominal_scale(hz);
-        Ok(())
+        self.writes().set_counter_frequency(hz)
     }
 
     /// Slews uptime and realtime by `ns` nanoseconds, as BSD `adjtime(2)`:
@@ -217,23 +209,7 @@ impl<C: Counter> Timekeeper<C> {
     /// (at most two intervals ahead) and counts against the new request, so
     /// `adjtime(0)` stops a slew and then undoes that much.
     pub fn adjtime(&self, ns: i64) -> i64 {
-        let mut writer = self.writer.lock();
-        let line = self.current(|slot| slot.line()).1;
-        let delta = self.delta(line.base, self.counter.read());
-        // Where reads stand at the promise, no slew runs past it (a windup
-        // after a gap charges up to the promise only).
-        let delta = if self.follows_reference {
-            delta.min(line.switch.saturating_add(self.interval))
-        } else {
-            delta
-        };
-        // What has run since the switch point, which the remainder still
-        // counts; before it, what is scheduled there and has not run yet.
-        let unaccounted = match delta.checked_sub(line.switch) {
-            Some(since) => line.slew().map_or(0, |slew| slew.over(since)),
-            None => -((line.switch - delta) as i128 * writer.discipline.slew_before as i128),
-        };
-        writer.discipline.adjtime(ns, unaccounted)
+        self.writes().adjtime(ns)
     }
 
     /// The rate at which [`adjtime`](Timekeeper::adjtime) slews, from the
@@ -261,7 +237,7 @@ impl<C: Counter> Timekeeper<C> {
     /// # Errors
     /// [`Error::SlewRate`] outside 1 to 10^9 ppb.
     pub fn set_slew_rate(&self, ppb: i64) -> Result<(), Error> {
-        self.writer.lock().discipline.set_slew_rate(ppb)
+        self.writes().set_slew_rate(ppb)
     }
 
     /// Runs the counter `ppb` parts per billion fast (positive) or slow, from

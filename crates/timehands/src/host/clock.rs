@@ -14,6 +14,7 @@ use super::choice::{Choice, Verdict};
 use super::counter::HostCounter;
 use super::published::{NOT_STARTED, READER, reader_timekeeper};
 use super::wake::Wake;
+use crate::engine::Writes;
 use crate::host::brackets::{offset_to_kernel, pair};
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, NtpState, SystemClocks};
 use crate::host::steer::{Bound, Findings, Phase, Steering, tick_ns};
@@ -220,7 +221,7 @@ impl HostClock {
             publishes: false,
         };
         let offsets = clock.steering().follow_offsets(kernel);
-        clock.keep(offsets);
+        clock.keep(&mut clock.timekeeper().writes(), offsets);
         // An error bound from the start (some hundreds of ns of brackets),
         // not a zero that nothing measured.
         let (offset, width) =
@@ -254,13 +255,15 @@ impl HostClock {
 
     /// The bound on |ours − CLOCK_MONOTONIC| now, in ns, once the kernel
     /// was asked whether it changed its rate since the last windup (unless
-    /// another thread steers: it asks, and states the bound a moment on). A
-    /// change only a measurement finds is left to the windups, whose
-    /// baseline it needs.
+    /// another thread steers or winds up: it asks, and states the bound a
+    /// moment on; nothing here waits for it). A change only a measurement
+    /// finds is left to the windups, whose baseline it needs.
     pub(crate) fn accuracy_nanos(&self) -> u64 {
         if let Some(mut steering) = self.try_steering() {
-            let ntp = self.kernel_ntp();
-            self.follow_rate_change(&mut steering, ntp.as_ref(), false);
+            if let Some(mut writes) = self.timekeeper().try_writes() {
+                let ntp = self.kernel_ntp();
+                self.follow_rate_change(&mut steering, &mut writes, ntp.as_ref(), false);
+            }
         }
         self.stated_bound()
     }
@@ -271,11 +274,11 @@ impl HostClock {
         bound.at(self.timekeeper().uptime_nanos())
     }
 
-    /// Keeps the kernel's offsets that `findings` say moved.
-    pub(super) fn keep(&self, findings: Findings) {
+    /// Keeps the kernel's offsets that `findings` say moved (Realtime's
+    /// through `writes`, the writer lock's).
+    pub(super) fn keep(&self, writes: &mut Writes<'_, HostCounter>, findings: Findings) {
         if let Some(realtime) = findings.realtime {
-            self.timekeeper()
-                .set_boottime(BinTime::from_nanos(realtime.ns as i128));
+            writes.set_boottime(BinTime::from_nanos(realtime.ns as i128));
             self.realtime_uncertainty
                 .store(realtime.width.div_ceil(2), Ordering::Relaxed);
             // A leap second moves Realtime and TAI − UTC together: follow

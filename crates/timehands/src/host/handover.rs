@@ -96,7 +96,7 @@ impl HostClock {
             }
         };
         let offsets = steering.follow_offsets(self.kernel);
-        self.keep(offsets);
+        self.keep(&mut self.timekeeper().writes(), offsets);
         let mut kept = self.facts();
         // What the sandbox refused stays known.
         *kept = Facts {
@@ -225,6 +225,6 @@ impl HostClock {
         // Boottime are given to the new timekeeper afresh.
         *steering = Steering::new(1_000_000_000, Some(0), None);
         let offsets = steering.follow_offsets(self.kernel);
-        self.keep(offsets);
+        self.keep(&mut self.timekeeper().writes(), offsets);
     }
 }

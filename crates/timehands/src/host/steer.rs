@@ -54,6 +54,7 @@ use super::brackets::{
 use super::counter::HostCounter;
 use super::kernel_clocks::{KernelClock, KernelClocks};
 use super::watchdog;
+use crate::engine::Writes;
 use crate::engine::discipline::{MAX_PPB, MAX_SLEW_PPB};
 use crate::{Counter, Timekeeper};
 
@@ -242,15 +243,17 @@ impl Steering {
     }
 
     /// Follows the kernel's Realtime and Boottime offsets, then measures and
-    /// corrects rate and phase of `timekeeper` against `kernel`'s clocks,
+    /// corrects rate and phase of the timekeeper `writes` holds the writer
+    /// lock of against `kernel`'s clocks,
     /// unless the last steering is too recent (and no change of the kernel's
     /// rate was followed since) or the watchdog finds the counter
     /// misbehaving; returns what it found.
     pub(crate) fn steer(
         &mut self,
-        timekeeper: &Timekeeper<HostCounter>,
+        writes: &mut Writes<'_, HostCounter>,
         kernel: &dyn KernelClocks,
     ) -> Findings {
+        let timekeeper = writes.timekeeper();
         // At every windup: a `settimeofday` shows in Realtime one windup on.
         let mut findings = self.follow_offsets(kernel);
         let now = kernel.nanos(KernelClock::Monotonic);
@@ -272,12 +275,12 @@ impl Steering {
             .rate_bound_ppb()
             .saturating_add(self.followed_change_ppb.take().unwrap_or(0));
         let changed_at = self.rate_change_before(&current);
-        self.steer_rate(timekeeper, current, changed_at);
+        self.steer_rate(writes, current, changed_at);
         super::fork_points::point("steering: rate set");
         // Phase: slew our time onto CLOCK_MONOTONIC, within CATCH_UP.
         let (offset, width) = offset_to_kernel(timekeeper, kernel, KernelClock::Monotonic, 3);
-        let _ = timekeeper.set_slew_rate(catch_up_rate(offset));
-        let unrun = timekeeper.adjtime(offset as i64);
+        let _ = writes.set_slew_rate(catch_up_rate(offset));
+        let unrun = writes.adjtime(offset as i64);
         self.steerings += 1;
         findings.phase = Some(Phase {
             offset: offset as i64,
@@ -317,7 +320,7 @@ impl Steering {
     /// (see [`Steering::rate_change_before`]).
     fn steer_rate(
         &mut self,
-        timekeeper: &Timekeeper<HostCounter>,
+        writes: &mut Writes<'_, HostCounter>,
         current: Pair,
         changed_at: Option<Pair>,
     ) {
@@ -347,7 +350,7 @@ impl Steering {
         let Some(measured) = anchor.frequency_to(&current, baseline) else {
             return;
         };
-        if measured.hz == self.hz || timekeeper.set_counter_frequency(measured.hz).is_ok() {
+        if measured.hz == self.hz || writes.set_counter_frequency(measured.hz).is_ok() {
             self.hz = measured.hz;
             self.uncertainty_ppb = Some(measured.uncertainty_ppb);
         }
@@ -366,17 +369,17 @@ impl Steering {
     /// the bound.
     pub(crate) fn follow_rate_change(
         &mut self,
-        timekeeper: &Timekeeper<HostCounter>,
+        writes: &mut Writes<'_, HostCounter>,
         kernel: &dyn KernelClocks,
         said_rate: Option<i64>,
         measure: bool,
     ) -> Option<RateChange> {
-        if matches!(timekeeper.counter(), HostCounter::Kernel(_)) {
+        if matches!(writes.timekeeper().counter(), HostCounter::Kernel(_)) {
             return None;
         }
         let change = match said_rate {
-            Some(rate_ppb) => self.follow_said_rate(timekeeper, kernel, rate_ppb),
-            None if measure => self.follow_measured_rate(timekeeper, kernel),
+            Some(rate_ppb) => self.follow_said_rate(writes, kernel, rate_ppb),
+            None if measure => self.follow_measured_rate(writes, kernel),
             None => None,
         }?;
         // Two changes before a steering: the clock may be off by both.
@@ -396,9 +399,10 @@ impl Steering {
     /// wrong: left to the steering's look at Boottime and to the watchdog.
     fn follow_measured_rate(
         &mut self,
-        timekeeper: &Timekeeper<HostCounter>,
+        writes: &mut Writes<'_, HostCounter>,
         kernel: &dyn KernelClocks,
     ) -> Option<RateChange> {
+        let timekeeper = writes.timekeeper();
         let current = pair(kernel, || timekeeper.counter().read());
         let since = self.rate_change_before(&current)?;
         let measured = since.frequency_to(&current, CHANGE_BASELINE)?;
@@ -410,7 +414,7 @@ impl Steering {
             return None;
         }
         let average_ppb = ppb_apart(self.hz, measured.hz);
-        self.steer_rate(timekeeper, current, Some(since));
+        self.steer_rate(writes, current, Some(since));
         let unseen_ns = current.kernel.saturating_sub(since.kernel);
         Some(RateChange {
             accrued_ns: grown(unseen_ns, average_ppb + measured.uncertainty_ppb),
@@ -425,7 +429,7 @@ impl Steering {
     /// change). It may have changed any time since it was last asked.
     fn follow_said_rate(
         &mut self,
-        timekeeper: &Timekeeper<HostCounter>,
+        writes: &mut Writes<'_, HostCounter>,
         kernel: &dyn KernelClocks,
         rate_ppb: i64,
     ) -> Option<RateChange> {
@@ -437,10 +441,11 @@ impl Steering {
         }
         let hz = (self.hz as i128 * (1_000_000_000 + was as i128)
             / (1_000_000_000 + rate_ppb as i128)) as u64;
-        timekeeper.set_counter_frequency(hz).ok()?;
+        writes.set_counter_frequency(hz).ok()?;
         let change = ppb_apart(self.hz, hz);
         self.hz = hz;
         self.rate_changes += 1;
+        let timekeeper = writes.timekeeper();
         let current = pair(kernel, || timekeeper.counter().read());
         self.anchor = Some(current);
         self.next_anchor = Some(current);

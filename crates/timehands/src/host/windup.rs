@@ -3,6 +3,7 @@
 //! when one is due, whose findings the clock keeps; and what the upkeep
 //! thread publishes after its windups, the coarse time in one word.
 
+use std::sync::MutexGuard;
 use std::sync::atomic::Ordering;
 
 use super::clock::HostClock;
@@ -11,33 +12,24 @@ use super::published::{
     REALTIME_COARSE, SECOND_HINTS, keep_coarse_nanos, realtime_coarse_word, take_coarse_nanos_away,
 };
 use crate::BinTime;
+use crate::engine::Writes;
 use crate::engine::nanos::floor_nanos;
+use crate::host::counter::HostCounter;
 use crate::host::kernel_clocks::{KernelClock, NtpState};
 use crate::host::steer::{Findings, Steering};
 
 impl HostClock {
     /// Winds up, then steers when a steering is due (unless another thread
-    /// steers: then it only winds up). A change of the kernel's rate is
-    /// followed before the windup, so that the hands it publishes runs at
-    /// the new rate from its switch point; the rest of the steering comes
-    /// after, so that it measures a clock that stands nowhere (reads past
-    /// the promise stand until a windup), and its changes take effect from
-    /// the next windup on.
+    /// steers: then it only winds up).
     pub(crate) fn windup(&'static self) {
-        let mut steering = self.try_steering();
-        let ntp = steering.as_ref().and_then(|_| self.kernel_ntp());
-        if let Some(steering) = steering.as_mut() {
-            self.follow_rate_change(steering, ntp.as_ref(), true);
-        }
         // CLOCK_MONOTONIC is our uptime's reference: a counter that ran
         // through a suspend that it did not count resumes from it.
-        self.timekeeper().windup_following(|| {
-            BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
-        });
-        point("windup: wound up, not steered");
-        if let Some(mut steering) = steering {
-            let findings = steering.steer(self.timekeeper(), self.kernel);
-            self.apply(&mut steering, findings, ntp.as_ref());
+        let reference = || BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128);
+        match self.try_steering() {
+            Some(steering) => self.windup_and_steer(steering, reference),
+            None => {
+                self.timekeeper().windup_following(reference);
+            }
         }
         if !self.publishes {
             return;
@@ -52,34 +44,67 @@ impl HostClock {
         );
     }
 
+    /// With `steering`, the steering lock's: winds up and steers, all under
+    /// one hold of the engine's writer lock, and only if no other writer
+    /// holds it (one that does is winding up; the steering stays due for a
+    /// later windup). A reader may be a real-time thread: one that waited
+    /// here for a normal-priority windup that the scheduler had taken off
+    /// the CPU kept it from the CPU, 92 ms in one measured run. A change of
+    /// the kernel's rate is followed before the windup, so that the hands
+    /// it publishes runs at the new rate from its switch point; the rest of
+    /// the steering comes after, so that it measures a clock that stands
+    /// nowhere (reads past the promise stand until a windup), and its
+    /// changes take effect from the next windup on.
+    fn windup_and_steer(
+        &'static self,
+        mut steering: MutexGuard<'_, Steering>,
+        reference: impl Fn() -> BinTime,
+    ) {
+        let ntp = self.kernel_ntp();
+        let Some(mut writes) = self.timekeeper().try_writes() else {
+            return;
+        };
+        self.follow_rate_change(&mut steering, &mut writes, ntp.as_ref(), true);
+        writes.windup_following(reference);
+        point("windup: wound up, not steered");
+        let findings = steering.steer(&mut writes, self.kernel);
+        self.apply(&mut steering, writes, findings, ntp.as_ref());
+    }
+
     /// Follows a change of the kernel's rate, if there is one, with
-    /// `steering`, the steering lock's, and the kernel's `ntp` state (see
-    /// [`Steering::follow_rate_change`], which `measure`s one the kernel
-    /// does not say, if asked), and widens the error bound by what it may
-    /// have cost.
+    /// `steering`, the steering lock's, `writes`, the writer lock's, and the
+    /// kernel's `ntp` state (see [`Steering::follow_rate_change`], which
+    /// `measure`s one the kernel does not say, if asked), and widens the
+    /// error bound by what it may have cost.
     pub(super) fn follow_rate_change(
         &self,
         steering: &mut Steering,
+        writes: &mut Writes<'_, HostCounter>,
         ntp: Option<&NtpState>,
         measure: bool,
     ) {
         let said_rate = ntp.and_then(|ntp| ntp.rate_ppb);
-        if let Some(change) =
-            steering.follow_rate_change(self.timekeeper(), self.kernel, said_rate, measure)
-        {
-            let now = self.timekeeper().uptime_nanos();
+        if let Some(change) = steering.follow_rate_change(writes, self.kernel, said_rate, measure) {
+            let now = writes.timekeeper().uptime_nanos();
             let mut bound = self.bound_lock();
             *bound = bound.after(change, now);
         }
     }
 
     /// Keeps what a steering found: the kernel's offsets (Realtime's given
-    /// to the timekeeper), the phase for `info` and `getres`; and fails over
-    /// from a counter the watchdog found misbehaving. TAI − UTC as the
-    /// windup's `ntp` state says it, when a steering ran and Realtime did not
-    /// move (where it moved, a leap second may have moved both: `keep`
-    /// follows them together).
-    fn apply(&'static self, steering: &mut Steering, findings: Findings, ntp: Option<&NtpState>) {
+    /// to the timekeeper through `writes`), the phase for `info` and
+    /// `getres`; and, the writer lock let go, fails over from a counter the
+    /// watchdog found misbehaving. TAI − UTC as the windup's `ntp` state
+    /// says it, when a steering ran and Realtime did not move (where it
+    /// moved, a leap second may have moved both: `keep` follows them
+    /// together).
+    fn apply(
+        &'static self,
+        steering: &mut Steering,
+        mut writes: Writes<'_, HostCounter>,
+        findings: Findings,
+        ntp: Option<&NtpState>,
+    ) {
         let why = findings.misbehaviour.clone();
         if let Some(phase) = findings.phase {
             self.keep_phase(phase);
@@ -87,7 +112,9 @@ impl HostClock {
                 self.keep_tai(ntp);
             }
         }
-        self.keep(findings);
+        self.keep(&mut writes, findings);
+        // The hand-over retires this timekeeper, which takes the lock.
+        drop(writes);
         if let Some(why) = why {
             self.fail_over(steering, why);
         }
