@@ -34,8 +34,8 @@
 //! - **Linux** (glibc or musl): everything above. The alarms are timerfds,
 //!   [`sleep_until`] is `clock_nanosleep(TIMER_ABSTIME)`, the hard side's
 //!   locks (which callers only ever try) are `PTHREAD_PRIO_INHERIT` mutexes
-//!   (PI futexes), the hard thread gets a 1 ns timer slack and the soft
-//!   workers nice 10.
+//!   (PI futexes), the hard thread gets a 1 ns timer slack, and the soft
+//!   workers nice 10 where the hard thread has no real-time priority.
 //! - **Android**: as Linux, but the locks inherit no priority (the libc
 //!   crate has no `pthread_mutexattr_setprotocol` for bionic).
 //! - **macOS, FreeBSD, NetBSD, illumos**: the alarms are condition

@@ -1,6 +1,6 @@
 //! Scheduling of the expiry threads: SCHED_FIFO for the hard one when the
 //! process may have it, a minimal timer slack, and a higher nice value for
-//! the soft workers.
+//! the soft workers where it may not.
 //!
 //! A hard timer is only as precise as the thread that expires it is quick to
 //! run: under the default policy it waits behind whatever else is runnable.

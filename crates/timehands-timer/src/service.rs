@@ -133,9 +133,11 @@ impl Builder {
 ///   [`TimerService::scheduling`]) and a 1 ns timer slack (where the OS has
 ///   timer slack);
 /// - soft timers live in a [`Wheel`], under another (plain) lock, expired by
-///   workers (two by default: [`Builder::soft_workers`]), at a lower nice
-///   value where nice values are per thread (Linux, Android), coalesced
-///   within the first half of their slack.
+///   workers (two by default: [`Builder::soft_workers`]), coalesced within
+///   the first half of their slack. Where the hard thread has no real-time
+///   priority, the workers run at a lower one (nice 10, where nice values
+///   are per thread: Linux, Android), so that the fair scheduler favours
+///   the hard thread.
 ///
 /// Arming, cancelling or rescheduling a timer never waits for a lock an
 /// expiry thread takes: the caller pushes a request onto a lock-free stack
@@ -265,6 +267,13 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// Starts the expiry threads; how the hard one is scheduled.
+    ///
+    /// The soft workers run at a lower priority (nice 10) only where the
+    /// hard thread has no real-time one, so that the fair scheduler still
+    /// favours it. Beside a SCHED_FIFO hard thread they keep the process's:
+    /// niced, they lost a CPU ten to one to any other thread of the machine,
+    /// the program's own included (one arming a pile of timers), and the
+    /// soft timers due meanwhile their bound.
     fn start(self: &Arc<Self>) -> io::Result<Scheduling> {
         let (tx, rx) = mpsc::channel();
         let shared = Arc::clone(self);
@@ -276,15 +285,21 @@ impl Shared {
             shared.hard.run();
         })?;
         self.threads.lock().push(hard);
+        let scheduling = rx
+            .recv()
+            .map_err(|_| io::Error::other("hard thread died"))?;
+        let niced = matches!(scheduling, Scheduling::Normal { .. });
         for _ in 0..self.builder.soft_workers {
             let shared = Arc::clone(self);
             let soft = spawn("timehands-soft", move || {
-                sched::lower_priority(10);
+                if niced {
+                    sched::lower_priority(10);
+                }
                 shared.soft.run();
             })?;
             self.threads.lock().push(soft);
         }
-        rx.recv().map_err(|_| io::Error::other("hard thread died"))
+        Ok(scheduling)
     }
 
     /// Every call into the service enters here first: in a forked child,

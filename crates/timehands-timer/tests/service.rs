@@ -366,6 +366,40 @@ fn the_hard_threads_scheduling_is_reported() {
     }
 }
 
+/// The nice value of the soft worker that runs a soft timer's callback.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn soft_workers_nice(service: &TimerService) -> i32 {
+    let (tx, rx) = mpsc::channel();
+    service.soft_at(soon(0), Duration::ZERO, move |_| {
+        // SAFETY: gettid and getpriority take no pointers.
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+        let _ = tx.send(nice);
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the soft timer fires")
+}
+
+/// The soft workers run niced (10) beside a hard thread that has no
+/// real-time priority, so that the fair scheduler favours it, and at the
+/// process's nice value beside a SCHED_FIFO one, which needs no favour:
+/// niced, they lost the CPU ten to one to every other thread.
+#[test]
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn the_soft_workers_are_niced_only_beside_a_hard_thread_without_real_time_priority() {
+    // SAFETY: as above.
+    let process = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+    let normal = Builder::new().realtime_priority(None).build().unwrap();
+    assert_eq!(soft_workers_nice(&normal), 10);
+    let fifo = TimerService::new().unwrap();
+    match fifo.scheduling() {
+        Scheduling::Fifo { .. } => assert_eq!(soft_workers_nice(&fifo), process),
+        Scheduling::Normal { reason } => {
+            assert_eq!(soft_workers_nice(&fifo), 10);
+            println!("SCHED_FIFO refused here ({reason}): only the niced case was seen");
+        }
+    }
+}
+
 #[test]
 fn sleep_until_returns_not_before_its_deadline() {
     for micros in [0, 1, 50, 500] {
