@@ -21,11 +21,14 @@
 //! A round: periodic timers whose callbacks ran in the last round are queued
 //! again at their next expiry (unless cancelled or rescheduled meanwhile),
 //! due timers are taken out (at most a batch); if none was due, a batch of
-//! the pending requests is applied and what it made due is taken, and if
-//! still none is, the alarm is set to the heap's earliest deadline, or to
-//! come back within 100 µs while requests are left to apply (see `requests`
-//! for those pushed meanwhile). Then the callbacks run, without the lock, so
-//! that one may arm, cancel or reschedule timers, its own included.
+//! the pending requests is walked and applied (see `requests`: at most a
+//! bounded number of nodes of the chain taken off the stack are walked, and
+//! none is applied before the chain is walked whole) and what it made due
+//! is taken, and if still none is, the alarm is set to the heap's earliest
+//! deadline, or to come back within 100 µs while requests taken are left
+//! to walk or apply (see `requests` for those pushed meanwhile). Then the
+//! callbacks run, without the lock, so that one may arm, cancel or
+//! reschedule timers, its own included.
 
 use crate::expiry::Round;
 use crate::heap::DeadlineHeap;
@@ -33,13 +36,13 @@ use crate::side::{Queued, Rounds, Side};
 
 /// How many requests the hard thread applies in a round that finds nothing
 /// due (some tens of microseconds).
-const IDLE_BATCH: usize = 256;
+pub(crate) const IDLE_BATCH: usize = 256;
 
-/// With requests left to apply, the hard thread comes back this soon (in
-/// nanoseconds) rather than apply them all at once: a pile of thousands
-/// (callers push millions a second) would hold a due timer up for
-/// milliseconds.
-const BACKLOG_POLL_NS: u64 = 100_000;
+/// With requests left to walk or apply, the hard thread comes back this
+/// soon (in nanoseconds) rather than walk and apply them all at once: a
+/// pile of thousands (callers push millions a second) would hold a due
+/// timer up for milliseconds.
+pub(crate) const BACKLOG_POLL_NS: u64 = 100_000;
 
 /// The hard timers; see the module docs.
 pub(crate) type Hard = Side<DeadlineHeap<Queued>>;
@@ -78,14 +81,17 @@ impl Hard {
                 // one that fired follows at once), and even if unchanged: a
                 // ring taken for a deadline that timehands' clock has not
                 // reached yet (it may trail the kernel's by a little) must
-                // ring again. Requests left to apply (the thread applies a
-                // batch a round, so that no pile of them holds it, and a
-                // due timer, up) bring it back soon. A caller that pushed
-                // before the alarm was set may have seen an earlier one and
-                // not rung: its request is taken with the setting, and
-                // looked at soon (one that pushes later sees this alarm, and
-                // rings if its timer is due before it). Setting the alarm
-                // again drops any ring meanwhile, so the look is made again.
+                // ring again. Requests taken and left to walk or apply (the
+                // thread walks and applies a batch a round, so that no pile
+                // of them holds it, and a due timer, up) bring it back
+                // soon, and the stack is looked at then. A caller that
+                // pushed before the alarm was set may have seen an earlier
+                // one and not rung: its request is taken with the setting
+                // (or, behind requests taken before, left on the stack for
+                // the look to come), and looked at soon (one that pushes
+                // later sees this alarm, and rings if its timer is due
+                // before it). Setting the alarm again drops any ring
+                // meanwhile, so the look is made again.
                 let soon = now.saturating_add(BACKLOG_POLL_NS);
                 let mut at = state.queue.peek().unwrap_or(u64::MAX);
                 while self.set_alarm(&mut state, at) && soon < at {

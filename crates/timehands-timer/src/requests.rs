@@ -14,13 +14,34 @@
 //! took it off the stack first, so no node is freed while a producer reads
 //! it: producers never read the nodes they link to.
 //!
+//! The walk: the chain a take detaches is newest first, and requests are
+//! applied oldest first (so each caller's in the order it pushed them), so
+//! the chain is turned around before any of it is applied: a step a node,
+//! and a cache miss a node, as the nodes come from the callers' allocators.
+//! While callers push millions a second, a take that comes late finds
+//! hundreds of thousands of nodes, and turning them all at once held the
+//! hard thread for tens of milliseconds (70 % of its samples in a 73 ms
+//! stall), which made its next round later still. So a taken chain is a
+//! [`Walk`], kept under the side's lock between calls, and each call turns
+//! at most a bounded number of its nodes around (see `side`). The walk
+//! relinks the nodes themselves, newest first into oldest first, so nothing
+//! grows as it goes (the list it replaces was reallocated, and copied, as
+//! it grew). Nothing of a chain comes out before its oldest node is reached
+//! (the oldest requests are the last walked), and the stack is taken again
+//! only once the walk has given out its last request: the requests taken
+//! are those pushed before the exchange, those left on the stack were all
+//! pushed after it, so chain after chain, each oldest first, is oldest
+//! first throughout.
+//!
 //! The alarm: a caller whose timer is due before the hard thread's alarm
 //! (`alarm_at`) rings the alarm. The hard thread, after it has set the alarm and before it sleeps,
-//! takes the stack again ([`Requests::take_after_alarm`]). Each side writes, then
+//! looks at the stack again ([`Requests::take_after_alarm`]). Each side writes, then
 //! has a sequentially consistent fence, then reads what the other writes
 //! (Dekker's pattern), so either the caller sees the new `alarm_at` (and
-//! rings if it must) or the hard thread sees the request. The model
-//! checker's test below runs every interleaving of that.
+//! rings if it must) or the hard thread sees the request. A walk not yet
+//! applied to its end makes the look unnecessary: the hard thread then
+//! comes back soon in any case, and looks then. The model checker's tests
+//! below run every interleaving of that.
 //!
 //! The hard thread frees no request: freeing memory another thread
 //! allocated takes a lock of that thread's allocator arena (glibc's malloc,
@@ -46,6 +67,7 @@ use std::ptr;
 
 use crate::sync::{AtomicPtr, AtomicU64, Ordering, fence};
 
+/// A request in the list it is on: the stack, a walk, or the spent stack.
 struct Node<T> {
     request: T,
     next: *mut Node<T>,
@@ -73,6 +95,102 @@ impl<T> Deref for Taken<T> {
     }
 }
 
+/// A chain [`Requests::take`] detached from the stack, turned from newest
+/// first into oldest first a bounded number of nodes at a time, and given
+/// out oldest first once it is turned whole (see the module docs).
+///
+/// It owns its nodes: dropped, it drops their requests. After a fork the
+/// side's state, walk and all, is overwritten unread (see `fork`), so its
+/// nodes are neither read nor freed there.
+pub(crate) struct Walk<T> {
+    /// The part of the chain not walked yet, newest first: its head is the
+    /// next node to turn, and its oldest node, the chain's, is the last.
+    unwalked: *mut Node<T>,
+    /// The nodes walked, oldest first (each turned to point at the one
+    /// walked before it, the next newer), and, once `unwalked` is null,
+    /// what is left of the whole chain to give out.
+    turned: *mut Node<T>,
+    /// How many nodes `turned` holds.
+    turned_len: usize,
+}
+
+// SAFETY: the walk owns its nodes (no other thread reaches them once the
+// exchange has taken them off the stack), and their requests move with it.
+unsafe impl<T: Send> Send for Walk<T> {}
+
+impl<T> Walk<T> {
+    /// A walk that holds nothing.
+    pub(crate) fn new() -> Walk<T> {
+        Walk {
+            unwalked: ptr::null_mut(),
+            turned: ptr::null_mut(),
+            turned_len: 0,
+        }
+    }
+
+    /// Whether the walk holds no request, walked or not: only then does
+    /// [`Requests::take`] take the stack again.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.unwalked.is_null() && self.turned.is_null()
+    }
+
+    /// Whether every node of the chain is walked: only then do requests
+    /// come out.
+    #[cfg(test)]
+    pub(crate) fn is_whole(&self) -> bool {
+        self.unwalked.is_null()
+    }
+
+    /// How many requests are walked and not given out yet.
+    #[cfg(test)]
+    pub(crate) fn walked(&self) -> usize {
+        self.turned_len
+    }
+
+    /// Turns at most `bound` more nodes around; how many it turned.
+    pub(crate) fn walk(&mut self, bound: usize) -> usize {
+        let mut steps = 0;
+        while steps < bound && !self.unwalked.is_null() {
+            let node = self.unwalked;
+            // SAFETY: the nodes on `unwalked` are this walk's alone (the
+            // exchange in `take` detached them from the stack, and nothing
+            // else links to them), each boxed by `push`, and no reference
+            // to one is alive: the node is read and written through its
+            // own pointer only.
+            unsafe {
+                self.unwalked = (*node).next;
+                (*node).next = self.turned;
+            }
+            self.turned = node;
+            self.turned_len += 1;
+            steps += 1;
+        }
+        steps
+    }
+
+    /// Gives out the oldest request left, once the walk is whole; `None`
+    /// before (the oldest are the last walked) or once all are out.
+    pub(crate) fn pop_oldest(&mut self) -> Option<Taken<T>> {
+        if !self.unwalked.is_null() || self.turned.is_null() {
+            return None;
+        }
+        // SAFETY: `turned` is the head of a list of this walk's own nodes,
+        // each boxed by `push`, and no other node links to its head: the
+        // box owns the node from here.
+        let node = unsafe { Box::from_raw(self.turned) };
+        self.turned = node.next;
+        self.turned_len -= 1;
+        Some(Taken(node))
+    }
+}
+
+impl<T> Drop for Walk<T> {
+    fn drop(&mut self) {
+        self.walk(usize::MAX);
+        while self.pop_oldest().is_some() {}
+    }
+}
+
 /// A stack of requests `T` that callers push onto without a lock and the
 /// hard thread takes whole; see the module docs.
 pub(crate) struct Requests<T> {
@@ -82,7 +200,7 @@ pub(crate) struct Requests<T> {
     /// The deadline the hard thread's alarm is set to (`u64::MAX` for none).
     alarm_at: AtomicU64,
     /// Requests pushed and not applied yet (counted before their push, so
-    /// never fewer than are on the stack or taken).
+    /// never fewer than are on the stack or in a walk).
     pending: AtomicU64,
 }
 
@@ -93,6 +211,7 @@ unsafe impl<T: Send> Send for Requests<T> {}
 unsafe impl<T: Send> Sync for Requests<T> {}
 
 impl<T> Requests<T> {
+    /// An empty, open stack, its alarm set to nothing.
     pub(crate) fn new() -> Requests<T> {
         Requests {
             head: AtomicPtr::new(ptr::null_mut()),
@@ -127,9 +246,13 @@ impl<T> Requests<T> {
         Ok(due.is_some_and(|due| due < self.alarm_at.load(Ordering::Relaxed)))
     }
 
-    /// The hard thread: takes every request onto `into`, newest first (so
-    /// that `into.pop()` gives the oldest).
-    pub(crate) fn take(&self, into: &mut Vec<Taken<T>>) {
+    /// The hard thread: if `walk` holds nothing, takes the whole stack into
+    /// it with one exchange, to be walked (see the module docs); if it
+    /// holds requests still, leaves the stack alone, as those are older.
+    pub(crate) fn take(&self, walk: &mut Walk<T>) {
+        if !walk.is_empty() {
+            return;
+        }
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
             if head.is_null() || head == closed() {
@@ -145,9 +268,9 @@ impl<T> Requests<T> {
                 Err(actual) => head = actual,
             }
         }
-        // SAFETY: the exchange took the list off the stack: its nodes are
-        // this thread's alone, each boxed by `push`.
-        unsafe { drain(head, into) }
+        // The exchange took the chain off the stack: its nodes, each boxed
+        // by `push`, are this thread's alone, for the walk to own.
+        walk.unwalked = head;
     }
 
     /// The hard thread: gives back a request it has applied, for a caller
@@ -174,12 +297,12 @@ impl<T> Requests<T> {
 
     /// The hard thread's last look before it sleeps, after
     /// [`set_alarm_at`](Requests::set_alarm_at): [`take`](Requests::take)s
-    /// the requests whose callers may not have seen the alarm (see the
-    /// module docs).
-    pub(crate) fn take_after_alarm(&self, into: &mut Vec<Taken<T>>) {
+    /// the requests whose callers may not have seen the alarm into `walk`,
+    /// if it holds nothing (see the module docs).
+    pub(crate) fn take_after_alarm(&self, walk: &mut Walk<T>) {
         // The alarm set before the look at the stack.
         fence(Ordering::SeqCst);
-        self.take(into);
+        self.take(walk);
     }
 
     /// The hard thread has set its alarm to `at` (`u64::MAX` for none).
@@ -187,22 +310,26 @@ impl<T> Requests<T> {
         self.alarm_at.store(at, Ordering::Relaxed);
     }
 
-    /// Closes the stack (pushes are refused from now on) and takes what it
-    /// held onto `into`, newest first: requests that will never be applied
-    /// (nor counted as pending).
-    pub(crate) fn close(&self, into: &mut Vec<Taken<T>>) {
+    /// Closes the stack (pushes are refused from now on) and moves what it
+    /// held, and every request `walk` holds, onto `into`: requests that
+    /// will never be applied (nor counted as pending).
+    pub(crate) fn close(&self, walk: &mut Walk<T>, into: &mut Vec<Taken<T>>) {
+        let before = into.len();
+        walk.walk(usize::MAX);
+        into.extend(std::iter::from_fn(|| walk.pop_oldest()));
         let head = self.head.swap(closed(), Ordering::Acquire);
         if head != closed() {
-            let before = into.len();
-            // SAFETY: as in `take`.
+            // SAFETY: the swap took the list off the stack: its nodes are
+            // this thread's alone, each boxed by `push`.
             unsafe { drain(head, into) }
-            let closed = (into.len() - before) as u64;
-            self.pending.fetch_sub(closed, Ordering::Relaxed);
         }
+        let closed = (into.len() - before) as u64;
+        self.pending.fetch_sub(closed, Ordering::Relaxed);
     }
 
     /// After a fork: an empty, open stack; the parent's requests are
-    /// forgotten, never read nor dropped (see `fork`).
+    /// forgotten, never read nor dropped (see `fork`; a walk is forgotten
+    /// with the side's state).
     ///
     /// # Safety
     ///
@@ -253,7 +380,7 @@ unsafe fn drain<T>(mut head: *mut Node<T>, into: &mut Vec<Taken<T>>) {
 impl<T> Drop for Requests<T> {
     fn drop(&mut self) {
         let mut left = Vec::new();
-        self.close(&mut left);
+        self.close(&mut Walk::new(), &mut left);
         self.drop_spent();
     }
 }
@@ -262,27 +389,49 @@ impl<T> Drop for Requests<T> {
 mod tests {
     use super::*;
 
+    /// Gives out what `walk` has for the taking (nothing unless it is
+    /// whole), discarding each request as an applied one is.
+    fn give_out<T: Copy>(walk: &mut Walk<T>, requests: &Requests<T>) -> Vec<T> {
+        std::iter::from_fn(|| walk.pop_oldest())
+            .map(|taken| {
+                let value = *taken;
+                requests.discard(taken);
+                value
+            })
+            .collect()
+    }
+
     #[test]
-    fn requests_come_out_newest_first_and_a_closed_stack_hands_them_back() {
+    fn requests_come_out_oldest_first_once_walked_and_a_closed_stack_hands_them_back() {
         let requests = Requests::new();
         for n in 0..5 {
             assert_eq!(requests.push(n, None), Ok(false));
         }
-        let mut taken = Vec::new();
-        requests.take(&mut taken);
-        assert_eq!(values(&taken), [4, 3, 2, 1, 0]);
-        assert_eq!(requests.pending(), 5, "taken, not applied");
-        requests.take_after_alarm(&mut taken);
-        assert_eq!(taken.len(), 5);
+        let mut walk = Walk::new();
+        requests.take(&mut walk);
+        assert_eq!(walk.walk(2), 2);
+        assert_eq!(walk.walked(), 2);
+        assert!(!walk.is_whole());
+        assert!(walk.pop_oldest().is_none(), "the oldest are walked last");
         requests.push(5, None).unwrap();
-        assert_eq!(requests.pending(), 6);
-        requests.close(&mut taken);
-        assert_eq!(values(&taken), [4, 3, 2, 1, 0, 5]);
-        assert_eq!(requests.pending(), 5, "a closed stack's are never applied");
-        assert_eq!(requests.push(6, None), Err(6));
-        assert_eq!(requests.pending(), 5, "a refused push is not counted");
-        requests.take(&mut taken);
-        assert_eq!(taken.len(), 6);
+        requests.take_after_alarm(&mut walk);
+        assert_eq!(walk.walk(10), 3, "the newer push is left on the stack");
+        assert_eq!(requests.pending(), 6, "walked, not applied");
+        assert_eq!(give_out(&mut walk, &requests), [0, 1, 2, 3, 4]);
+        assert!(walk.is_empty());
+        assert_eq!(requests.pending(), 1);
+        requests.take(&mut walk);
+        assert_eq!(walk.walk(1), 1);
+        requests.push(6, None).unwrap();
+        let mut closed = Vec::new();
+        requests.close(&mut walk, &mut closed);
+        assert_eq!(values(&closed), [5, 6]);
+        assert!(walk.is_empty());
+        assert_eq!(requests.pending(), 0, "a closed stack's are never applied");
+        assert_eq!(requests.push(7, None), Err(7));
+        assert_eq!(requests.pending(), 0, "a refused push is not counted");
+        requests.take(&mut walk);
+        assert!(walk.is_empty());
     }
 
     fn values<T: Copy>(taken: &[Taken<T>]) -> Vec<T> {
@@ -295,12 +444,33 @@ mod tests {
         let requests = Requests::new();
         let request = Arc::new(());
         requests.push(Arc::clone(&request), None).unwrap();
-        let mut taken = Vec::new();
-        requests.take(&mut taken);
-        requests.discard(taken.pop().unwrap());
+        let mut walk = Walk::new();
+        requests.take(&mut walk);
+        walk.walk(1);
+        requests.discard(walk.pop_oldest().unwrap());
         assert_eq!(requests.pending(), 0, "applied");
         assert_eq!(Arc::strong_count(&request), 2, "held until a push");
         requests.push(Arc::new(()), None).unwrap();
+        assert_eq!(Arc::strong_count(&request), 1);
+    }
+
+    /// A walk dropped part-way drops its requests, walked or not, and so
+    /// does a stack dropped with requests on it.
+    #[test]
+    fn a_walk_and_a_stack_dropped_drop_their_requests() {
+        use std::sync::Arc;
+        let request = Arc::new(());
+        let requests = Requests::new();
+        for _ in 0..4 {
+            requests.push(Arc::clone(&request), None).unwrap();
+        }
+        let mut walk = Walk::new();
+        requests.take(&mut walk);
+        walk.walk(2);
+        requests.push(Arc::clone(&request), None).unwrap();
+        drop(walk);
+        assert_eq!(Arc::strong_count(&request), 2, "the one on the stack");
+        drop(requests);
         assert_eq!(Arc::strong_count(&request), 1);
     }
 
@@ -313,28 +483,53 @@ mod tests {
         assert_eq!(requests.push(0, None), Ok(false));
     }
 
-    #[test]
-    fn pushes_from_threads_are_taken_once_each_in_each_threads_order() {
-        use std::sync::Arc;
-        const THREADS: u64 = 4;
-        // Miri runs some 1000 times slower.
-        const EACH: u64 = if cfg!(miri) { 200 } else { 20_000 };
-        let requests = Arc::new(Requests::new());
-        let pushers: Vec<_> = (0..THREADS)
+    /// Pushes `each` requests `(thread, n)` from each of `threads` threads,
+    /// `n` counting up; the pushing threads, to join.
+    fn push_from_threads(
+        requests: &std::sync::Arc<Requests<(u64, u64)>>,
+        threads: u64,
+        each: u64,
+    ) -> Vec<std::thread::JoinHandle<()>> {
+        (0..threads)
             .map(|t| {
-                let requests = Arc::clone(&requests);
+                let requests = std::sync::Arc::clone(requests);
                 std::thread::spawn(move || {
-                    for n in 0..EACH {
+                    for n in 0..each {
                         requests.push((t, n), None).unwrap();
                     }
                 })
             })
-            .collect();
-        let mut batches = Vec::new();
+            .collect()
+    }
+
+    /// Asserts that `given_out` holds each thread's `each` requests once,
+    /// in the order the thread pushed them.
+    fn assert_once_each_in_each_threads_order(given_out: &[(u64, u64)], threads: u64, each: u64) {
+        let mut next = vec![0; threads as usize];
+        for &(t, n) in given_out {
+            assert_eq!(n, next[t as usize], "thread {t}'s requests out of order");
+            next[t as usize] += 1;
+        }
+        assert_eq!(next, vec![each; threads as usize]);
+    }
+
+    /// Threads push while the taker takes, walks a few hundred nodes a call
+    /// and gives out what is walked whole, as the sides do: every request
+    /// comes out once, each thread's in its order.
+    #[test]
+    fn pushes_from_threads_are_taken_once_each_in_each_threads_order() {
+        const THREADS: u64 = 4;
+        // Miri runs some 1000 times slower.
+        const EACH: u64 = if cfg!(miri) { 200 } else { 20_000 };
+        const BOUND: usize = if cfg!(miri) { 30 } else { 300 };
+        let requests = std::sync::Arc::new(Requests::new());
+        let pushers = push_from_threads(&requests, THREADS, EACH);
+        let mut walk = Walk::new();
+        let mut given_out = Vec::new();
         let mut take = || {
-            let mut batch = Vec::new();
-            requests.take(&mut batch);
-            batches.push(values(&batch));
+            requests.take(&mut walk);
+            assert!(walk.walk(BOUND) <= BOUND);
+            given_out.extend(give_out(&mut walk, &requests));
         };
         while pushers.iter().any(|p| !p.is_finished()) {
             take();
@@ -342,18 +537,44 @@ mod tests {
         for pusher in pushers {
             pusher.join().unwrap();
         }
-        take();
-        let mut next = [0; THREADS as usize];
-        // Each take is newest first: oldest first, batch after batch, is
-        // each batch reversed.
-        for (t, n) in batches
-            .into_iter()
-            .flat_map(|batch| batch.into_iter().rev())
-        {
-            assert_eq!(n, next[t as usize], "thread {t}'s requests out of order");
-            next[t as usize] += 1;
+        while requests.pending() > 0 {
+            take();
         }
-        assert_eq!(next, [EACH; THREADS as usize]);
+        assert_once_each_in_each_threads_order(&given_out, THREADS, EACH);
+    }
+
+    /// 100 000 requests pushed before a take: each call walks at most its
+    /// bound's worth of nodes and gives out none until the chain is walked
+    /// whole (taking the stack whole and turning it at once, as before,
+    /// walked all 100 000 in one call); then every request comes out once,
+    /// oldest first, each thread's in its order.
+    #[test]
+    fn a_take_is_walked_a_bounded_batch_a_call_and_comes_out_oldest_first() {
+        const THREADS: u64 = 4;
+        const EACH: u64 = if cfg!(miri) { 250 } else { 25_000 };
+        const BOUND: usize = if cfg!(miri) { 64 } else { 1024 };
+        let total = (THREADS * EACH) as usize;
+        let requests = std::sync::Arc::new(Requests::new());
+        for pusher in push_from_threads(&requests, THREADS, EACH) {
+            pusher.join().unwrap();
+        }
+        let mut walk = Walk::new();
+        let mut calls = 0;
+        let mut given_out = Vec::new();
+        while given_out.is_empty() {
+            requests.take(&mut walk);
+            let walked = walk.walked();
+            assert_eq!(walk.walk(BOUND), BOUND.min(total - walked));
+            calls += 1;
+            if !walk.is_whole() {
+                assert!(walk.pop_oldest().is_none(), "given out before the oldest");
+            }
+            given_out.extend(give_out(&mut walk, &requests));
+        }
+        assert_eq!(calls, total.div_ceil(BOUND));
+        assert!(walk.is_empty());
+        assert_eq!(requests.pending(), 0);
+        assert_once_each_in_each_threads_order(&given_out, THREADS, EACH);
     }
 }
 
@@ -364,18 +585,36 @@ mod loom_tests {
 
     use super::*;
 
+    /// Walks at most one node of `walk`'s chain, as a side walks a batch
+    /// (a chain of two or more takes calls), and gives out and discards
+    /// what is then whole; the values given out.
+    fn walk_one_and_give_out(walk: &mut Walk<u64>, requests: &Requests<u64>) -> Vec<u64> {
+        walk.walk(1);
+        std::iter::from_fn(|| walk.pop_oldest())
+            .map(|taken| {
+                let value = *taken;
+                requests.discard(taken);
+                value
+            })
+            .collect()
+    }
+
     /// The hard thread's alarm is set for a timer at 5, which it has just
     /// fired, leaving its queue empty; meanwhile one caller arms a timer
     /// due at 3600 and another one due at 10 (after the alarm they may
     /// still see: they need not ring). The hard thread, as `Hard::round`
-    /// does, takes and applies the requests, sets its alarm, takes again
-    /// and, if that found requests, sets the alarm again, to come back soon
-    /// (at 20 here) and apply them, and takes again (setting the alarm drops
-    /// a ring not taken yet). Whatever the interleaving, each timer is
-    /// applied, or taken with the alarm set to come back soon, or due no
-    /// earlier than the alarm (a deadline under a mutex, as the kernel's
-    /// timerfd serializes its settings). Without the fences, or with no take
-    /// after the second setting, the hard thread sleeps past a request.
+    /// does, takes the stack, walks a batch of it (here one node, so that a
+    /// chain of two is not whole) and applies what is walked whole, sets
+    /// its alarm, takes again (unless its walk still holds requests) and,
+    /// if its walk holds requests, sets the alarm again, to come back soon
+    /// (at 20 here) and walk and apply them, and takes again (setting the
+    /// alarm drops a ring not taken yet). Whatever the interleaving, it
+    /// never sleeps past the soon alarm with requests taken, and each timer
+    /// is applied, or due no earlier than the alarm (a deadline under a
+    /// mutex, as the kernel's timerfd serializes its settings), or left
+    /// (taken, or on the stack behind the requests taken) with the alarm
+    /// set to come back soon. Without the fences, or with no take after
+    /// the second setting, the hard thread sleeps past a request.
     #[test]
     fn the_hard_thread_never_sleeps_past_a_request_it_has_not_seen() {
         const SOON: u64 = 20;
@@ -394,75 +633,93 @@ mod loom_tests {
                     })
                 })
                 .collect();
-            let values = |taken: &[Taken<u64>]| taken.iter().map(|t| **t).collect::<Vec<_>>();
-            let mut taken = Vec::new();
-            requests.take(&mut taken);
-            let applied = values(&taken);
-            taken.clear();
+            let mut walk = Walk::new();
+            requests.take(&mut walk);
+            let applied = walk_one_and_give_out(&mut walk, &requests);
             let mut at = applied.iter().copied().min().unwrap_or(u64::MAX);
             loop {
                 requests.set_alarm_at(at);
                 *alarm.lock().unwrap() = at;
-                requests.take_after_alarm(&mut taken);
-                if taken.is_empty() || SOON >= at {
+                requests.take_after_alarm(&mut walk);
+                if walk.is_empty() || SOON >= at {
                     break;
                 }
                 at = SOON;
             }
+            let held = !walk.is_empty();
             // A caller's ring, if any, comes before the sleep or wakes it.
             for caller in callers {
                 caller.join().unwrap();
             }
             let rings_by = *alarm.lock().unwrap();
-            let taken = values(&taken);
+            assert!(
+                !held || rings_by <= SOON,
+                "asleep until {rings_by} with requests taken"
+            );
             for due in [3600, 10] {
                 assert!(
-                    applied.contains(&due)
-                        || (taken.contains(&due) && rings_by <= SOON)
-                        || rings_by <= due,
-                    "asleep until {rings_by} with {applied:?} applied, {taken:?} taken, {due} pushed"
+                    applied.contains(&due) || rings_by <= due || (held && rings_by <= SOON),
+                    "asleep until {rings_by} with {applied:?} applied, requests taken: {held}, {due} pushed"
                 );
             }
         });
     }
 
-    /// Two callers push while the hard thread takes: every request comes
-    /// out once.
+    /// One caller pushes two requests, in order, another one request, while
+    /// the hard thread takes twice, each time walking one node and giving
+    /// out what is whole (a take split over calls, with pushes between
+    /// them); then, the callers done, it walks on until nothing is pending.
+    /// Every push comes out once, the first caller's in its order, and the
+    /// count of pending requests comes back to zero. (Given out as soon as
+    /// walked, a chain would come out newest first; taken again before the
+    /// walk is given out whole, requests would come out before older ones.)
     #[test]
-    fn every_push_is_taken_once() {
+    fn a_walk_split_over_calls_gives_out_every_push_once_in_each_threads_order() {
         loom::model(|| {
             let requests = Arc::new(Requests::new());
-            let callers: Vec<_> = (0..2_u64)
-                .map(|n| {
-                    let requests = Arc::clone(&requests);
-                    thread::spawn(move || requests.push(n, None).unwrap())
+            let callers = [vec![0_u64, 1], vec![2]].map(|pushes| {
+                let requests = Arc::clone(&requests);
+                thread::spawn(move || {
+                    for n in pushes {
+                        requests.push(n, None).unwrap();
+                    }
                 })
-                .collect();
-            let mut taken = Vec::new();
-            requests.take(&mut taken);
+            });
+            let mut walk = Walk::new();
+            let mut given_out = Vec::new();
+            for _ in 0..2 {
+                requests.take(&mut walk);
+                given_out.extend(walk_one_and_give_out(&mut walk, &requests));
+            }
             for caller in callers {
                 caller.join().unwrap();
             }
-            requests.take(&mut taken);
-            let mut seen: Vec<u64> = taken.iter().map(|t| **t).collect();
+            while requests.pending() > 0 {
+                requests.take(&mut walk);
+                given_out.extend(walk_one_and_give_out(&mut walk, &requests));
+            }
+            let position = |n| given_out.iter().position(|&m| m == n);
+            assert!(position(0) < position(1), "{given_out:?}");
+            let mut seen = given_out.clone();
             seen.sort_unstable();
-            assert_eq!(seen, [0, 1]);
+            assert_eq!(seen, [0, 1, 2]);
+            assert!(walk.is_empty());
         });
     }
 
     /// Two soft workers each set the alarm, under the side's lock (as a
-    /// round does before a wait), and take the stack after it, while a
-    /// caller arms a timer due at 10, ringing the alarm if that is before
-    /// the alarm it sees. A worker's setting drops a ring not taken yet, so
-    /// whatever the interleaving, a worker takes the request or the alarm
-    /// rings by its deadline.
+    /// round does before a wait), and take the stack after it into the
+    /// side's walk, while a caller arms a timer due at 10, ringing the
+    /// alarm if that is before the alarm it sees. A worker's setting drops
+    /// a ring not taken yet, so whatever the interleaving, a worker takes
+    /// the request or the alarm rings by its deadline.
     #[test]
     fn a_request_is_taken_or_rung_for_whichever_worker_sets_the_alarm_last() {
         loom::model(|| {
             let requests = Arc::new(Requests::new());
             requests.set_alarm_at(5);
             let alarm = Arc::new(Mutex::new(5));
-            let side_lock = Arc::new(Mutex::new(()));
+            let side = Arc::new(Mutex::new(Walk::new()));
             let caller = {
                 let (requests, alarm) = (Arc::clone(&requests), Arc::clone(&alarm));
                 thread::spawn(move || {
@@ -472,29 +729,27 @@ mod loom_tests {
                 })
             };
             let worker =
-                move |requests: &Requests<u64>, alarm: &Mutex<u64>, side: &Mutex<()>, at| {
-                    let _side = side.lock().unwrap();
+                move |requests: &Requests<u64>, alarm: &Mutex<u64>, side: &Mutex<Walk<u64>>, at| {
+                    let mut walk = side.lock().unwrap();
                     requests.set_alarm_at(at);
                     *alarm.lock().unwrap() = at;
-                    let mut taken = Vec::new();
-                    requests.take_after_alarm(&mut taken);
-                    taken.iter().map(|t| **t).collect::<Vec<u64>>()
+                    requests.take_after_alarm(&mut walk);
                 };
             let other = {
-                let (requests, alarm, side) = (
-                    Arc::clone(&requests),
-                    Arc::clone(&alarm),
-                    Arc::clone(&side_lock),
-                );
+                let (requests, alarm, side) =
+                    (Arc::clone(&requests), Arc::clone(&alarm), Arc::clone(&side));
                 thread::spawn(move || worker(&requests, &alarm, &side, 3600))
             };
-            let mine = worker(&requests, &alarm, &side_lock, 1000);
+            worker(&requests, &alarm, &side, 1000);
             caller.join().unwrap();
-            let theirs = other.join().unwrap();
+            other.join().unwrap();
             let rings_by = *alarm.lock().unwrap();
+            let mut walk = side.lock().unwrap();
+            walk.walk(usize::MAX);
+            let taken = walk.pop_oldest().map(|taken| *taken);
             assert!(
-                mine.contains(&10) || theirs.contains(&10) || rings_by <= 10,
-                "asleep until {rings_by} with {mine:?} and {theirs:?} taken"
+                taken == Some(10) || rings_by <= 10,
+                "asleep until {rings_by} with {taken:?} taken"
             );
         });
     }

@@ -27,6 +27,12 @@
 //!   lock, as on the hard side, was no brake: the workers, preempted while
 //!   they held it, kept the callers out).
 //!
+//! Whoever applies requests takes them as `requests` says: the stack whole,
+//! with one exchange, walked [`WALK_BATCH`] nodes a call (the walk is kept
+//! in the side's state between calls), its requests applied oldest first
+//! once it is walked whole, and the stack taken again once they all are.
+//! So no call of an expiry thread, nor a caller's batch, walks a pile.
+//!
 //! A round takes the due expiries out of the queue under the lock, at most
 //! a batch, and runs their callbacks without it, so that a callback may arm,
 //! cancel or reschedule timers, its own included. A periodic timer is
@@ -45,7 +51,7 @@ use crate::heap::{DeadlineHeap, HeapKey};
 use crate::lock::Lock;
 use crate::periodic::forward;
 use crate::record::{Due, Record, Worker};
-use crate::requests::{Requests, Taken};
+use crate::requests::{Requests, Taken, Walk};
 use crate::sync::{Ordering, fence};
 use crate::wheel::{Wheel, WheelKey};
 
@@ -54,6 +60,14 @@ use crate::wheel::{Wheel, WheelKey};
 /// lock after every request would make the hard thread's wait no shorter
 /// and the callers' lock traffic 64 times larger).
 const HELP_BATCH: usize = 64;
+
+/// How many nodes of a taken chain of requests a call walks at most (see
+/// `requests`): some tens of microseconds. On a 2-vCPU Intel Xeon guest,
+/// walks of 1024 nodes while four threads pushed took 18 µs of CPU in the
+/// median and 40 µs at the 99th percentile (11-19 ns a node, a cache miss
+/// each); the hard thread's first round after 400 000 requests piled up
+/// took 21-50 µs, where walking the pile whole took 11-12 ms.
+pub(crate) const WALK_BATCH: usize = 1024;
 
 /// Requests not applied yet past which soft callers apply some too (see
 /// the module docs): some 40 MB of requests, and more than a pile of
@@ -156,9 +170,10 @@ pub(crate) struct Queued {
 /// What a side keeps under its lock.
 pub(crate) struct State<Q> {
     pub(crate) queue: Q,
-    /// Requests taken off the stack and not applied yet, newest first (see
-    /// `Requests::take`).
-    taken: Vec<Taken<Request>>,
+    /// Requests taken off the stack and not applied yet: a chain being
+    /// walked, [`WALK_BATCH`] nodes a call, then applied oldest first (see
+    /// `requests`). The stack is taken again once it is empty.
+    pub(crate) walk: Walk<Request>,
     /// Expiries that came due while their timers' callbacks ran on another
     /// worker (see `control`): queued again, due, by the next round.
     busy: Vec<Queued>,
@@ -171,7 +186,7 @@ impl<Q: Queue> State<Q> {
     fn new(queue: Q) -> State<Q> {
         State {
             queue,
-            taken: Vec::new(),
+            walk: Walk::new(),
             busy: Vec::new(),
             alarm_at: u64::MAX,
             stopping: false,
@@ -412,15 +427,17 @@ impl<Q: Queue> Side<Q> {
     }
 
     /// A hard caller's share of the work, while the lock is free: the
-    /// pending requests, oldest first, [`HELP_BATCH`] at a time, letting go
-    /// of the lock between batches, so that the hard thread, should it need
-    /// the lock, waits for no more than a batch (a priority-inheriting
-    /// unlock hands the lock to its waiter). It stops once it has applied
-    /// what it took: requests pushed meanwhile have callers of their own.
+    /// pending requests, oldest first, a batch at a time (at most
+    /// [`WALK_BATCH`] nodes of the taken chain walked and [`HELP_BATCH`]
+    /// requests applied), letting go of the lock between batches, so that
+    /// the hard thread, should it need the lock, waits for no more than a
+    /// batch (a priority-inheriting unlock hands the lock to its waiter).
+    /// It stops once it has applied what it took: requests pushed
+    /// meanwhile have callers of their own.
     fn help(&self) {
         let mut took = false;
         while let Some(mut state) = self.state.try_lock() {
-            if state.taken.is_empty() && took {
+            if state.walk.is_empty() && took {
                 return;
             }
             took = true;
@@ -445,9 +462,8 @@ impl<Q: Queue> Side<Q> {
         let mut controls = Vec::new();
         {
             let mut requests = Vec::new();
-            self.requests.close(&mut requests);
             let mut state = self.state.lock();
-            requests.append(&mut state.taken);
+            self.requests.close(&mut state.walk, &mut requests);
             controls.extend(requests.iter().map(|request| Arc::clone(&request.control)));
             let busy = std::mem::take(&mut state.busy);
             controls.extend(busy.into_iter().map(|expiry| expiry.control));
@@ -502,32 +518,36 @@ impl<Q: Queue> Side<Q> {
         drop(cancel_all(ran));
     }
 
-    /// Applies at most `batch` requests, oldest first, taking the stack if
-    /// none is taken; whether requests are left taken.
+    /// Walks at most [`WALK_BATCH`] nodes of the taken chain, taking the
+    /// stack if nothing is taken, and, once the chain is walked whole,
+    /// applies at most `batch` of its requests, oldest first; whether
+    /// requests are left taken (to walk or to apply).
     pub(crate) fn apply_batch(&self, state: &mut State<Q>, batch: usize) -> bool {
-        if state.taken.is_empty() {
-            self.requests.take(&mut state.taken);
-        }
+        self.requests.take(&mut state.walk);
+        state.walk.walk(WALK_BATCH);
         for _ in 0..batch {
-            let Some(request) = state.taken.pop() else {
-                return false;
+            let Some(request) = state.walk.pop_oldest() else {
+                break;
             };
             self.apply(state, request);
         }
-        !state.taken.is_empty()
+        !state.walk.is_empty()
     }
 
     /// Applies every request taken so far, then every request on the stack
-    /// now (one take: requests pushed meanwhile wait for the next).
+    /// now (one take: requests pushed meanwhile wait for the next). Each
+    /// chain is walked whole at once: only `armed` and `next_deadline` call
+    /// this, for `Debug` and simulated time, never an expiry thread.
     fn apply_pending(&self, state: &mut State<Q>) {
         self.apply_taken(state);
-        self.requests.take(&mut state.taken);
+        self.requests.take(&mut state.walk);
         self.apply_taken(state);
     }
 
-    /// Applies every request taken so far.
+    /// Applies every request taken so far, walking the whole chain.
     fn apply_taken(&self, state: &mut State<Q>) {
-        while let Some(request) = state.taken.pop() {
+        state.walk.walk(usize::MAX);
+        while let Some(request) = state.walk.pop_oldest() {
             self.apply(state, request);
         }
     }
@@ -540,13 +560,16 @@ impl<Q: Queue> Side<Q> {
 
     /// Sets the alarm to `at` (`u64::MAX` for none), telling callers first,
     /// then takes the requests pushed by callers that may have seen the
-    /// alarm as it was (see `requests`): whether any were.
+    /// alarm as it was (see `requests`), unless requests taken before are
+    /// not all applied yet; whether any requests are taken. The caller
+    /// then comes back soon, to walk and apply them (none is walked here)
+    /// and to look at the stack again.
     pub(crate) fn set_alarm(&self, state: &mut State<Q>, at: u64) -> bool {
         self.requests.set_alarm_at(at);
         self.alarm.set((at != u64::MAX).then_some(at));
         state.alarm_at = at;
-        self.requests.take_after_alarm(&mut state.taken);
-        !state.taken.is_empty()
+        self.requests.take_after_alarm(&mut state.walk);
+        !state.walk.is_empty()
     }
 
     /// Takes due expiries out of the queue, in at most a batch of steps; a

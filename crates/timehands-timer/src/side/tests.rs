@@ -84,7 +84,8 @@ fn after_the_service_stops_a_timer_is_neither_armed_nor_moved() {
 /// A thread arms 100 000 soft timers just before one comes due: the first
 /// round a tick after its deadline (its bound, with no slack) fires it,
 /// having applied none of the pile (the workers apply requests in rounds
-/// that find no timer due), and the pile goes in, a batch a round.
+/// that find no timer due), and the pile goes in, walked [`WALK_BATCH`]
+/// nodes a round, then applied a batch a round (see `walk_the_pile`).
 #[test]
 fn a_pile_of_soft_requests_delays_a_due_timer_by_one_round_at_most() {
     const PILE: usize = 100_000;
@@ -113,13 +114,91 @@ fn a_pile_of_soft_requests_delays_a_due_timer_by_one_round_at_most() {
         0,
         "the pile rings the alarm at once, for another worker"
     );
-    let mut rounds_for_the_pile = 0;
-    while soft.requests.pending() > 0 {
+    let rounds_for_the_pile = walk_the_pile(soft, PILE, || {
         assert!(matches!(soft.round(&mut rounds), Round::More | Round::Idle));
-        rounds_for_the_pile += 1;
-    }
-    assert_eq!(rounds_for_the_pile, PILE.div_ceil(soft.batch));
+    });
+    assert_eq!(
+        rounds_for_the_pile,
+        PILE.div_ceil(WALK_BATCH) + PILE.div_ceil(soft.batch) - 1,
+        "the round that walks the chain's last nodes applies a batch too"
+    );
     assert_eq!(soft.armed(), PILE);
+}
+
+/// Runs `round` until the `pile` requests pending on `side` are applied,
+/// asserting that, until the chain taken is walked whole, each round walks
+/// [`WALK_BATCH`] nodes of it and applies none (the oldest requests are
+/// walked last), so that the pile takes rounds to walk; how many rounds it
+/// ran. (Before, the first round took the whole stack, and walked it at
+/// once.)
+fn walk_the_pile<Q: Queue>(side: &Side<Q>, pile: usize, mut round: impl FnMut()) -> usize {
+    assert!(pile > 2 * WALK_BATCH, "a pile of several batches");
+    let walk = || {
+        let state = side.state.lock();
+        (state.walk.walked(), state.walk.is_whole())
+    };
+    let (mut rounds, mut walking_rounds) = (0, 0);
+    while side.requests.pending() > 0 {
+        let (before, _) = walk();
+        round();
+        rounds += 1;
+        let (after, whole) = walk();
+        if !whole {
+            walking_rounds += 1;
+            assert_eq!(after - before, WALK_BATCH, "round {rounds}");
+            assert_eq!(side.requests.pending(), pile as u64, "none applied");
+        }
+    }
+    assert_eq!(
+        walking_rounds,
+        pile.div_ceil(WALK_BATCH) - 1,
+        "rounds that walked, and applied nothing"
+    );
+    rounds
+}
+
+/// 100 000 hard timers armed while the hard lock is held (their callers
+/// leave the requests on the stack, as the lock is taken): the hard
+/// thread's next round walks [`WALK_BATCH`] nodes of the chain it takes,
+/// applies none (the oldest are walked last), and sets its alarm to come
+/// back soon, to walk on, where before it walked all 100 000 at once.
+#[test]
+fn a_hard_round_walks_a_bounded_batch_of_a_pile_and_comes_back_soon() {
+    use crate::hard::{BACKLOG_POLL_NS, IDLE_BATCH};
+    const PILE: usize = 100_000;
+    let (clock, mock) = Clock::mock();
+    let shared = crate::Builder::new().shared(clock, false).unwrap();
+    let hard = &shared.hard;
+    let held = hard.state.lock();
+    let caller = {
+        let shared = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            for _ in 0..PILE {
+                shared.hard.arm(idle(u64::MAX));
+            }
+        })
+    };
+    caller.join().unwrap();
+    drop(held);
+    assert_eq!(hard.requests.pending(), PILE as u64, "none applied");
+    let now = mock.now().as_nanos();
+    let mut rounds = Rounds::new();
+    let mut alarms = Vec::new();
+    let rounds_for_the_pile = walk_the_pile(hard, PILE, || {
+        assert!(matches!(hard.round(&mut rounds), Round::Idle));
+        alarms.push(hard.state.lock().alarm_at);
+    });
+    assert_eq!(
+        rounds_for_the_pile,
+        PILE.div_ceil(WALK_BATCH) + PILE.div_ceil(IDLE_BATCH) - 1
+    );
+    let (last, back_soon) = alarms.split_last().unwrap();
+    assert!(
+        back_soon.iter().all(|&at| at <= now + BACKLOG_POLL_NS),
+        "asleep with requests taken: {back_soon:?}"
+    );
+    assert_eq!(*last, u64::MAX, "nothing due and nothing left");
+    assert_eq!(hard.armed(), PILE);
 }
 
 /// Two soft workers: while one runs a periodic timer's callback, the timer
@@ -174,15 +253,16 @@ fn a_soft_expiry_due_while_its_callback_runs_on_another_worker_waits_for_it() {
 }
 
 /// With no worker keeping up, soft callers past [`SOFT_BACKLOG`] requests
-/// apply some themselves, a batch a request: the requests waiting, and
-/// their memory, stay bounded.
+/// walk and apply some themselves, a batch a request: the requests
+/// waiting, and their memory, stay bounded (a push for each batch walked
+/// of the chain taken at the backlog, before any of it is applied).
 #[test]
 fn past_the_soft_backlog_callers_apply_requests_themselves() {
     let shared = crate::Builder::new().shared(Clock::new(), false).unwrap();
     let soft = &shared.soft;
     for _ in 0..SOFT_BACKLOG + 10 * HELP_BATCH as u64 {
         soft.arm(idle(u64::MAX));
-        assert!(soft.requests.pending() <= SOFT_BACKLOG + 1);
+        assert!(soft.requests.pending() <= SOFT_BACKLOG + 1 + SOFT_BACKLOG / WALK_BATCH as u64);
     }
     assert_eq!(
         soft.armed(),
