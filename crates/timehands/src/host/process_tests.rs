@@ -17,6 +17,7 @@
 #[path = "../../tests/support/emulator.rs"]
 mod emulator;
 mod idle;
+mod standing;
 pub(super) use emulator::no_fork;
 use emulator::this_binary;
 use std::io::{BufRead, BufReader};
@@ -215,6 +216,7 @@ fn process_child() {
         Some("stop") => stopped(),
         Some("fresh") => first_100_ms(),
         Some("idle") => idle::idle_between_bursts(),
+        Some("standing") => standing::real_time_read_behind_a_preempted_windup(),
         #[cfg(target_arch = "x86_64")]
         Some("sandbox") => sandboxed(),
         _ => Err(format!("unknown plan {plan}")),
@@ -449,6 +451,15 @@ fn a_fork_at_each_step_of_the_clocks_life_leaves_a_working_clock() {
     for point in POINTS {
         assert_child_passes("point", &[(PAUSE_AT, point)]);
     }
+}
+
+/// A read on a SCHED_FIFO thread that stands behind a windup that a normal
+/// thread began on the same CPU, and was taken off it: the read lets the
+/// windup finish and gives the true time (see `process_tests/standing.rs`).
+#[test]
+#[cfg_attr(miri, ignore = "runs processes")]
+fn a_real_time_read_lets_a_preempted_windup_finish() {
+    assert_half_passes(PROCESS_CHILD, "standing", &[]);
 }
 
 /// Forks at random moments of the first 3 ms, after one read, two reads

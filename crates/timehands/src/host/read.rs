@@ -109,23 +109,34 @@ pub(super) fn read_nanos_slow<const REALTIME: bool, const ORDERED: bool>(
     }
 }
 
-/// How many times a read that stood at its hands' promise winds up (or
-/// finds another thread winding up) and reads again, before it returns the
-/// time it stood at.
-pub(super) const STANDING_READS: u32 = 1_000;
+/// How many times a read that stood at its hands' promise tries a windup,
+/// and yields, before it sleeps between tries (see [`read_after_windup`]).
+const STANDING_YIELDS: u32 = 16;
+
+/// The longest sleep between two tries of a standing read, and how long it
+/// sleeps in all before it returns the time it stood at: four windup
+/// intervals.
+const STANDING_SLEEP: Duration = Duration::from_micros(256);
+const STANDING_WAIT: Duration = Duration::from_millis(20);
 
 /// A read that stood at its hands' promise, `stood`: no windup for two
 /// intervals, so the counter may have run through a suspend that
 /// CLOCK_MONOTONIC did not count (see [`Timekeeper::windup_following`]).
 /// The windup decides; the read after it gives the time. A thread that
-/// finds another winding up waits for it (yielding), but not for ever: a
-/// `fork()`ed child whose parent was winding up keeps the time it stood at.
+/// finds another winding up waits for it, but not for ever (a `fork()`ed
+/// child whose parent was winding up keeps the time it stood at): it
+/// yields a few times, then sleeps, 1 µs doubling to [`STANDING_SLEEP`],
+/// up to [`STANDING_WAIT`] in all. The other thread is one the scheduler
+/// took off its CPU mid-windup, and a real-time reader that only yielded
+/// kept it off that CPU: a SCHED_FIFO timer thread ran here 82 ms in one
+/// measured run, its windups finding the lock held a thousand times.
 #[cold]
 #[inline(never)]
 pub(super) fn read_after_windup<const REALTIME: bool, const ORDERED: bool>(stood: u64) -> u64 {
     let clock = clock();
     clock.standing_reads.fetch_add(1, Ordering::Relaxed);
-    for _ in 0..STANDING_READS {
+    let (mut tries, mut slept, mut sleep) = (0, Duration::ZERO, Duration::from_micros(1));
+    loop {
         clock.windup_from_reader();
         let timekeeper = reader_timekeeper(READER.load(Ordering::Acquire));
         let count = sample::<ORDERED>(timekeeper.counter());
@@ -136,9 +147,17 @@ pub(super) fn read_after_windup<const REALTIME: bool, const ORDERED: bool>(stood
         if due != Due::Standing {
             return ns;
         }
-        std::thread::yield_now();
+        if tries < STANDING_YIELDS {
+            tries += 1;
+            std::thread::yield_now();
+        } else if slept < STANDING_WAIT {
+            std::thread::sleep(sleep);
+            slept += sleep;
+            sleep = (sleep * 2).min(STANDING_SLEEP);
+        } else {
+            return stood;
+        }
     }
-    stood
 }
 
 /// The first read: starts the clock, publishes the readers' word (unless a

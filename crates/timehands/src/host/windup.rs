@@ -60,10 +60,10 @@ impl HostClock {
         mut steering: MutexGuard<'_, Steering>,
         reference: impl Fn() -> BinTime,
     ) {
-        let ntp = self.kernel_ntp();
         let Some(mut writes) = self.timekeeper().try_writes() else {
             return;
         };
+        let ntp = self.kernel_ntp();
         self.follow_rate_change(&mut steering, &mut writes, ntp.as_ref(), true);
         writes.windup_following(reference);
         point("windup: wound up, not steered");
