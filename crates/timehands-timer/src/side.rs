@@ -41,6 +41,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use timehands::{Clock, Instant};
 
@@ -60,6 +61,19 @@ use crate::wheel::{Wheel, WheelKey};
 /// lock after every request would make the hard thread's wait no shorter
 /// and the callers' lock traffic 64 times larger).
 const HELP_BATCH: usize = 64;
+
+/// How long before the deadline the hard thread sleeps for hard callers
+/// stop applying requests (see [`Side::help`]), in ns: longer than a
+/// caller's batch, so that one begun before it has let go of the lock when
+/// the timer is due.
+const KEEP_OFF_BEFORE_NS: u64 = 20_000;
+
+/// How long after that deadline callers still keep off the lock, in ns,
+/// unless the hard thread has begun its round: its wakeup's usual lateness
+/// (under 100 µs at the 99th percentile on a virtual machine). Beyond it,
+/// a hard thread kept from the CPU finds the callers applying requests
+/// again, so that they do not pile up.
+const KEEP_OFF_AFTER_NS: u64 = 200_000;
 
 /// How many nodes of a taken chain of requests a call walks at most (see
 /// `requests`): some tens of microseconds. On a 2-vCPU Intel Xeon guest,
@@ -289,6 +303,12 @@ pub(crate) struct Side<Q> {
     /// priority, and callers apply requests (see the module docs).
     realtime: bool,
     clock: Clock,
+    /// The deadline of a timer the expiry thread sleeps for, until its
+    /// next round begins (`u64::MAX` for none, and while it sleeps only to
+    /// come back for requests): hard callers keep off the lock around it
+    /// (see [`Side::help`]). A hint, read and written relaxed: a stale one
+    /// costs a batch applied, or not, a little early or late.
+    sleeps_for: AtomicU64,
 }
 
 impl<Q: Queue> Side<Q> {
@@ -301,6 +321,7 @@ impl<Q: Queue> Side<Q> {
             batch,
             realtime,
             clock,
+            sleeps_for: AtomicU64::new(u64::MAX),
         })
     }
 
@@ -317,6 +338,7 @@ impl<Q: Queue> Side<Q> {
             self.state.reset(State::new(queue));
             self.requests.reset_after_fork();
             self.record.reset_after_fork();
+            self.sleeps_for.store(u64::MAX, Ordering::Relaxed);
             self.alarm.reset_after_fork()
         }
     }
@@ -434,7 +456,22 @@ impl<Q: Queue> Side<Q> {
     /// batch (a priority-inheriting unlock hands the lock to its waiter).
     /// It stops once it has applied what it took: requests pushed
     /// meanwhile have callers of their own.
+    ///
+    /// Around the deadline the hard thread sleeps for (from
+    /// [`KEEP_OFF_BEFORE_NS`] before it until the thread begins its round,
+    /// or [`KEEP_OFF_AFTER_NS`] after it) the caller leaves the requests to
+    /// later callers, so that the hard thread, waking for its timer, finds
+    /// the lock free rather than waits for a batch: through a
+    /// priority-inheriting lock, that wait is a sleep in the kernel and a
+    /// wakeup after it, tens of microseconds on a virtual machine. (Kept
+    /// off around the queue's earliest deadline instead, callers fed a
+    /// loop: the cancels they left unapplied left timers due at the top,
+    /// which kept them off, and the hard thread, applying it all, ran for
+    /// 50-220 ms at a time.)
     fn help(&self) {
+        if self.hard_timer_due_about_now() {
+            return;
+        }
         let mut took = false;
         while let Some(mut state) = self.state.try_lock() {
             if state.walk.is_empty() && took {
@@ -445,6 +482,18 @@ impl<Q: Queue> Side<Q> {
                 return;
             }
         }
+    }
+
+    /// Whether it is about time for the deadline the hard thread sleeps
+    /// for (see [`help`](Side::help)).
+    fn hard_timer_due_about_now(&self) -> bool {
+        let due = self.sleeps_for.load(Ordering::Relaxed);
+        if due == u64::MAX {
+            return false;
+        }
+        let now = self.clock.now().as_nanos();
+        now.saturating_add(KEEP_OFF_BEFORE_NS) >= due
+            && now <= due.saturating_add(KEEP_OFF_AFTER_NS)
     }
 
     pub(crate) fn stop(&self) {
@@ -480,6 +529,7 @@ impl<Q: Queue> Side<Q> {
     /// else the last round's periodic timers, and the busy expiries, are
     /// queued again.
     pub(crate) fn begin_round(&self, state: &mut State<Q>, rounds: &mut Rounds) -> bool {
+        self.sleeps_for.store(u64::MAX, Ordering::Relaxed);
         if state.stopping {
             return false;
         }
@@ -568,6 +618,9 @@ impl<Q: Queue> Side<Q> {
         self.requests.set_alarm_at(at);
         self.alarm.set((at != u64::MAX).then_some(at));
         state.alarm_at = at;
+        let for_a_timer = state.queue.next_work() == Some(at);
+        self.sleeps_for
+            .store(if for_a_timer { at } else { u64::MAX }, Ordering::Relaxed);
         self.requests.take_after_alarm(&mut state.walk);
         !state.walk.is_empty()
     }

@@ -201,6 +201,44 @@ fn a_hard_round_walks_a_bounded_batch_of_a_pile_and_comes_back_soon() {
     assert_eq!(hard.armed(), PILE);
 }
 
+/// Hard callers keep off the hard lock from a little before the deadline
+/// the hard thread sleeps for until its round begins (or a while after the
+/// deadline, should it not come), so that the thread, woken for its timer,
+/// finds the lock free rather than waits for a caller's batch: through a
+/// priority-inheriting lock, a sleep in the kernel and a wakeup. Outside
+/// that window they apply requests as before, and a thread that sleeps
+/// only to come back for requests keeps nobody off.
+#[test]
+fn hard_callers_keep_off_the_lock_while_a_hard_timer_comes_due() {
+    let (clock, mock) = Clock::mock();
+    let shared = crate::Builder::new().shared(clock, false).unwrap();
+    let hard = &shared.hard;
+    let due = mock.now().as_nanos() + 1_000_000;
+    let mut rounds = Rounds::new();
+    // Whether a caller that arms a timer now applies the pending requests.
+    let applies = || {
+        hard.arm(idle(u64::MAX));
+        hard.requests.pending() == 0
+    };
+    assert!(applies(), "nothing sleeps yet");
+    hard.arm(idle(due));
+    assert!(matches!(hard.round(&mut rounds), Round::Idle));
+    assert_eq!(hard.state.lock().alarm_at, due, "asleep for the timer");
+    let at = |ns: u64| mock.set(Instant::from_nanos(ns));
+    at(due - KEEP_OFF_BEFORE_NS - 1);
+    assert!(applies(), "before the window");
+    at(due - KEEP_OFF_BEFORE_NS);
+    assert!(!applies(), "in the window, before the deadline");
+    at(due + KEEP_OFF_AFTER_NS);
+    assert!(!applies(), "in the window, after the deadline");
+    at(due + KEEP_OFF_AFTER_NS + 1);
+    assert!(applies(), "past the window: the hard thread did not come");
+    at(due);
+    assert!(!applies(), "in the window again");
+    assert!(matches!(hard.round(&mut rounds), Round::Fired));
+    assert!(applies(), "the round has begun");
+}
+
 /// Two soft workers: while one runs a periodic timer's callback, the timer
 /// is rescheduled, and the other worker applies that and takes the new
 /// expiry, which is busy (the callback is out); it fires, for its new
