@@ -385,21 +385,23 @@ impl<T> Drop for Requests<T> {
     }
 }
 
+/// Gives out what `walk` has for the taking (nothing unless it is whole),
+/// discarding each request as an applied one is: the unit tests' and the
+/// model checker's.
+#[cfg(test)]
+fn give_out<T: Copy>(walk: &mut Walk<T>, requests: &Requests<T>) -> Vec<T> {
+    std::iter::from_fn(|| walk.pop_oldest())
+        .map(|taken| {
+            let value = *taken;
+            requests.discard(taken);
+            value
+        })
+        .collect()
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-
-    /// Gives out what `walk` has for the taking (nothing unless it is
-    /// whole), discarding each request as an applied one is.
-    fn give_out<T: Copy>(walk: &mut Walk<T>, requests: &Requests<T>) -> Vec<T> {
-        std::iter::from_fn(|| walk.pop_oldest())
-            .map(|taken| {
-                let value = *taken;
-                requests.discard(taken);
-                value
-            })
-            .collect()
-    }
 
     #[test]
     fn requests_come_out_oldest_first_once_walked_and_a_closed_stack_hands_them_back() {
@@ -590,13 +592,7 @@ mod loom_tests {
     /// what is then whole; the values given out.
     fn walk_one_and_give_out(walk: &mut Walk<u64>, requests: &Requests<u64>) -> Vec<u64> {
         walk.walk(1);
-        std::iter::from_fn(|| walk.pop_oldest())
-            .map(|taken| {
-                let value = *taken;
-                requests.discard(taken);
-                value
-            })
-            .collect()
+        give_out(walk, requests)
     }
 
     /// The hard thread's alarm is set for a timer at 5, which it has just
