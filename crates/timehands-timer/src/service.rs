@@ -150,7 +150,9 @@ impl Builder {
 ///   holds nothing the hard thread needs, and the hard thread waits for the
 ///   lock at most while one caller applies one such batch (on Linux the
 ///   lock inherits priority, so even a preempted caller finishes it at
-///   once), and the callers' work stays off the real-time thread.
+///   once), and the callers' work stays off the real-time thread. Callers
+///   keep off the lock from shortly before a hard timer is due until the
+///   hard thread's round begins, so that it finds the lock free.
 /// - On the soft side the workers apply the requests, a batch a round after
 ///   the timers due, so a thread arming 100 000 soft timers at once (a
 ///   server's timeouts after a reconnect storm) delays a soft timer due

@@ -1,7 +1,8 @@
 //! Writes: a writer's changes made under one hold of the writer lock.
 //!
-//! Each public write of a [`Timekeeper`] (a slew, a rate, a step) takes the
-//! writer lock for itself, waiting for a windup in progress. A writer that
+//! A public write of a [`Timekeeper`] (a slew, a rate, a step) takes the
+//! writer lock for itself, waiting for a windup in progress; most go
+//! through a [`Writes`] held for the one write. A writer that
 //! makes several changes in a row, and must never wait, takes the lock once
 //! with [`Timekeeper::try_writes`] and makes them all through the one
 //! [`Writes`]: the host clock's steering, whose reader may be a real-time
@@ -9,7 +10,7 @@
 //! windup held it, preempted, kept that windup from the CPU for as long as
 //! it spun (92 ms in one measured run, with four threads busy on two CPUs).
 //! Where the lock is taken, the steering is left for a later windup: the
-//! thread that holds it is winding up now.
+//! thread that holds it (a windup, most often) will have wound up.
 
 use super::bintime::BinTime;
 use super::counter::Counter;

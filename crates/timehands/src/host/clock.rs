@@ -255,13 +255,20 @@ impl HostClock {
 
     /// The bound on |ours − CLOCK_MONOTONIC| now, in ns, once the kernel
     /// was asked whether it changed its rate since the last windup (unless
-    /// another thread steers or winds up: it asks, and states the bound a
-    /// moment on; nothing here waits for it). A change only a measurement
-    /// finds is left to the windups, whose baseline it needs.
+    /// another thread steers: it asks, and states the bound a moment on). A
+    /// change only a measurement finds is left to the windups, whose
+    /// baseline it needs. The writer lock is waited for only where the
+    /// kernel says it changed its rate and a windup holds the lock.
     pub(crate) fn accuracy_nanos(&self) -> u64 {
         if let Some(mut steering) = self.try_steering() {
-            if let Some(mut writes) = self.timekeeper().try_writes() {
-                let ntp = self.kernel_ntp();
+            let ntp = self.kernel_ntp();
+            let said_rate = ntp.as_ref().and_then(|ntp| ntp.rate_ppb);
+            let writes = self.timekeeper().try_writes().or_else(|| {
+                steering
+                    .said_rate_changed(said_rate)
+                    .then(|| self.timekeeper().writes())
+            });
+            if let Some(mut writes) = writes {
                 self.follow_rate_change(&mut steering, &mut writes, ntp.as_ref(), false);
             }
         }

@@ -113,10 +113,11 @@
 //! after a change of the kernel's rate), about a microsecond some hundred
 //! times a second for a program that reads
 //! all the time ([`Info::reader_windups`](crate::Info::reader_windups)).
-//! No reader waits for another's windup: a steering makes its writes under
-//! one hold of the engine's writer lock, taken only where no windup holds
-//! it (see `windup.rs`), since the reader may be a real-time thread and the
-//! holder a preempted one. A
+//! No steering waits for another's windup: it makes its writes under one
+//! hold of the engine's writer lock, taken only where no windup holds it
+//! (see `windup.rs`), since the reader may be a real-time thread and the
+//! holder a preempted one (a failover, once in a process's life at most,
+//! does wait). A
 //! read that stood at its hands' promise (no windup for two intervals: a
 //! stop, a suspend, a program that reads seldom) winds up (or waits for the
 //! thread that does) and reads again ([`Info::standing_reads`](crate::Info::standing_reads)).

@@ -113,10 +113,12 @@ pub(super) fn read_nanos_slow<const REALTIME: bool, const ORDERED: bool>(
 /// and yields, before it sleeps between tries (see [`read_after_windup`]).
 const STANDING_YIELDS: u32 = 16;
 
-/// The longest sleep between two tries of a standing read, and how long it
-/// sleeps in all before it returns the time it stood at: four windup
-/// intervals.
+/// The longest sleep between two tries of a standing read.
 const STANDING_SLEEP: Duration = Duration::from_micros(256);
+
+/// The sleeps a standing read asks for in all before it returns the time it
+/// stood at: four windup intervals (a little more passes: a sleep ends
+/// late by the thread's timer slack, 50 µs for a normal thread on Linux).
 const STANDING_WAIT: Duration = Duration::from_millis(20);
 
 /// A read that stood at its hands' promise, `stood`: no windup for two

@@ -422,6 +422,13 @@ impl Steering {
         })
     }
 
+    /// Whether the kernel's `said_rate` (ppb from nominal) is not the one it
+    /// said when last asked: a change [`Steering::follow_rate_change`]
+    /// would follow.
+    pub(crate) fn said_rate_changed(&self, said_rate: Option<i64>) -> bool {
+        matches!((self.kernel_rate_ppb, said_rate), (Some(was), Some(now)) if was != now)
+    }
+
     /// The kernel says its clock runs `rate_ppb` from nominal: where that
     /// changed since it was last asked, the counter's frequency as the
     /// kernel now counts is the one in use scaled by the change, and the
