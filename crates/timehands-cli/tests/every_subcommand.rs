@@ -102,8 +102,17 @@ fn a_reader_that_stops_early_is_not_an_error() {
     for args in quick_runs() {
         let out = run_into(args, pipe_nobody_reads());
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{args:?}: {}: {err}", out.status);
-        assert!(err.is_empty(), "{args:?}: {err}");
+        // A short run of timers may miss a target it measures, and its exit
+        // says so with nobody reading too (tests/timers.rs checks that the
+        // exit agrees with the text): that one line is no error of output.
+        let missed = args[0] == "timers"
+            && out.status.code() == Some(1)
+            && err.starts_with("timehands: missed ")
+            && err.lines().count() == 1;
+        if !missed {
+            assert!(out.status.success(), "{args:?}: {}: {err}", out.status);
+            assert!(err.is_empty(), "{args:?}: {err}");
+        }
     }
 }
 

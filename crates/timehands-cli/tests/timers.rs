@@ -81,7 +81,7 @@ fn text_has_the_three_setups_and_the_ratios() {
         "machine's steal time in the service's windows: ",
         "a pile of 300 more soft timers armed mid-window in ",
         " beyond the bound (",
-        "the control, the arming thread spinning as long instead, later: ",
+        "the control, later, the arming thread spinning as long as arming took: ",
     ] {
         assert!(
             text.contains(part),
@@ -154,7 +154,7 @@ fn json_has_the_fields_scripts_read() {
         "{doc}"
     );
     // The pile's spell, and the control's where the window had room.
-    for spell in [&pile["spell"], &pile["busy"]] {
+    for spell in [&pile["spell"], &pile["control"]] {
         if spell.is_null() {
             continue;
         }

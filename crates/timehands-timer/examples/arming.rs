@@ -97,24 +97,27 @@ fn thread_cpu() -> Option<Duration> {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let mut arg = |default: usize, name: &str| {
-        match args.next() {
-        None => default,
-        Some(text) => text.parse().unwrap_or_else(|e| {
-            eprintln!("arming: {name} {text:?} is not a count ({e}): give THREADS TIMERS ROUNDS, as 4 1500000 5");
-            std::process::exit(2)
-        }),
-    }
+    // Each a count of at least 1 (a run of none has nothing to compare),
+    // and all the timers armed fit a u32.
+    let mut arg = |default: u32, name: &str| -> usize {
+        let text = args.next().unwrap_or_else(|| default.to_string());
+        match text.parse::<u32>() {
+            Ok(count) if count > 0 => count as usize,
+            _ => {
+                eprintln!(
+                    "arming: {name} {text:?} is not a count from 1 to {}: give THREADS TIMERS ROUNDS, as 4 1500000 5",
+                    u32::MAX
+                );
+                std::process::exit(2)
+            }
+        }
     };
     let (threads, timers, rounds) = (
         arg(4, "THREADS"),
         arg(1_500_000, "TIMERS"),
         arg(5, "ROUNDS"),
     );
-    if rounds == 0 {
-        eprintln!("arming: ROUNDS 0: give at least 1 round to compare");
-        std::process::exit(2)
-    }
+    let armed = threads as f64 * timers as f64;
     let scheduling = TimerService::new()
         .expect("a timer service")
         .scheduling()
@@ -151,7 +154,7 @@ fn main() {
             stolen |= steal.is_some_and(|steal| !steal.is_zero());
             let steal = steal.map_or("-".to_string(), |steal| steal.as_millis().to_string());
             let per_op = cpu.map_or("-".to_string(), |cpu| {
-                format!("{:.0}", cpu.as_nanos() as f64 / (threads * timers) as f64)
+                format!("{:.0}", cpu.as_nanos() as f64 / armed)
             });
             println!(
                 "{:<14} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>12.0} {:>13} {:>9}",
@@ -160,7 +163,7 @@ fn main() {
                 us(lateness.value_at_quantile(0.5)),
                 us(lateness.value_at_quantile(0.99)),
                 us(lateness.max()),
-                (threads * timers) as f64 / took.as_secs_f64(),
+                armed / took.as_secs_f64(),
                 per_op,
                 steal
             );
@@ -170,22 +173,22 @@ fn main() {
     }
     let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
     let mut missed = Vec::new();
-    for (what, mut figures, target) in [("p99", p99s, 1.5), ("max", maxima, 3.0)] {
+    let median = |v: &[u64]| v[v.len() / 2];
+    let worst = |v: &[u64]| v[v.len() - 1];
+    // The p99 is judged on the median round, the max on the worst, where
+    // no round saw steal time.
+    for (what, mut figures, judged_on, target, judged) in [
+        ("p99", p99s, median as fn(&[u64]) -> u64, 1.5, true),
+        ("max", maxima, worst, 3.0, !stolen),
+    ] {
         for kind in &mut figures {
             kind.sort_unstable();
         }
         let [soft, hard] = &figures;
-        let median = |v: &[u64]| v[v.len() / 2];
-        let worst = |v: &[u64]| v[v.len() - 1];
-        // The p99 is judged on the median round, the max on the worst.
-        let judged = if what == "p99" {
-            ratio(median(hard), median(soft))
-        } else {
-            ratio(worst(hard), worst(soft))
-        };
-        let verdict = if what == "max" && stolen {
+        let ratio_judged = ratio(judged_on(hard), judged_on(soft));
+        let verdict = if !judged {
             "not judged: a round saw steal time"
-        } else if judged <= target {
+        } else if ratio_judged <= target {
             "met"
         } else {
             missed.push(what);

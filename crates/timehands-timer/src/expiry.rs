@@ -42,7 +42,8 @@ pub(crate) enum Round {
     /// Timers fired.
     Fired,
     /// Nothing fired, but work is left that needs no wait (soft requests
-    /// to apply): the next round follows at once.
+    /// to apply): the next round follows, once a soft worker has yielded
+    /// its CPU (see `soft`).
     More,
 }
 

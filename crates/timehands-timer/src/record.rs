@@ -47,34 +47,52 @@ pub(crate) struct Worker {
     /// When it last returned from waiting for its alarm (0: never waited).
     pub(crate) woke_at: u64,
     /// The thread's run delay (`None` until a soft worker opens it, and
-    /// where the OS does not say), and what it was when its round began.
+    /// where the OS does not say).
     pub(crate) run_delay: Option<RunDelay>,
-    pub(crate) round_delay: Option<u64>,
+    /// It yielded its CPU after its last round (between two batches of
+    /// requests), so a wait for a CPU then is its next round's.
+    pub(crate) yielded: bool,
+    /// The run delay an expiry's stall is counted from: when the round
+    /// began, or the round before it when the worker yielded between them.
+    since_delay: Option<u64>,
+    /// The run delay when the round began.
+    round_delay: Option<u64>,
 }
 
 impl Worker {
     /// Whether the thread, starting at `at` an expiry due to have started
     /// by `bound`, was kept from it by the machine rather than by work: it
-    /// was still waiting for its alarm after the bound, or, since its round
-    /// began, it waited for a CPU for at least half the time the expiry is
-    /// late.
-    fn stalled(&self, at: u64, bound: u64) -> bool {
+    /// was still waiting for its alarm after the bound, or it waited for a
+    /// CPU (its run delay is `delay` now) for at least half the time the
+    /// expiry is late, since its round began (or, after a yield, since the
+    /// round before).
+    fn stalled(&self, at: u64, bound: u64, delay: Option<u64>) -> bool {
         if self.woke_at > bound {
             return true;
         }
-        let now = self.run_delay.as_ref().and_then(RunDelay::nanos);
-        let Some((then, now)) = self.round_delay.zip(now) else {
+        let Some((then, now)) = self.since_delay.zip(delay) else {
             return false;
         };
         now.saturating_sub(then).saturating_mul(2) >= at - bound
     }
 
-    /// At a round's start: the run delay so far; how much it grew since
-    /// the last round began.
+    /// At a round's start: how much the run delay grew since the last
+    /// round began.
     pub(crate) fn begin_round(&mut self) -> u64 {
+        let delay = self.run_delay.as_ref().and_then(RunDelay::nanos);
+        self.begin_round_at(delay)
+    }
+
+    /// [`begin_round`](Worker::begin_round) with the run delay read, `delay`.
+    fn begin_round_at(&mut self, delay: Option<u64>) -> u64 {
         let last = self.round_delay;
-        self.round_delay = self.run_delay.as_ref().and_then(RunDelay::nanos);
-        self.round_delay
+        self.since_delay = if std::mem::take(&mut self.yielded) {
+            last
+        } else {
+            delay
+        };
+        self.round_delay = delay;
+        delay
             .zip(last)
             .map_or(0, |(now, then)| now.saturating_sub(then))
     }
@@ -163,7 +181,8 @@ impl Record {
         self.record_lateness(unrecorded);
         self.fired.fetch_add(1, Ordering::Relaxed);
         if let Some(bound) = due.bound.filter(|&bound| at > bound) {
-            let cause = if worker.stalled(at, bound) {
+            let delay = worker.run_delay.as_ref().and_then(RunDelay::nanos);
+            let cause = if worker.stalled(at, bound, delay) {
                 &self.stalled
             } else {
                 &self.behind_callbacks
@@ -205,5 +224,37 @@ impl Record {
         for lateness in unrecorded.drain(..) {
             histogram.saturating_record(lateness);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Worker;
+
+    /// A wait for a CPU in the yield between two rounds is the next
+    /// round's: an expiry that round finds late by no more than twice the
+    /// wait was kept from it by the machine. Without the yield the round
+    /// begins after such a wait, and the same expiry is counted as the
+    /// work's; and a round counts from the round before only once.
+    #[test]
+    fn a_wait_for_a_cpu_in_a_yield_is_the_next_rounds() {
+        const MS: u64 = 1_000_000;
+        let (bound, at) = (10 * MS, 11 * MS + MS / 2);
+        let mut worker = Worker::default();
+        assert_eq!(worker.begin_round_at(Some(100)), 0);
+        worker.yielded = true;
+        // 1 ms waited for a CPU in the yield.
+        assert_eq!(worker.begin_round_at(Some(MS + 100)), MS);
+        assert!(worker.stalled(at, bound, Some(MS + 100)));
+        // The round after counts from its own start.
+        worker.begin_round_at(Some(MS + 100));
+        assert!(!worker.stalled(at, bound, Some(MS + 100)));
+
+        let mut worker = Worker::default();
+        worker.begin_round_at(Some(100));
+        worker.begin_round_at(Some(MS + 100));
+        assert!(!worker.stalled(at, bound, Some(MS + 100)));
+        // Waited in the round itself: the machine's, as before.
+        assert!(worker.stalled(at, bound, Some(2 * MS + 100)));
     }
 }

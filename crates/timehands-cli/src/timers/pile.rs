@@ -24,20 +24,20 @@ pub(super) struct Pile {
     /// the window's end.
     pub(super) applied_ms: Option<f64>,
     /// The soft timers due from the first arm until the workers had the
-    /// pile, counted until the last of them is past its bound.
+    /// pile.
     pub(super) spell: Spell,
-    /// The control: the same counts over a spell as long as the pile's
-    /// (from the first arm to the pile in the wheel) in which the arming
-    /// thread only spins, taking a CPU as arming did, later in the window;
-    /// `None` if the window ended first.
-    pub(super) busy: Option<Spell>,
+    /// The control: the same counts over a spell as long, later in the
+    /// window, in which the arming thread spins as long as arming took,
+    /// then waits as it waited for the workers; `None` if the window had
+    /// no room left for it.
+    pub(super) control: Option<Spell>,
 }
 
 /// The soft timers' counts over a spell of the window, as JSON names them.
 #[derive(Clone, Copy, Default, Serialize)]
 pub(super) struct Spell {
-    /// From the spell's start until a timer due at its end is past its
-    /// bound.
+    /// From the spell's start until its counts were taken: once the
+    /// timers due by its end were all past their bound and taken.
     pub(super) span_ms: f64,
     /// Soft expiries in that span, those beyond their bound and why, and
     /// how long the soft workers waited for a CPU.
@@ -48,14 +48,24 @@ pub(super) struct Spell {
     pub(super) soft_workers_waited_for_cpu_ms: f64,
 }
 
+impl Pile {
+    /// Its target: none of the soft timers due while it went in beyond
+    /// their bound, and all of it in the workers' wheel before the
+    /// window's end.
+    pub(super) fn met(&self) -> bool {
+        self.spell.soft_beyond_bound == 0 && self.applied_ms.is_some()
+    }
+}
+
 /// Arms a pile of as many one-shot soft timers as the storm has, due after
 /// the window (`end`), back to back from this thread, as a server arms a
 /// timeout per connection after a reconnect storm: how long that takes,
 /// how long until the workers have them all, and how the soft timers due
 /// meanwhile fared. A due soft timer waits for no more than a batch of
 /// requests, so it keeps its bound as long as the workers have the CPU its
-/// callbacks need. Whether they had is what the control measures: a spell
-/// as long, later in the window, in which this thread spins instead.
+/// callbacks need. Whether they had is what the control measures: the
+/// same spell later, with this thread taking the CPU as arming did but
+/// arming nothing.
 pub(super) fn pile(service: &TimerService, storm: &Storm, end: Instant) -> Pile {
     let before = service.statistics().soft;
     let later = end + Duration::from_secs(1);
@@ -64,37 +74,19 @@ pub(super) fn pile(service: &TimerService, storm: &Storm, end: Instant) -> Pile 
         service.soft_at(later, storm.slack, |_| {});
     }
     let armed = timehands::now();
-    // Requests are applied oldest first: one armed after the pile and due
-    // at once fires once the pile is in. It waits for the pile by design,
-    // so it must not count as a timer the pile held up: a deadline `reach`
-    // in the past and a slack of twice that file it in the past (due as
-    // soon as it is in the wheel), and put its bound, which runs from when
-    // it was armed, past the window's end.
-    let reach = end.duration_since(armed) + storm.soft_tick();
-    let deadline = Instant::from_nanos(armed.as_nanos().saturating_sub(reach.as_nanos() as u64));
-    let (tx, rx) = mpsc::channel();
-    service.soft_at(deadline, reach * 2, move |_| {
-        let _ = tx.send(timehands::now());
-    });
-    // Not past the window's end, which the pile must not stretch.
-    let applied = rx.recv_timeout(end.duration_since(timehands::now())).ok();
-    let spell = counts_over(
-        storm,
-        service,
-        &before,
-        began,
-        applied.unwrap_or(end).min(end),
-        end,
-    );
-    let busy = applied.and_then(|applied| {
-        let long = applied - began;
-        let from = timehands::now() + storm.slack + storm.soft_tick() * 4;
-        // The control, when the window has room for it.
-        (from + long + storm.slack + storm.soft_tick() * 2 <= end).then(|| {
+    let applied = through_the_wheel(service, storm, end);
+    let spell = counts_over(storm, service, &before, began, applied.unwrap_or(end), end);
+    let control = applied.and_then(|applied| {
+        let (long, arming) = (applied - began, armed - began);
+        // A timer another worker took before the counts were, and has yet
+        // to start, is the pile's: it starts within that worker's batch.
+        let from = storm.past_bound(timehands::now());
+        (storm.past_bound(from + long) <= end).then(|| {
             sleep_until(from);
             let before = service.statistics().soft;
-            spin(long);
-            counts_over(storm, service, &before, from, from + long, end)
+            let began = timehands::now();
+            spin(arming);
+            counts_over(storm, service, &before, began, began + long, end)
         })
     });
     Pile {
@@ -102,13 +94,34 @@ pub(super) fn pile(service: &TimerService, storm: &Storm, end: Instant) -> Pile 
         arming_ms: ms(armed - began),
         applied_ms: applied.map(|applied| ms(applied - began)),
         spell,
-        busy,
+        control,
     }
 }
 
-/// The soft counts of `service` since `before`, over a spell from
-/// `began` to `ended`, taken once a timer due at `ended` would be past
-/// its bound (or at the window's `end`, if sooner).
+/// When a soft timer armed now, due at once, fired (`None` if not before
+/// `end`): requests are applied oldest first, and due timers taken before
+/// requests, so then every request pushed before it is in the wheel and
+/// every timer due before it applied has been taken.
+///
+/// It waits by design, and must not count among the timers held up: a
+/// deadline `reach` in the past and a slack of twice that file it in the
+/// past (due as soon as it is in the wheel), and put its bound, which
+/// runs from when it was armed, past the window's end.
+fn through_the_wheel(service: &TimerService, storm: &Storm, end: Instant) -> Option<Instant> {
+    let now = timehands::now();
+    let reach = end.duration_since(now) + storm.soft_tick();
+    let deadline = now.checked_sub(reach).unwrap_or_default();
+    let (tx, rx) = mpsc::channel();
+    service.soft_at(deadline, reach * 2, move |_| {
+        let _ = tx.send(timehands::now());
+    });
+    rx.recv_timeout(end.duration_since(timehands::now())).ok()
+}
+
+/// The soft counts of `service` since `before`, over a spell from `began`
+/// to `ended`, taken once every timer due by `ended` is past its bound and
+/// taken by a worker (or at the window's `end`, if sooner): a count is
+/// made when its callback starts.
 fn counts_over(
     storm: &Storm,
     service: &TimerService,
@@ -117,8 +130,9 @@ fn counts_over(
     ended: Instant,
     end: Instant,
 ) -> Spell {
-    let counted = (ended + storm.slack + storm.soft_tick() * 2).min(end);
-    sleep_until(counted);
+    sleep_until(storm.past_bound(ended).min(end));
+    through_the_wheel(service, storm, end);
+    let counted = timehands::now().min(end);
     let soft = since(before, &service.statistics().soft);
     Spell {
         span_ms: ms(counted.duration_since(began)),
