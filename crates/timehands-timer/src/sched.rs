@@ -87,3 +87,45 @@ pub(crate) fn lower_priority(nice: i32) {
 /// none: the soft workers keep the process's priority.
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 pub(crate) fn lower_priority(_nice: i32) {}
+
+/// Whether the calling thread is under a time-sharing policy, whose
+/// scheduler may take its CPU at any moment for another thread of the same
+/// priority (not under SCHED_FIFO, SCHED_RR or SCHED_DEADLINE, which a
+/// program started with `chrt` gives every thread it starts).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) fn time_shared() -> bool {
+    // SAFETY: sched_getscheduler takes no pointer; 0 is the calling thread.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    !matches!(policy, libc::SCHED_FIFO | libc::SCHED_RR) && policy != SCHED_DEADLINE
+}
+
+/// SCHED_DEADLINE, which the libc crate does not name.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const SCHED_DEADLINE: i32 = 6;
+
+/// Elsewhere a thread under the OS's default policy, as the soft workers
+/// are, shares its CPU.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn time_shared() -> bool {
+    true
+}
+
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
+mod tests {
+    /// A thread is time-shared until it is real-time, where the OS lets it
+    /// be (a refusal skips the second half, and says so).
+    #[test]
+    fn a_thread_is_time_shared_until_it_is_real_time() {
+        std::thread::spawn(|| {
+            assert!(super::time_shared(), "a new thread under SCHED_OTHER");
+            match super::request_fifo(1) {
+                super::Scheduling::Fifo { .. } => assert!(!super::time_shared()),
+                super::Scheduling::Normal { reason } => {
+                    eprintln!("skipped the SCHED_FIFO half: {reason}")
+                }
+            }
+        })
+        .join()
+        .expect("the thread's checks");
+    }
+}

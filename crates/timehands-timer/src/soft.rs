@@ -20,8 +20,9 @@
 //! arming the pile, on two CPUs), it mostly took it with the lock held,
 //! and the other worker, woken for the timers due, waited for the lock
 //! until the first ran again: rounds held it 0.6-1.2 ms, in any of their
-//! parts. So a worker yields its CPU between two batches, holding no lock,
-//! and a switch happens there; a wait for a CPU in the yield counts toward
+//! parts. So a worker under a time-sharing policy (the default; not a
+//! real-time one, see `run`) yields its CPU between two batches, holding
+//! no lock, and a switch happens there; a wait for a CPU in the yield counts toward
 //! the next round's stalls (`record`). (Measured on Linux, with
 //! `timehands timers` on a 2-vCPU Intel Xeon guest, fourteen runs each way: of the soft timers due while a pile of
 //! 100 000 went in, 138-1112 came out beyond their bound in twelve runs
@@ -40,6 +41,7 @@
 //! alarm rings it.
 
 use crate::expiry::Round;
+use crate::sched;
 use crate::side::{Queued, Rounds, Side};
 use crate::stall::RunDelay;
 use crate::wheel::Wheel;
@@ -52,6 +54,11 @@ impl Soft {
     pub(crate) fn run(&self) {
         let mut rounds = Rounds::new();
         rounds.worker.run_delay = Some(RunDelay::of_this_thread());
+        // A real-time worker keeps its CPU until it blocks or a higher
+        // priority comes: it is never switched out with the lock held for
+        // a thread of its own priority, and a yield would hand its CPU to
+        // such a thread for as long as that one runs.
+        let yields = sched::time_shared();
         loop {
             match self.round(&mut rounds) {
                 Round::Stopped => {
@@ -67,11 +74,11 @@ impl Soft {
                 // Between two batches of requests the worker holds no
                 // lock: a switch to another thread of its CPU is harmless
                 // here, and taken here (see the module docs).
-                Round::More => {
+                Round::More if yields => {
                     rounds.worker.yielded = true;
                     std::thread::yield_now();
                 }
-                Round::Fired => {}
+                Round::Fired | Round::More => {}
             }
         }
     }
