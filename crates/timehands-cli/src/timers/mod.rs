@@ -224,7 +224,7 @@ const ARMING_ALLOWANCE_PER_TIMER: Duration = Duration::from_micros(2);
 /// the soft timers' first deadlines start after an allowance for arming
 /// them, the hard timer starts then too, and the soft counts are taken over
 /// the window alone. What arming a pile costs is measured on its own, in
-/// the middle of the window (see [`pile`]).
+/// the middle of the window (see [`pile()`]).
 fn service(storm: &Storm, soft: bool) -> anyhow::Result<Measured> {
     let service = Builder::new()
         .realtime_priority(storm.priority)
