@@ -88,10 +88,12 @@ pub(crate) fn lower_priority(nice: i32) {
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 pub(crate) fn lower_priority(_nice: i32) {}
 
-/// Whether the calling thread is under a time-sharing policy, whose
-/// scheduler may take its CPU at any moment for another thread of the same
-/// priority (not under SCHED_FIFO, SCHED_RR or SCHED_DEADLINE, which a
-/// program started with `chrt` gives every thread it starts).
+/// Whether the calling thread is under a time-sharing policy (SCHED_OTHER,
+/// SCHED_BATCH, SCHED_IDLE), whose scheduler may take its CPU at any moment
+/// for another thread of its priority. A real-time one (SCHED_FIFO,
+/// SCHED_RR, SCHED_DEADLINE, which a program started with `chrt` gives
+/// every thread it starts) keeps the CPU while it runs, or for RR's slice
+/// of 100 ms.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn time_shared() -> bool {
     // SAFETY: sched_getscheduler takes no pointer; 0 is the calling thread.

@@ -22,12 +22,13 @@
 //! until the first ran again: rounds held it 0.6-1.2 ms, in any of their
 //! parts. So a worker under a time-sharing policy (the default; not a
 //! real-time one, see `run`) yields its CPU between two batches, holding
-//! no lock, and a switch happens there; a wait for a CPU in the yield counts toward
-//! the next round's stalls (`record`). (Measured on Linux, with
-//! `timehands timers` on a 2-vCPU Intel Xeon guest, fourteen runs each way: of the soft timers due while a pile of
-//! 100 000 went in, 138-1112 came out beyond their bound in twelve runs
-//! without the yield, at most 3 in ten with it; a thread spinning as long,
-//! in place of the arming one, left none in most runs.)
+//! no lock, and a switch happens there; a wait for a CPU in the yield
+//! counts toward the next round's stalls (`record`). (Measured on Linux,
+//! with `timehands timers` on a 2-vCPU Intel Xeon guest, fourteen runs
+//! each way: of the soft timers due while a pile of 100 000 went in,
+//! 138-1112 came out beyond their bound in twelve runs without the yield,
+//! at most 3 in ten with it; a thread spinning as long, in place of the
+//! arming one, left none in most runs.)
 //!
 //! Several workers run rounds: each takes its own batch of due timers, and
 //! one timer's callback never runs on two at once (see `control`: an expiry

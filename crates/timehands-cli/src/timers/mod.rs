@@ -1,9 +1,10 @@
 //! `timehands timers`: how late a hard timer fires under a storm of soft
 //! timers, with the timehands timer service and with one naive queue.
 //!
-//! Timer expiries stacking in front of a real-time thread, one level up. A hard timer fires every `--interval`
-//! while M soft timers, each periodic with a random period between half of
-//! `--window` and `--window` and each expiry doing `--work` ns of busy work,
+//! Timer expiries stacking in front of a real-time thread, one level up.
+//! A hard timer fires every `--interval` while M soft timers, each
+//! periodic with a random period between half of `--window` and
+//! `--window` and each expiry doing `--work` ns of busy work,
 //! keep expiring. Three setups run one after another in the same process:
 //!
 //! 1. the service with the hard timer alone (the unloaded figure);
