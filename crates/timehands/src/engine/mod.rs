@@ -113,6 +113,7 @@ mod kalman;
 mod line;
 mod lock;
 pub(crate) mod nanos;
+mod noise;
 mod ntp;
 mod pps;
 mod pulse;

@@ -53,24 +53,17 @@
 //!
 //! # Measuring jitter and wander
 //!
-//! The jitter σ comes from the second differences of consecutive raw phases
-//! (variance `6σ²`): their median over the last fifteen at first, then the
-//! mean square of those within ten of its standard deviations. The wander
-//! `w` comes from second differences of raw phases `T` apart for `T` of 16
-//! to 256 s (variance `6σ² + w²(2T³+T)/3`), at the shortest `T` where it is
-//! at least three times the jitter's part; while there is none, from a
-//! prior, or the tightest upper bound the spans give if lower (a wander
-//! hidden in the jitter is bounded, never taken for none). The prior is
-//! 1 ppb/√s, grown fourfold whenever five of the last sixteen innovations
-//! are beyond two standard deviations (a prior too small would otherwise
-//! reject good pulses). Both statistics start again with the filter, the
-//! prior then being the last wander.
+//! The filter's jitter and wander are measured from the pulses themselves
+//! ([`Noise`](super::noise)): the jitter from second differences of
+//! consecutive phases, the wander from second differences 16 to 256 s
+//! apart, each with a prior until it is measured.
 
 use super::bintime::BinTime;
 use super::capture::Stamp;
 use super::counter::Counter;
 use super::discipline::MAX_PPB;
 use super::kalman::{Kalman, MAX_GAP, ONE};
+use super::noise::{Noise, PRIOR_JITTER, square};
 use super::pulse::{GATE, Pulse, collinear};
 use super::start::Start;
 use super::timekeeper::Timekeeper;
@@ -90,92 +83,6 @@ const PHASE_STEP_RUN: u32 = 10;
 const LOCK_PULSES: u32 = 8;
 /// Seconds without a pulse before the discipline says it is in holdover.
 const HOLDOVER_AFTER: u64 = 2;
-/// The jitter's variance assumed until it is measured, and the most the
-/// median of fewer than [`MEDIAN_TRUSTED`] second differences may say:
-/// (1 µs)².
-const PRIOR_JITTER: i128 = 1_000_000 * ONE;
-/// Second differences whose median is the robust jitter (odd).
-const MEDIAN_WINDOW: usize = 15;
-/// Second differences in the median before it is trusted alone: one
-/// outlier spoils three.
-const MEDIAN_TRUSTED: usize = 7;
-/// Gated second differences before their mean square is the jitter.
-const JITTER_SAMPLES: i128 = 16;
-/// The wander assumed until it has been measured: 1 ppb/√s.
-const PRIOR_WANDER: i128 = ONE;
-/// The largest the prior grows to: (1 ppm/√s)², which keeps every
-/// prediction's covariance within an `i128`.
-const MAX_PRIOR: i128 = 1_000_000 * ONE;
-/// Of the last sixteen innovations, how many beyond two standard
-/// deviations (one in twenty-two when the model is right) show a prior
-/// too small, which then grows by [`PRIOR_GROWTH`].
-const WIDE_INNOVATIONS: u32 = 5;
-const PRIOR_GROWTH: i128 = 4;
-/// The smallest wander the filter assumes: 0.01 ppb/√s (an oven), and its
-/// variance, rounded up so that the status reads it whole.
-const MIN_WANDER: i128 = ONE / 100;
-const MIN_VARIANCE: i128 = (MIN_WANDER * MIN_WANDER + ONE - 1) / ONE;
-/// Seconds between the raw phases kept for the wander, and how many.
-const BLOCK: i64 = 16;
-const BLOCKS: usize = 33;
-/// The spacings (in blocks) at which the wander is measured.
-const SPANS: [usize; 5] = [1, 2, 4, 8, 16];
-/// Samples of a spacing before it says anything of the wander.
-const SPAN_SAMPLES: i128 = 8;
-/// The longest memory of the running means, in samples: the jitter's is
-/// then within 2 % (a 300 s holdover magnifies the frequency estimate's
-/// error, and the estimate's gains follow the jitter).
-const MEMORY: i128 = 2048;
-
-/// The fixed-point square of `x`, saturating: pulses seconds apart square
-/// beyond an `i128`, and the most there is then compares as it should.
-fn square(x: i128) -> i128 {
-    x.saturating_mul(x) / ONE
-}
-
-/// A running mean over the last [`MEMORY`] samples or so.
-#[derive(Clone, Copy, Debug, Default)]
-struct Mean {
-    value: i128,
-    samples: i128,
-}
-
-impl Mean {
-    fn add(&mut self, sample: i128) {
-        self.samples = (self.samples + 1).min(MEMORY);
-        self.value += (sample - self.value) / self.samples;
-    }
-}
-
-/// The last [`MEDIAN_WINDOW`] samples, for their median.
-#[derive(Clone, Copy, Debug)]
-struct Window {
-    samples: [i128; MEDIAN_WINDOW],
-    len: usize,
-    next: usize,
-}
-
-impl Window {
-    const EMPTY: Window = Window {
-        samples: [0; MEDIAN_WINDOW],
-        len: 0,
-        next: 0,
-    };
-
-    fn push(&mut self, sample: i128) {
-        self.samples[self.next] = sample;
-        self.next = (self.next + 1) % MEDIAN_WINDOW;
-        self.len = (self.len + 1).min(MEDIAN_WINDOW);
-    }
-
-    /// The lower median, `None` when empty.
-    fn median(&self) -> Option<i128> {
-        let mut sorted = self.samples;
-        let sorted = &mut sorted[..self.len];
-        sorted.sort_unstable();
-        sorted.get(self.len.saturating_sub(1) / 2).copied()
-    }
-}
 
 /// Rejected pulses in a row that lie on one line: its first and last.
 #[derive(Clone, Copy, Debug)]
@@ -267,37 +174,18 @@ pub struct Pps {
     step_threshold: i128,
     filter: Option<Kalman>,
     last: Option<Pulse>,
-    /// The last two pulses, taken or not, the newer first: for the median.
-    recent: [Option<Pulse>; 2],
-    /// The last two accepted pulses, the newer first: for the mean.
-    accepted: [Option<Pulse>; 2],
     /// The rejected pulses in a row since the last taken, if on a line.
     run: Option<Run>,
     /// The pulses since the filter's line began, while few.
     start: Option<Start>,
-    /// Magnitudes of the last second differences of consecutive phases.
-    spread: Window,
-    /// Mean squared second difference of consecutive accepted phases,
-    /// within the gate of the median: `6σ²`.
-    jitter: Mean,
-    /// Raw phases every [`BLOCK`] seconds, by block number modulo [`BLOCKS`].
-    blocks: [Option<Pulse>; BLOCKS],
-    /// Mean squared second difference at each of the [`SPANS`].
-    spans: [Mean; SPANS.len()],
-    /// The wander's variance assumed while no span has measured it.
-    prior: i128,
-    /// The last sixteen accepted innovations, a bit each: set when beyond
-    /// two standard deviations.
-    wide: u16,
+    /// The jitter and wander the filter assumes.
+    noise: Noise,
     /// Pulses the filter took since its line began, beyond the two it was
     /// fit through.
     since_fit: u32,
     /// Pulses that lie on the filter's line (a run's all do): it steers
     /// the clock from three on.
     line_pulses: u32,
-    /// The counter's quantization noise, `(1 count)² / 12` in ns²: the
-    /// least jitter there is (an exact edge still has it).
-    resolution: i128,
     status: PpsStatus,
 }
 
@@ -315,19 +203,11 @@ impl Pps {
             step_threshold: 128_000_000 * ONE,
             filter: None,
             last: None,
-            recent: [None; 2],
-            accepted: [None; 2],
             run: None,
             start: None,
-            spread: Window::EMPTY,
-            jitter: Mean::default(),
-            blocks: [None; BLOCKS],
-            spans: [Mean::default(); SPANS.len()],
-            prior: PRIOR_WANDER,
-            wide: 0,
+            noise: Noise::new(),
             since_fit: 0,
             line_pulses: 0,
-            resolution: 0,
             status: PpsStatus {
                 state: PpsState::Waiting,
                 phase_ns: 0,
@@ -363,7 +243,7 @@ impl Pps {
         let stamp = tk.time_of(count)?;
         let frequency = tk.counter().frequency() as i128;
         let count_ns = SECOND / frequency;
-        self.resolution = count_ns * count_ns / 12 / ONE;
+        self.noise.set_count(count_ns);
         self.status.pulses += 1;
         let Some(last) = self.last else {
             let first = Pulse {
@@ -373,7 +253,7 @@ impl Pps {
             };
             self.last = Some(first);
             self.start = Some(Start::new(&[first]));
-            self.observe(first);
+            self.noise.observe(first);
             self.steer(tk, stamp, count, 0);
             return Ok(());
         };
@@ -395,11 +275,11 @@ impl Pps {
         };
         self.last = Some(pulse);
         self.status.missing += seconds as u64 - 1;
-        self.observe(pulse);
+        self.noise.observe(pulse);
         match self.filter.filter(|_| seconds <= MAX_GAP) {
             Some(mut filter) => {
-                filter.predict(seconds, self.wander());
-                let r = self.jitter_variance();
+                filter.predict(seconds, self.noise.wander());
+                let r = self.noise.jitter_variance();
                 let innovation = pulse.phase - filter.x;
                 let squared = square(innovation);
                 let variance = filter.innovation_variance(r);
@@ -416,7 +296,8 @@ impl Pps {
                 } else {
                     self.since_fit += 1;
                     self.line_pulses += 1;
-                    self.accept(pulse, squared > 4 * variance);
+                    self.run = None;
+                    self.noise.accept(pulse, squared > 4 * variance);
                 }
             }
             None => self.fit(last, pulse, 2),
@@ -449,37 +330,27 @@ impl Pps {
         let seconds = (to.second - from.second) as i128;
         if self.filter.is_some() {
             self.status.restarts += 1;
-            self.prior = self.wander();
+            self.noise.assume_last_wander();
         }
-        self.forget_statistics();
+        self.run = None;
         if seconds > MAX_GAP {
             // Too long ago to say anything of the frequency: `to` is a
             // first pulse again.
+            self.noise.forget(to, None);
             self.filter = None;
-            self.accepted = [Some(to), None];
             self.start = Some(Start::new(&[to]));
             return;
         }
+        self.noise.forget(to, Some(from));
         self.start = Some(Start::new(&[from, to]));
         self.filter = Some(Kalman::fit(
             from.phase,
             to.phase,
             seconds,
-            self.jitter_variance(),
+            self.noise.jitter_variance(),
         ));
         self.since_fit = 0;
         self.line_pulses = pulses;
-        self.accepted = [Some(to), Some(from)];
-    }
-
-    /// Forgets the jitter and wander statistics and the run: the filter
-    /// starts on a new line.
-    fn forget_statistics(&mut self) {
-        self.run = None;
-        self.jitter = Mean::default();
-        self.blocks = [None; BLOCKS];
-        self.spans = [Mean::default(); SPANS.len()];
-        self.wide = 0;
     }
 
     /// Adds `pulse` (`taken` by the filter or not) to the line's start
@@ -501,7 +372,7 @@ impl Pps {
         // Held to the prior jitter at most: a jitter measured over a burst
         // of outliers or a step would have every pulse on a line; beyond
         // the prior, no line is, and the gate alone decides.
-        let Some(better) = start.better(self.jitter_variance().min(PRIOR_JITTER)) else {
+        let Some(better) = start.better(self.noise.jitter_variance().min(PRIOR_JITTER)) else {
             return false;
         };
         // The outliers counted are the better line's: those the filter had
@@ -509,9 +380,11 @@ impl Pps {
         let counted = start.kept_out(start.taken) - !taken as u32;
         self.status.outliers =
             self.status.outliers - counted as u64 + start.kept_out(better) as u64;
-        self.forget_statistics();
         let (pulses, len) = start.pulses_of(better);
-        let (r, q) = (self.jitter_variance(), self.wander());
+        let newest_taken = pulses[len - 1];
+        self.run = None;
+        self.noise.forget(newest_taken, Some(pulses[len - 2]));
+        let (r, q) = (self.noise.jitter_variance(), self.noise.wander());
         let gap = |from: Pulse, to: Pulse| (to.second - from.second) as i128;
         let mut filter = Kalman::fit(
             pulses[0].phase,
@@ -523,14 +396,12 @@ impl Pps {
             filter.predict(gap(pair[0], pair[1]), q);
             filter.update(pair[1].phase, r);
         }
-        let newest_taken = pulses[len - 1];
         if newest_taken != pulse {
             filter.predict(gap(newest_taken, pulse), q);
         }
         self.filter = Some(filter);
         self.since_fit = len as u32 - 2;
         self.line_pulses = len as u32;
-        self.accepted = [Some(newest_taken), Some(pulses[len - 2])];
         start.taken = better;
         self.start = (!start.is_over()).then_some(start);
         true
@@ -560,7 +431,7 @@ impl Pps {
         // variance: the two ends' jitter over the span, and `pyy`.
         let span = (run.last.second - run.first.second) as i128;
         let slope = (run.last.phase - run.first.phase) / span;
-        let variance = 2 * self.jitter_variance() / (span * span) + filter.pyy;
+        let variance = 2 * self.noise.jitter_variance() / (span * span) + filter.pyy;
         let apart = square(slope - filter.y);
         if apart > GATE * GATE * variance || run.pulses >= PHASE_STEP_RUN {
             self.fit(run.first, run.last, run.pulses);
@@ -570,138 +441,7 @@ impl Pps {
     /// Whether `pulse` lies on the line through the run's first and last
     /// pulses (one pulse: any line), to within the gate.
     fn on_line(&self, run: &Run, pulse: Pulse) -> bool {
-        run.pulses == 1 || collinear([run.first, run.last, pulse], self.jitter_variance())
-    }
-
-    /// Every pulse, taken or not: the median of second differences of
-    /// consecutive phases.
-    fn observe(&mut self, pulse: Pulse) {
-        if let [Some(b), Some(c)] = self.recent {
-            if pulse.second - b.second == 1 && b.second - c.second == 1 {
-                self.spread
-                    .push((pulse.phase - 2 * b.phase + c.phase).abs());
-            }
-        }
-        self.recent = [Some(pulse), self.recent[0]];
-    }
-
-    /// A pulse the filter took (`wide`: its innovation beyond two standard
-    /// deviations): the jitter and wander statistics, and the prior.
-    fn accept(&mut self, pulse: Pulse, wide: bool) {
-        self.run = None;
-        if let [Some(b), Some(c)] = self.accepted {
-            let d = pulse.phase - 2 * b.phase + c.phase;
-            let squared = square(d);
-            // Within twice the gate of the median's jitter (a median of
-            // few is rough): an outlier the filter let in (before the gate
-            // was tight) stays out.
-            let gate = 4 * GATE * GATE * 6 * self.robust_jitter();
-            if pulse.second - b.second == 1 && b.second - c.second == 1 && squared <= gate {
-                self.jitter.add(squared);
-            }
-        }
-        self.accepted = [Some(pulse), self.accepted[0]];
-        // While the wander is assumed, innovations that run wide say the
-        // assumption is too small (the spans' bounds still cap it).
-        if self.measured_wander().is_err() {
-            self.wide = self.wide << 1 | wide as u16;
-            if self.wide.count_ones() >= WIDE_INNOVATIONS {
-                self.prior = (self.prior * PRIOR_GROWTH).min(MAX_PRIOR);
-                self.wide = 0;
-            }
-        }
-        if pulse.second % BLOCK != 0 {
-            return;
-        }
-        let block = pulse.second / BLOCK;
-        let at = |back: i64| (block - back).rem_euclid(BLOCKS as i64) as usize;
-        self.blocks[at(0)] = Some(pulse);
-        for (mean, span) in self.spans.iter_mut().zip(SPANS) {
-            let second = |back: i64| pulse.second - back * span as i64 * BLOCK;
-            let [Some(b), Some(c)] = [1, 2].map(|back| {
-                self.blocks[at(back * span as i64)].filter(|p| p.second == second(back))
-            }) else {
-                continue;
-            };
-            let d = pulse.phase - 2 * b.phase + c.phase;
-            mean.add(square(d));
-        }
-    }
-
-    /// The jitter's variance from the median second difference, ns²: the
-    /// prior while there is none, capped by it while it could be an
-    /// outlier's.
-    fn robust_jitter(&self) -> i128 {
-        let Some(median) = self.spread.median() else {
-            return PRIOR_JITTER;
-        };
-        // A normal d's median magnitude is 0.6745 of its deviation √6 σ:
-        // σ² = median² / 2.73.
-        let variance = (square(median) / 273 * 100).max(self.resolution);
-        if self.spread.len < MEDIAN_TRUSTED {
-            // A median of few is a rough one, either way: widened by the
-            // shortfall squared, and capped.
-            let short = (MEDIAN_TRUSTED / self.spread.len) as i128;
-            (variance * short * short).min(PRIOR_JITTER)
-        } else {
-            variance
-        }
-    }
-
-    /// The jitter's variance `r`, ns²: never below the counter's
-    /// quantization, so that the filter never takes a pulse as exact.
-    fn jitter_variance(&self) -> i128 {
-        let mean = (self.jitter.value / 6).max(self.resolution);
-        if self.jitter.samples < JITTER_SAMPLES {
-            // Both are rough: the larger, so that no good pulse is gated.
-            return self.robust_jitter().max(mean);
-        }
-        mean
-    }
-
-    /// The wander's variance `q`, ppb² a second.
-    fn wander(&self) -> i128 {
-        self.measured_wander().unwrap_or_else(|assumed| assumed)
-    }
-
-    /// The wander's variance from the shortest span at which it is at
-    /// least three times the jitter's part (measured, not a draw of the
-    /// jitter); while there is none, `Err` with the prior, or the tightest
-    /// of the upper bounds the spans give (three standard errors above
-    /// their excess over the jitter's part) if lower.
-    fn measured_wander(&self) -> Result<i128, i128> {
-        let noise = 6 * self.jitter_variance();
-        // The jitter part's own variance, ns⁴ (overlapping differences:
-        // half as many independent ones).
-        // (Saturating: pulses a good part of a second apart square beyond
-        // an `i128`, and then a bound of the most there is is right.)
-        let noise_ns = noise / ONE;
-        let noise_variance =
-            noise_ns.saturating_mul(noise_ns).saturating_mul(4) / self.jitter.samples.max(1);
-        let mut bound = self.prior;
-        for (mean, span) in self.spans.iter().zip(SPANS) {
-            if mean.samples < SPAN_SAMPLES {
-                continue;
-            }
-            let t = (span as i64 * BLOCK) as i128;
-            let scale = 2 * t * t * t + t;
-            let excess = mean.value - noise;
-            if mean.value >= 4 * noise {
-                return Ok((3 * excess / scale).max(MIN_VARIANCE));
-            }
-            // A sample's variance is twice its mean squared, the mean at
-            // least the jitter's part (a low mean is a low draw, not a
-            // small error); a span of `s` blocks overlaps its neighbours:
-            // one in `s` is independent.
-            let mean_ns = mean.value.max(noise) / ONE;
-            let variance = mean_ns
-                .saturating_mul(mean_ns)
-                .saturating_mul(2 * span as i128)
-                / mean.samples;
-            let error = variance.saturating_add(noise_variance).isqrt() * ONE;
-            bound = bound.min(3 * (excess + 3 * error) / scale);
-        }
-        Err(bound.max(MIN_VARIANCE))
+        run.pulses == 1 || collinear([run.first, run.last, pulse], self.noise.jitter_variance())
     }
 
     /// Steers the clock, whose time at the pulse's edge (`count`) was
@@ -803,7 +543,7 @@ impl Pps {
         self.status.phase_uncertainty_ns = (filter.pxx / ONE).max(0).isqrt() as u64;
         self.status.frequency_ppb = (filter.y / ONE) as i64;
         self.status.stability_ppt = (filter.pyy * 1_000_000 / ONE).max(0).isqrt() as u64;
-        self.status.jitter_ns = (self.jitter_variance() / ONE).max(0).isqrt() as u64;
-        self.status.wander_ppt = (self.wander() * 1_000_000 / ONE).max(0).isqrt() as u64;
+        self.status.jitter_ns = (self.noise.jitter_variance() / ONE).max(0).isqrt() as u64;
+        self.status.wander_ppt = (self.noise.wander() * 1_000_000 / ONE).max(0).isqrt() as u64;
     }
 }
