@@ -167,9 +167,46 @@ pub(crate) fn startup_frequency(
     }
 }
 
+/// How many times [`offset_on_running_clock`] measures before it takes what
+/// it measured.
+const RUNNING_TRIES: usize = 3;
+
+/// [`offset_to_kernel`], measured on a clock whose reads stood nowhere
+/// meanwhile (`windup` winds it up). Our reads stand at the hands' promise
+/// (an interval and a lead past the last windup: some 60 µs on the startup
+/// clock, 6 ms on the counter) until the next windup, so a thread that wound
+/// up, then was preempted for longer, measured the time the reads stood, not
+/// how far our line is from the kernel's. A steering slewed that away, and
+/// ran the clock ahead by as much once the next windup resumed the line
+/// (children forked at a steering paused for 20 ms stated bounds of
+/// 20-49 ms on a loaded machine and ran up to 6.4 ms ahead; one read 6.5 ms
+/// ahead under a stated bound of 4.3 ms). So the clock is wound up first
+/// where it is due (a windup interval past its last, which comes before
+/// any read stands), and measured again where it fell due during the
+/// measurement, up to [`RUNNING_TRIES`] times.
+pub(crate) fn offset_on_running_clock(
+    timekeeper: &Timekeeper<impl Counter>,
+    mut windup: impl FnMut(),
+    kernel: &dyn KernelClocks,
+    id: KernelClock,
+    brackets: usize,
+) -> (i128, u64) {
+    let mut tries = 1;
+    loop {
+        if timekeeper.uptime_and_due().1 {
+            windup();
+        }
+        let measured = offset_to_kernel(timekeeper, kernel, id, brackets);
+        if tries == RUNNING_TRIES || !timekeeper.uptime_and_due().1 {
+            return measured;
+        }
+        tries += 1;
+    }
+}
+
 /// The kernel clock `id` minus our uptime, in ns, and the width of the bracket
 /// it was measured in: the tightest of `brackets` brackets `ours, kernel, ours`.
-pub(crate) fn offset_to_kernel(
+fn offset_to_kernel(
     timekeeper: &Timekeeper<impl Counter>,
     kernel: &dyn KernelClocks,
     id: KernelClock,

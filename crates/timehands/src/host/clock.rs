@@ -15,7 +15,7 @@ use super::counter::HostCounter;
 use super::published::{NOT_STARTED, READER, reader_timekeeper};
 use super::wake::Wake;
 use crate::engine::Writes;
-use crate::host::brackets::{offset_to_kernel, pair};
+use crate::host::brackets::{offset_on_running_clock, pair};
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, NtpState, SystemClocks};
 use crate::host::steer::{Bound, Findings, Phase, Steering, tick_ns};
 use crate::hw::KernelCounter;
@@ -224,8 +224,18 @@ impl HostClock {
         clock.keep(&mut clock.timekeeper().writes(), offsets);
         // An error bound from the start (some hundreds of ns of brackets),
         // not a zero that nothing measured.
-        let (offset, width) =
-            offset_to_kernel(clock.timekeeper(), kernel, KernelClock::Monotonic, 3);
+        let (offset, width) = offset_on_running_clock(
+            clock.timekeeper(),
+            || {
+                clock
+                    .timekeeper()
+                    .writes()
+                    .windup_following(|| kernel.reference());
+            },
+            kernel,
+            KernelClock::Monotonic,
+            3,
+        );
         clock.keep_phase(Phase {
             offset: offset as i64,
             unrun: 0,

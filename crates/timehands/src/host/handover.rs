@@ -143,9 +143,7 @@ impl HostClock {
         // Wound up against CLOCK_MONOTONIC first: a counter that ran through a
         // suspend since the last windup would otherwise carry the gap into
         // the retire point (retire() winds up with no reference).
-        current.windup_following(|| {
-            BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128)
-        });
+        current.windup_following(|| self.kernel.reference());
         let retired_at = current.retire();
         point("hand-over: retired, no successor");
         // The successor starts at the retire point, at the count where

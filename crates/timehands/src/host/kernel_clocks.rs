@@ -17,6 +17,8 @@
 
 use std::io;
 
+use crate::BinTime;
+
 pub(crate) use crate::os::{KernelClock, NtpState};
 
 /// The kernel's clocks: the machine's ([`SystemClocks`]), or a test's.
@@ -25,6 +27,12 @@ pub(crate) trait KernelClocks: Send + Sync {
     fn nanos(&self, clock: KernelClock) -> u64;
     /// The kernel's NTP state.
     fn ntp(&self) -> io::Result<NtpState>;
+
+    /// CLOCK_MONOTONIC, our uptime's reference (a counter that ran through
+    /// a suspend it did not count resumes from it): what windups follow.
+    fn reference(&self) -> BinTime {
+        BinTime::from_nanos(self.nanos(KernelClock::Monotonic) as i128)
+    }
 }
 
 /// The kernel's clocks on this machine.

@@ -325,6 +325,39 @@ fn a_wide_first_bracket_never_steps_realtime() {
     assert!((stepped - 1_000_000_000).abs() <= 50_000, "{stepped}");
 }
 
+/// A steering whose thread was held up between its windup and its phase
+/// measurement (here, 20 ms inside its read of Realtime) longer than the
+/// hands' promise: it measures the line, not the reads that stood at the
+/// promise meanwhile. Before, it measured the stand (some 14 ms), stated it
+/// as the bound, and slewed it away: the clock ran milliseconds ahead of
+/// CLOCK_MONOTONIC once the next windup resumed the line.
+#[test]
+#[cfg_attr(miri, ignore = "steers a host clock")]
+fn a_steering_held_up_after_its_windup_measures_the_line() {
+    let kernel = SimKernel::leaked();
+    let clock = clock(kernel, 0);
+    run(clock, kernel, 50_000_000, 100_000);
+    kernel.advance(STEER_INTERVAL.as_nanos() as u64);
+    let steerings = clock.steering().steerings();
+    kernel
+        .realtime_read_delay
+        .store(20_000_000, Ordering::Release);
+    clock.windup();
+    kernel.realtime_read_delay.store(0, Ordering::Release);
+    assert_eq!(clock.steering().steerings(), steerings + 1, "never steered");
+    for _ in 0..300 {
+        kernel.advance(100_000);
+        if clock.timekeeper().uptime_and_due().1 {
+            clock.windup();
+        }
+        let (error, bound) = (offset(clock, kernel), clock.accuracy_nanos());
+        assert!(
+            error.abs() < 1_000 && bound < 1_000,
+            "{error} ns off, bound {bound} ns"
+        );
+    }
+}
+
 /// TAI − UTC follows the kernel's, as an NTP daemon sets it.
 #[test]
 #[cfg_attr(miri, ignore = "steers a host clock")]

@@ -49,7 +49,7 @@
 use std::time::Duration;
 
 use super::brackets::{
-    MIN_BASELINE, Pair, offset_from_monotonic, offset_to_kernel, pair, watch_pair,
+    MIN_BASELINE, Pair, offset_from_monotonic, offset_on_running_clock, pair, watch_pair,
 };
 use super::counter::HostCounter;
 use super::kernel_clocks::{KernelClock, KernelClocks};
@@ -278,7 +278,15 @@ impl Steering {
         self.steer_rate(writes, current, changed_at);
         super::fork_points::point("steering: rate set");
         // Phase: slew our time onto CLOCK_MONOTONIC, within CATCH_UP.
-        let (offset, width) = offset_to_kernel(timekeeper, kernel, KernelClock::Monotonic, 3);
+        let (offset, width) = offset_on_running_clock(
+            timekeeper,
+            || {
+                writes.windup_following(|| kernel.reference());
+            },
+            kernel,
+            KernelClock::Monotonic,
+            3,
+        );
         let _ = writes.set_slew_rate(catch_up_rate(offset));
         let unrun = writes.adjtime(offset as i64);
         self.steerings += 1;

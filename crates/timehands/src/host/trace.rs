@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::host::brackets::offset_to_kernel;
+use crate::host::brackets::offset_on_running_clock;
 use crate::host::clock;
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
 use crate::{ClockId, Counter, getres};
@@ -93,11 +93,15 @@ fn uuid() -> String {
 pub fn clock_description() -> ClockDescription {
     let clock = clock();
     clock.choose_counter();
-    // Wound up, so that the measurement reads a clock that runs (reads
-    // stand past the promise until a windup).
-    clock.windup();
+    // On a clock that runs: reads stand past the promise until a windup.
     let timekeeper = clock.timekeeper();
-    let (offset, width) = offset_to_kernel(timekeeper, &SystemClocks, KernelClock::Realtime, 10);
+    let (offset, width) = offset_on_running_clock(
+        timekeeper,
+        || clock.windup(),
+        &SystemClocks,
+        KernelClock::Realtime,
+        10,
+    );
     let accuracy = getres(ClockId::Monotonic).accuracy;
     let precision = Duration::from_nanos(width / 2 + 1) + accuracy;
     ClockDescription {

@@ -15,16 +15,14 @@ use crate::BinTime;
 use crate::engine::Writes;
 use crate::engine::nanos::floor_nanos;
 use crate::host::counter::HostCounter;
-use crate::host::kernel_clocks::{KernelClock, NtpState};
+use crate::host::kernel_clocks::NtpState;
 use crate::host::steer::{Findings, Steering};
 
 impl HostClock {
     /// Winds up, then steers when a steering is due (unless another thread
     /// steers: then it only winds up).
     pub(crate) fn windup(&'static self) {
-        // CLOCK_MONOTONIC is our uptime's reference: a counter that ran
-        // through a suspend that it did not count resumes from it.
-        let reference = || BinTime::from_nanos(self.kernel.nanos(KernelClock::Monotonic) as i128);
+        let reference = || self.kernel.reference();
         match self.try_steering() {
             Some(steering) => self.windup_and_steer(steering, reference),
             None => {
@@ -53,8 +51,10 @@ impl HostClock {
     /// the kernel's rate is followed before the windup, so that the hands
     /// it publishes runs at the new rate from its switch point; the rest of
     /// the steering comes after, so that it measures a clock that stands
-    /// nowhere (reads past the promise stand until a windup), and its
-    /// changes take effect from the next windup on.
+    /// nowhere (reads past the promise stand until a windup; a steering
+    /// held up past it winds up again before it measures, see
+    /// `offset_on_running_clock`), and its changes take effect from the
+    /// next windup on.
     fn windup_and_steer(
         &'static self,
         mut steering: MutexGuard<'_, Steering>,
