@@ -70,6 +70,7 @@ mod record;
 mod requests;
 pub mod sched;
 mod service;
+mod sharing;
 mod side;
 mod simulated;
 mod sleep;

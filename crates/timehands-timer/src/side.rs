@@ -54,6 +54,7 @@ use crate::lock::Lock;
 use crate::periodic::forward;
 use crate::record::{Due, Record, Worker};
 use crate::requests::{Requests, Taken, Walk};
+use crate::sharing::Sharing;
 use crate::sync::{Ordering, fence};
 use crate::wheel::{Wheel, WheelKey};
 
@@ -197,6 +198,8 @@ pub(crate) struct State<Q> {
     busy: Vec<Queued>,
     /// What the alarm is set to (`u64::MAX` for nothing).
     pub(crate) alarm_at: u64,
+    /// The soft workers' callbacks and batches of requests (see `sharing`).
+    pub(crate) sharing: Sharing,
     pub(crate) stopping: bool,
 }
 
@@ -207,6 +210,7 @@ impl<Q: Queue> State<Q> {
             walk: Walk::new(),
             busy: Vec::new(),
             alarm_at: u64::MAX,
+            sharing: Sharing::for_this_process(),
             stopping: false,
         }
     }

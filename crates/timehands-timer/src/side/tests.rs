@@ -92,6 +92,8 @@ fn a_pile_of_soft_requests_delays_a_due_timer_by_one_round_at_most() {
     let (clock, mock) = Clock::mock();
     let shared = crate::Builder::new().shared(clock, false).unwrap();
     let soft = &shared.soft;
+    // A CPU to spare for another worker (see the next test for none).
+    soft.state.lock().sharing = Sharing::new(4);
     let tick = soft.state.lock().queue.tick_nanos();
     let due = mock.now().as_nanos() + 10 * tick;
     let (tx, fired) = mpsc::channel();
@@ -288,6 +290,54 @@ fn a_soft_expiry_due_while_its_callback_runs_on_another_worker_waits_for_it() {
     );
     // The callback holds the service: the test lets it go.
     assert!(shared.soft.cancel(&armed));
+}
+
+/// Requests pushed while a worker runs callbacks: on two CPUs (the
+/// callbacks' and the caller's) another worker leaves them until a tick
+/// has passed since the last batch, then applies them; on four it applies
+/// them at once. (A worker applying requests alongside the callbacks on
+/// their CPU held the timers waiting in the batch up for its turns.)
+#[test]
+fn requests_wait_for_callbacks_a_tick_at_most_where_no_cpu_is_to_spare() {
+    for (cpus, pending_at_once) in [(2, 10), (4, 0)] {
+        let (clock, mock) = Clock::mock();
+        let shared = crate::Builder::new().shared(clock, false).unwrap();
+        let soft = &shared.soft;
+        soft.state.lock().sharing = Sharing::new(cpus);
+        let tick = soft.state.lock().queue.tick_nanos();
+        let start = mock.now().as_nanos();
+        let pending = Arc::new(Mutex::new(Vec::new()));
+        let callback = {
+            let (shared, pending, mock) = (Arc::clone(&shared), Arc::clone(&pending), mock.clone());
+            move |_: Expiry| {
+                // Worker A runs this: requests come, and worker B looks,
+                // at once and a tick on.
+                let soft = &shared.soft;
+                for _ in 0..10 {
+                    soft.arm(idle(u64::MAX));
+                }
+                let mut worker_b = Rounds::new();
+                soft.round(&mut worker_b);
+                pending.lock().unwrap().push(soft.requests.pending());
+                mock.advance(Duration::from_nanos(tick));
+                soft.round(&mut worker_b);
+                pending.lock().unwrap().push(soft.requests.pending());
+            }
+        };
+        let armed = soft.arm(Armed {
+            callback: Box::new(callback),
+            ..idle(start)
+        });
+        mock.set(Instant::from_nanos(start + tick));
+        assert!(matches!(soft.round(&mut Rounds::new()), Round::Fired));
+        assert_eq!(
+            *pending.lock().unwrap(),
+            [pending_at_once, 0],
+            "{cpus} CPUs"
+        );
+        // The callback holds the service: the test lets it go.
+        soft.cancel(&armed);
+    }
 }
 
 /// With no worker keeping up, soft callers past [`SOFT_BACKLOG`] requests
