@@ -162,6 +162,16 @@ fn run(clock: &'static HostClock, kernel: &SimKernel, ns: u64, step: u64) {
     }
 }
 
+/// A clock `ppm_fast` on a new simulated kernel, run 50 ms, then left a
+/// steering interval: its next windup steers. How many steerings it made.
+fn due_to_steer(ppm_fast: u64) -> (&'static HostClock, &'static SimKernel, u64) {
+    let kernel = SimKernel::leaked();
+    let clock = clock(kernel, ppm_fast);
+    run(clock, kernel, 50_000_000, 100_000);
+    kernel.advance(STEER_INTERVAL.as_nanos() as u64);
+    (clock, kernel, clock.steering().steerings())
+}
+
 /// An hour suspended, as an invariant TSC counts it and CLOCK_MONOTONIC does
 /// not. Readers on threads through the resume never step back and never
 /// read more than two windup intervals ahead of CLOCK_MONOTONIC read after
@@ -276,11 +286,7 @@ fn phase_converges_with_windups_a_second_apart() {
 #[test]
 #[cfg_attr(miri, ignore = "steers a host clock")]
 fn a_steering_never_waits_for_another_writer() {
-    let kernel = SimKernel::leaked();
-    let clock = clock(kernel, 50);
-    run(clock, kernel, 50_000_000, 100_000);
-    kernel.advance(STEER_INTERVAL.as_nanos() as u64);
-    let steerings = clock.steering().steerings();
+    let (clock, _, steerings) = due_to_steer(50);
     let other_writer = clock.timekeeper().try_writes().expect("no writer yet");
     let (done, returned) = mpsc::channel();
     std::thread::spawn(move || {
@@ -334,11 +340,7 @@ fn a_wide_first_bracket_never_steps_realtime() {
 #[test]
 #[cfg_attr(miri, ignore = "steers a host clock")]
 fn a_steering_held_up_after_its_windup_measures_the_line() {
-    let kernel = SimKernel::leaked();
-    let clock = clock(kernel, 0);
-    run(clock, kernel, 50_000_000, 100_000);
-    kernel.advance(STEER_INTERVAL.as_nanos() as u64);
-    let steerings = clock.steering().steerings();
+    let (clock, kernel, steerings) = due_to_steer(0);
     kernel
         .realtime_read_delay
         .store(20_000_000, Ordering::Release);
