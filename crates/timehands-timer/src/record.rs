@@ -57,8 +57,6 @@ pub(crate) struct Worker {
     since_delay: Option<u64>,
     /// The run delay when the round began.
     round_delay: Option<u64>,
-    /// It took callbacks in its last round (see `sharing`).
-    pub(crate) ran_callbacks: bool,
 }
 
 impl Worker {

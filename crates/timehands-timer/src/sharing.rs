@@ -14,27 +14,32 @@
 //! passed since the last one was applied, and otherwise sleep until then
 //! (or until a timer is due). Requests still go in, a batch a tick at
 //! least, and at full speed once the callbacks are done or where a CPU is
-//! to spare (two soft workers on four CPUs or more never wait).
+//! to spare (two soft workers on four CPUs or more never wait). While
+//! they wait, callers are told not to ring the alarm: a request could not
+//! be applied sooner, and the alarm is set for the next batch.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// The soft workers' callbacks and batches of requests; see the module
-/// docs. Kept under the soft lock.
+/// docs. Each figure is a hint, read and written relaxed: a stale one
+/// applies a batch a little early or late.
 #[derive(Debug)]
 pub(crate) struct Sharing {
     /// The CPUs the process may run on.
-    cpus: usize,
+    cpus: AtomicUsize,
     /// How many workers run callbacks they took.
-    running: usize,
-    /// When a batch of requests was last applied.
-    applied_at: u64,
+    running: AtomicUsize,
+    /// When a batch of requests was last walked or applied.
+    applied_at: AtomicU64,
 }
 
 impl Sharing {
     /// For a process that may run on `cpus` CPUs.
     pub(crate) fn new(cpus: usize) -> Sharing {
         Sharing {
-            cpus,
-            running: 0,
-            applied_at: 0,
+            cpus: AtomicUsize::new(cpus),
+            running: AtomicUsize::new(0),
+            applied_at: AtomicU64::new(0),
         }
     }
 
@@ -44,30 +49,50 @@ impl Sharing {
         Sharing::new(std::thread::available_parallelism().map_or(1, usize::from))
     }
 
-    /// A worker has taken callbacks to run.
-    pub(crate) fn callbacks_taken(&mut self) {
-        self.running += 1;
+    /// A test's machine of `cpus` CPUs.
+    #[cfg(test)]
+    pub(crate) fn set_cpus(&self, cpus: usize) {
+        self.cpus.store(cpus, Ordering::Relaxed);
     }
 
-    /// A worker's callbacks have run.
-    pub(crate) fn callbacks_done(&mut self) {
-        self.running = self.running.saturating_sub(1);
+    /// After a fork: no worker runs callbacks (the child has none yet).
+    pub(crate) fn reset_after_fork(&self) {
+        self.running.store(0, Ordering::Relaxed);
+        self.applied_at.store(0, Ordering::Relaxed);
     }
 
-    /// When a worker may apply the next batch of requests: at once (0)
-    /// while a CPU is left for it, besides the callbacks' and one for the
-    /// threads that arm; else a `tick` (in nanoseconds) after the last.
+    /// A worker has taken callbacks to run: counted until the guard is
+    /// dropped, once they have run (or unwound).
+    pub(crate) fn callbacks_taken(&self) -> Running<'_> {
+        self.running.fetch_add(1, Ordering::Relaxed);
+        Running(&self.running)
+    }
+
+    /// When a worker may walk or apply the next batch of requests: at once
+    /// (0) while a CPU is left for it, besides the callbacks' and one for
+    /// the threads that arm; else a `tick` (in nanoseconds) after the last.
     pub(crate) fn next_batch_at(&self, tick: u64) -> u64 {
-        if self.running == 0 || self.running + 2 <= self.cpus {
+        let running = self.running.load(Ordering::Relaxed);
+        if running == 0 || running + 2 <= self.cpus.load(Ordering::Relaxed) {
             0
         } else {
-            self.applied_at.saturating_add(tick)
+            self.applied_at.load(Ordering::Relaxed).saturating_add(tick)
         }
     }
 
-    /// A batch of requests was applied at `now`.
-    pub(crate) fn applied(&mut self, now: u64) {
-        self.applied_at = now;
+    /// A batch of requests was walked or applied at `now`.
+    pub(crate) fn applied(&self, now: u64) {
+        self.applied_at.store(now, Ordering::Relaxed);
+    }
+}
+
+/// A worker's callbacks, counted while they run (see
+/// [`Sharing::callbacks_taken`]).
+pub(crate) struct Running<'a>(&'a AtomicUsize);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -77,32 +102,30 @@ mod tests {
 
     /// Requests wait only while callbacks leave no CPU to spare, and then
     /// a tick from the last batch at most; each worker running callbacks
-    /// counts.
+    /// counts, until its callbacks have run.
     #[test]
     fn requests_wait_a_tick_at_most_while_callbacks_leave_no_cpu() {
         let tick = 1_000;
-        let mut two = Sharing::new(2);
+        let two = Sharing::new(2);
         two.applied(5_000);
         assert_eq!(two.next_batch_at(tick), 0, "no callbacks");
-        two.callbacks_taken();
-        two.callbacks_taken();
+        let (a, b) = (two.callbacks_taken(), two.callbacks_taken());
         assert_eq!(two.next_batch_at(tick), 6_000);
-        two.callbacks_done();
+        drop(a);
         assert_eq!(two.next_batch_at(tick), 6_000, "one still runs");
-        two.callbacks_done();
+        drop(b);
         assert_eq!(two.next_batch_at(tick), 0);
 
-        let mut four = Sharing::new(4);
+        let four = Sharing::new(4);
         four.applied(5_000);
-        four.callbacks_taken();
-        four.callbacks_taken();
+        let _running = [four.callbacks_taken(), four.callbacks_taken()];
         assert_eq!(four.next_batch_at(tick), 0, "a CPU to spare");
-        four.callbacks_taken();
+        let _third = four.callbacks_taken();
         assert_eq!(four.next_batch_at(tick), 6_000);
 
-        let mut one = Sharing::new(1);
+        let one = Sharing::new(1);
         assert_eq!(one.next_batch_at(tick), 0, "no callbacks");
-        one.callbacks_taken();
+        let _running = one.callbacks_taken();
         assert_eq!(one.next_batch_at(tick), tick);
     }
 }

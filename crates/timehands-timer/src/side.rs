@@ -15,7 +15,8 @@
 //!   thread (see `hard`), except around a deadline the thread sleeps for,
 //!   when callers keep off the lock and leave it what they push;
 //! - on the soft side, the workers apply them, a batch in each round that
-//!   finds no timer due (see `soft`), so that no caller holds the soft
+//!   finds no timer due and no other worker's callbacks in need of its CPU
+//!   (see `soft` and `sharing`), so that no caller holds the soft
 //!   lock: one preempted while it held it would keep the workers waiting
 //!   for as long as the scheduler kept it off the CPU (nothing lends a
 //!   normal thread's priority to a lock's holder), and a pile of requests
@@ -198,8 +199,6 @@ pub(crate) struct State<Q> {
     busy: Vec<Queued>,
     /// What the alarm is set to (`u64::MAX` for nothing).
     pub(crate) alarm_at: u64,
-    /// The soft workers' callbacks and batches of requests (see `sharing`).
-    pub(crate) sharing: Sharing,
     pub(crate) stopping: bool,
 }
 
@@ -210,7 +209,6 @@ impl<Q: Queue> State<Q> {
             walk: Walk::new(),
             busy: Vec::new(),
             alarm_at: u64::MAX,
-            sharing: Sharing::for_this_process(),
             stopping: false,
         }
     }
@@ -317,6 +315,8 @@ pub(crate) struct Side<Q> {
     /// (see [`Side::help`]). A hint, read and written relaxed: a stale one
     /// costs a batch applied, or not, a little early or late.
     sleeps_for: AtomicU64,
+    /// The soft workers' callbacks and batches of requests (see `sharing`).
+    pub(crate) sharing: Sharing,
 }
 
 impl<Q: Queue> Side<Q> {
@@ -330,6 +330,7 @@ impl<Q: Queue> Side<Q> {
             realtime,
             clock,
             sleeps_for: AtomicU64::new(u64::MAX),
+            sharing: Sharing::for_this_process(),
         })
     }
 
@@ -347,6 +348,7 @@ impl<Q: Queue> Side<Q> {
             self.requests.reset_after_fork();
             self.record.reset_after_fork();
             self.sleeps_for.store(u64::MAX, Ordering::Relaxed);
+            self.sharing.reset_after_fork();
             self.alarm.reset_after_fork()
         }
     }

@@ -4,7 +4,7 @@
 //! Callers arm, cancel and reschedule soft timers as they do hard ones,
 //! through lock-free requests (see `side`), but never take the soft lock:
 //! the workers apply the requests, a batch in each round that finds no
-//! timer due. So a thread that arms a pile of timers (a server's timeouts
+//! timer due (and, see below, no callbacks in need of its CPU). So a thread that arms a pile of timers (a server's timeouts
 //! at startup, or after a reconnect storm) keeps no worker from the lock,
 //! and the workers' time goes to the timers due first: one due meanwhile
 //! waits for one batch of requests at most, some tens of microseconds, not
@@ -34,7 +34,8 @@
 //! same CPU still takes turns with them, and the timers waiting in the
 //! other's batch wait out its turns. So where the callbacks leave no CPU
 //! to spare (see `sharing`: two CPUs, one of them arming), the requests
-//! wait for the callbacks, a tick at most. (Fourteen runs each way,
+//! wait for the callbacks, a batch going in each tick at least.
+//! (Fourteen runs each way,
 //! alternating, same guest: with the requests waiting, 0 beyond the bound
 //! in seven runs and at most 74 in the others, against 0 in four and up to
 //! 1 294 without; the pile was in the wheel 67-152 ms after the first arm,
@@ -96,16 +97,14 @@ impl Soft {
     }
 
     /// One round: the due timers (at most a batch of steps) or, if none
-    /// was due, a batch of requests and what they made due; the alarm
-    /// (unless the worker comes straight back for more requests); then the
-    /// callbacks, without the lock.
+    /// was due, a batch of requests and what they made due (unless the
+    /// requests wait for other workers' callbacks, see `sharing`); the
+    /// alarm (unless the worker comes straight back for more requests);
+    /// then the callbacks, without the lock.
     pub(crate) fn round(&self, rounds: &mut Rounds) -> Round {
         self.record().waited_for_cpu(rounds.worker.begin_round());
-        {
+        let running = {
             let mut state = self.state.lock();
-            if std::mem::take(&mut rounds.worker.ran_callbacks) {
-                state.sharing.callbacks_done();
-            }
             if !self.begin_round(&mut state, rounds) {
                 drop(state);
                 self.end_stopped(rounds);
@@ -116,22 +115,19 @@ impl Soft {
             // unless they wait for other workers' callbacks (see `sharing`).
             let tick = state.queue.tick_nanos();
             let now = self.now().as_nanos();
-            if rounds.fired.is_empty() && state.sharing.next_batch_at(tick) <= now {
+            if rounds.fired.is_empty() && self.sharing.next_batch_at(tick) <= now {
                 self.apply_batch(&mut state, self.batch);
-                state.sharing.applied(now);
+                self.sharing.applied(now);
                 self.take_due(&mut state, &mut rounds.fired);
             }
-            if !rounds.fired.is_empty() {
-                state.sharing.callbacks_taken();
-                rounds.worker.ran_callbacks = true;
-            }
+            let running = (!rounds.fired.is_empty()).then(|| self.sharing.callbacks_taken());
             // Requests left, no callbacks to run, and the next batch
             // allowed: straight on to it, the alarm untouched (setting it
             // costs a system call, some microseconds on a virtual machine,
             // and before any wait the alarm is set, and the stack looked
             // at, again).
             let left = self.requests.pending() > 0;
-            let next_batch = state.sharing.next_batch_at(tick);
+            let next_batch = self.sharing.next_batch_at(tick);
             if rounds.fired.is_empty() && left && next_batch <= now {
                 return Round::More;
             }
@@ -142,7 +138,9 @@ impl Soft {
             // was. Requests left ring it for their next batch: at once
             // where a CPU is to spare, for another worker to apply them
             // while this one runs callbacks, else a tick after the last
-            // batch at most (a request taken with the alarm waits as long).
+            // batch at most (a request taken with the alarm waits as
+            // long), and callers are told then not to ring it: their
+            // requests could not be applied sooner.
             let now = self.now().as_nanos();
             let mut at = state.queue.next_deadline().unwrap_or(u64::MAX);
             if left {
@@ -150,6 +148,9 @@ impl Soft {
             }
             let took = (rounds.fired.is_empty() || at != state.alarm_at || at <= now)
                 && self.set_alarm(&mut state, at);
+            if left && next_batch > now {
+                self.requests.set_alarm_at(0);
+            }
             if rounds.fired.is_empty() {
                 // Requests taken with the alarm are applied now, unless
                 // requests wait already.
@@ -159,8 +160,10 @@ impl Soft {
                     Round::Idle
                 };
             }
-        }
+            running
+        };
         self.run_fired(rounds);
+        drop(running);
         Round::Fired
     }
 }

@@ -54,7 +54,7 @@
 //! # Measuring jitter and wander
 //!
 //! The filter's jitter and wander are measured from the pulses themselves
-//! ([`Noise`](super::noise)): the jitter from second differences of
+//! ([`Noise`]): the jitter from second differences of
 //! consecutive phases, the wander from second differences 16 to 256 s
 //! apart, each with a prior until it is measured.
 

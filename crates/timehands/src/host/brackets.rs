@@ -183,22 +183,26 @@ const RUNNING_TRIES: usize = 3;
 /// ahead under a stated bound of 4.3 ms). So the clock is wound up first
 /// where it is due (a windup interval past its last, which comes before
 /// any read stands), and measured again where it fell due during the
-/// measurement, up to [`RUNNING_TRIES`] times.
+/// measurement: `Err` with the last measurement when it fell due in each
+/// of [`RUNNING_TRIES`] (its reads may have stood).
 pub(crate) fn offset_on_running_clock(
     timekeeper: &Timekeeper<impl Counter>,
     mut windup: impl FnMut(),
     kernel: &dyn KernelClocks,
     id: KernelClock,
     brackets: usize,
-) -> (i128, u64) {
+) -> Result<(i128, u64), (i128, u64)> {
     let mut tries = 1;
     loop {
         if timekeeper.uptime_and_due().1 {
             windup();
         }
         let measured = offset_to_kernel(timekeeper, kernel, id, brackets);
-        if tries == RUNNING_TRIES || !timekeeper.uptime_and_due().1 {
-            return measured;
+        if !timekeeper.uptime_and_due().1 {
+            return Ok(measured);
+        }
+        if tries == RUNNING_TRIES {
+            return Err(measured);
         }
         tries += 1;
     }

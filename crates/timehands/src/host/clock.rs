@@ -223,7 +223,8 @@ impl HostClock {
         let offsets = clock.steering().follow_offsets(kernel);
         clock.keep(&mut clock.timekeeper().writes(), offsets);
         // An error bound from the start (some hundreds of ns of brackets),
-        // not a zero that nothing measured.
+        // not a zero that nothing measured: the measurement even if its
+        // reads may have stood (its bound then states the stand).
         let (offset, width) = offset_on_running_clock(
             clock.timekeeper(),
             || {
@@ -235,7 +236,8 @@ impl HostClock {
             kernel,
             KernelClock::Monotonic,
             3,
-        );
+        )
+        .unwrap_or_else(|stood| stood);
         clock.keep_phase(Phase {
             offset: offset as i64,
             unrun: 0,

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
+use super::brackets::offset_on_running_clock;
 use super::clock::{HostClock, WINDUP_INTERVAL};
 use super::steer::STEER_INTERVAL;
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, NtpState};
@@ -358,6 +359,60 @@ fn a_steering_held_up_after_its_windup_measures_the_line() {
             "{error} ns off, bound {bound} ns"
         );
     }
+}
+
+/// `kernel`, the next `slow` reads of whose CLOCK_MONOTONIC each take
+/// `delay` ns (a thread preempted in them).
+struct SlowMonotonic {
+    kernel: &'static SimKernel,
+    delay: u64,
+    slow: AtomicU64,
+}
+
+impl KernelClocks for SlowMonotonic {
+    fn nanos(&self, clock: KernelClock) -> u64 {
+        let slow = matches!(clock, KernelClock::Monotonic)
+            && (self.slow)
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+                .is_ok();
+        if slow {
+            self.kernel.advance(self.delay);
+        }
+        self.kernel.nanos(clock)
+    }
+
+    fn ntp(&self) -> io::Result<NtpState> {
+        self.kernel.ntp()
+    }
+}
+
+/// A measurement held up in a read of CLOCK_MONOTONIC past the hands'
+/// promise (its later reads of ours stand there) is taken again, on a
+/// clock wound up; held up in every try, it is refused.
+#[test]
+#[cfg_attr(miri, ignore = "steers a host clock")]
+fn a_measurement_on_reads_that_stood_is_taken_again_or_refused() {
+    let (clock, kernel, _) = due_to_steer(0);
+    let measure = |slow: u64| {
+        let kernel = SlowMonotonic {
+            kernel,
+            delay: 20_000_000,
+            slow: AtomicU64::new(slow),
+        };
+        offset_on_running_clock(
+            clock.timekeeper(),
+            || {
+                clock.timekeeper().windup_following(|| kernel.reference());
+            },
+            &kernel,
+            KernelClock::Monotonic,
+            3,
+        )
+    };
+    let (offset, _) = measure(1).expect("measured again on a running clock");
+    assert!(offset.abs() < 1_000, "{offset} ns");
+    let (stood, _) = measure(u64::MAX).expect_err("every try held up");
+    assert!(stood > 1_000_000, "{stood} ns");
 }
 
 /// TAI − UTC follows the kernel's, as an NTP daemon sets it.

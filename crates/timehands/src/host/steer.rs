@@ -277,8 +277,10 @@ impl Steering {
         let changed_at = self.rate_change_before(&current);
         self.steer_rate(writes, current, changed_at);
         super::fork_points::point("steering: rate set");
-        // Phase: slew our time onto CLOCK_MONOTONIC, within CATCH_UP.
-        let (offset, width) = offset_on_running_clock(
+        // Phase: slew our time onto CLOCK_MONOTONIC, within CATCH_UP. A
+        // phase measured on reads that may have stood is no measure: the
+        // next steering takes it (the bound grows at the rate's meanwhile).
+        let Ok((offset, width)) = offset_on_running_clock(
             timekeeper,
             || {
                 writes.windup_following(|| kernel.reference());
@@ -286,7 +288,10 @@ impl Steering {
             kernel,
             KernelClock::Monotonic,
             3,
-        );
+        ) else {
+            self.steerings += 1;
+            return findings;
+        };
         let _ = writes.set_slew_rate(catch_up_rate(offset));
         let unrun = writes.adjtime(offset as i64);
         self.steerings += 1;

@@ -93,7 +93,9 @@ fn uuid() -> String {
 pub fn clock_description() -> ClockDescription {
     let clock = clock();
     clock.choose_counter();
-    // On a clock that runs: reads stand past the promise until a windup.
+    // Wound up, so that the measurement reads a clock that runs (reads
+    // stand past the promise until a windup), and again if it falls due.
+    clock.windup();
     let timekeeper = clock.timekeeper();
     let (offset, width) = offset_on_running_clock(
         timekeeper,
@@ -101,7 +103,8 @@ pub fn clock_description() -> ClockDescription {
         &SystemClocks,
         KernelClock::Realtime,
         10,
-    );
+    )
+    .unwrap_or_else(|stood| stood);
     let accuracy = getres(ClockId::Monotonic).accuracy;
     let precision = Duration::from_nanos(width / 2 + 1) + accuracy;
     ClockDescription {
