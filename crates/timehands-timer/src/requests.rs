@@ -310,6 +310,12 @@ impl<T> Requests<T> {
         self.alarm_at.store(at, Ordering::Relaxed);
     }
 
+    /// The alarm callers are told of: what the last
+    /// [`set_alarm_at`](Requests::set_alarm_at) said.
+    pub(crate) fn alarm_at(&self) -> u64 {
+        self.alarm_at.load(Ordering::Relaxed)
+    }
+
     /// Closes the stack (pushes are refused from now on) and moves what it
     /// held, and every request `walk` holds, onto `into`: requests that
     /// will never be applied (nor counted as pending).

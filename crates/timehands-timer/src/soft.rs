@@ -4,11 +4,12 @@
 //! Callers arm, cancel and reschedule soft timers as they do hard ones,
 //! through lock-free requests (see `side`), but never take the soft lock:
 //! the workers apply the requests, a batch in each round that finds no
-//! timer due (and, see below, no callbacks in need of its CPU). So a thread that arms a pile of timers (a server's timeouts
-//! at startup, or after a reconnect storm) keeps no worker from the lock,
-//! and the workers' time goes to the timers due first: one due meanwhile
-//! waits for one batch of requests at most, some tens of microseconds, not
-//! for the pile. (Applied in every round, as the workers first did, the
+//! timer due (and, see below, no callbacks in need of its CPU). So a
+//! thread that arms a pile of timers (a server's timeouts at startup, or
+//! after a reconnect storm) keeps no worker from the lock, and the
+//! workers' time goes to the timers due first: one due meanwhile waits
+//! for one batch of requests at most, some tens of microseconds, not for
+//! the pile. (Applied in every round, as the workers first did, the
 //! pile's 100 000 requests, some 11 ms of a worker, came before the
 //! callbacks due: on two CPUs, one of them arming, 43-51 % of the soft
 //! timers due meanwhile came out beyond their bound, against 16-41 % with
@@ -34,12 +35,11 @@
 //! same CPU still takes turns with them, and the timers waiting in the
 //! other's batch wait out its turns. So where the callbacks leave no CPU
 //! to spare (see `sharing`: two CPUs, one of them arming), the requests
-//! wait for the callbacks, a batch going in each tick at least.
-//! (Fourteen runs each way,
-//! alternating, same guest: with the requests waiting, 0 beyond the bound
-//! in seven runs and at most 74 in the others, against 0 in four and up to
-//! 1 294 without; the pile was in the wheel 67-152 ms after the first arm,
-//! against 28-64 ms.)
+//! wait for the callbacks, a batch going in each tick at least. (Fourteen
+//! runs each way, alternating, same guest: with the requests waiting, 0
+//! beyond the bound in seven runs and at most 74 in the others, against 0
+//! in four and up to 1 294 without; the pile was in the wheel 67-152 ms
+//! after the first arm, against 28-64 ms.)
 //!
 //! Several workers run rounds: each takes its own batch of due timers, and
 //! one timer's callback never runs on two at once (see `control`: an expiry
@@ -146,7 +146,10 @@ impl Soft {
             if left {
                 at = at.min(next_batch);
             }
-            let took = (rounds.fired.is_empty() || at != state.alarm_at || at <= now)
+            // (Unchanged only if callers were told of it too, not told
+            // not to ring by a round whose requests waited.)
+            let unchanged = at == state.alarm_at && at == self.requests.alarm_at();
+            let took = (rounds.fired.is_empty() || !unchanged || at <= now)
                 && self.set_alarm(&mut state, at);
             if left && next_batch > now {
                 self.requests.set_alarm_at(0);

@@ -324,8 +324,15 @@ fn requests_wait_for_callbacks_a_tick_at_most_where_no_cpu_is_to_spare() {
                 let mut worker_b = Rounds::new();
                 soft.round(&mut worker_b);
                 pending.lock().unwrap().push(soft.requests.pending());
+                // Callers are told not to ring while requests wait, and
+                // of the alarm again once none does.
+                let told = soft.requests.alarm_at();
+                assert_eq!(told == 0, pending_at_once > 0, "{told}");
                 mock.advance(Duration::from_nanos(tick));
                 soft.round(&mut worker_b);
+                // (A failed assertion here is a panic the record catches:
+                // the pending count after it is then missing.)
+                assert_eq!(soft.requests.alarm_at(), soft.state.lock().alarm_at);
                 pending.lock().unwrap().push(soft.requests.pending());
             }
         };
