@@ -94,7 +94,7 @@ impl Hard {
                 // meanwhile, so the look is made again.
                 let soon = now.saturating_add(BACKLOG_POLL_NS);
                 let mut at = state.queue.peek().unwrap_or(u64::MAX);
-                while self.set_alarm(&mut state, at) && soon < at {
+                while self.set_alarm(&mut state, at, at) && soon < at {
                     at = soon;
                 }
                 return Round::Idle;

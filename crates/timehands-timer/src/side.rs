@@ -620,14 +620,16 @@ impl<Q: Queue> Side<Q> {
         self.requests.discard(request);
     }
 
-    /// Sets the alarm to `at` (`u64::MAX` for none), telling callers first,
-    /// then takes the requests pushed by callers that may have seen the
-    /// alarm as it was (see `requests`), unless requests taken before are
-    /// not all applied yet; whether any requests are taken. The caller
-    /// then comes back soon, to walk and apply them (none is walked here)
-    /// and to look at the stack again.
-    pub(crate) fn set_alarm(&self, state: &mut State<Q>, at: u64) -> bool {
-        self.requests.set_alarm_at(at);
+    /// Sets the alarm to `at` (`u64::MAX` for none), telling callers first
+    /// to ring it for a timer due before `rings_before` (`at`, or 0 while
+    /// their requests could not be applied sooner: see `soft`), then takes
+    /// the requests pushed by callers that may have seen the alarm as it
+    /// was (see `requests`), unless requests taken before are not all
+    /// applied yet; whether any requests are taken. The caller then comes
+    /// back soon, to walk and apply them (none is walked here) and to look
+    /// at the stack again.
+    pub(crate) fn set_alarm(&self, state: &mut State<Q>, at: u64, rings_before: u64) -> bool {
+        self.requests.set_alarm_at(rings_before);
         self.alarm.set((at != u64::MAX).then_some(at));
         state.alarm_at = at;
         if self.realtime {

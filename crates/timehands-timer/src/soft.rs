@@ -146,14 +146,10 @@ impl Soft {
             if left {
                 at = at.min(next_batch);
             }
-            // (Unchanged only if callers were told of it too, not told
-            // not to ring by a round whose requests waited.)
-            let unchanged = at == state.alarm_at && at == self.requests.alarm_at();
+            let rings_before = if left && next_batch > now { 0 } else { at };
+            let unchanged = at == state.alarm_at && rings_before == self.requests.alarm_at();
             let took = (rounds.fired.is_empty() || !unchanged || at <= now)
-                && self.set_alarm(&mut state, at);
-            if left && next_batch > now {
-                self.requests.set_alarm_at(0);
-            }
+                && self.set_alarm(&mut state, at, rings_before);
             if rounds.fired.is_empty() {
                 // Requests taken with the alarm are applied now, unless
                 // requests wait already.
