@@ -296,6 +296,14 @@ impl Rounds {
     pub(crate) fn lent(&self) -> bool {
         !self.ran.is_empty()
     }
+
+    /// Puts the expiries taken in the order they are to run (see `soft`):
+    /// those still within their bounds at `now`, earliest bound first, then
+    /// those beyond them already, earliest bound first.
+    pub(crate) fn order_by_bound(&mut self, now: u64) {
+        self.fired
+            .sort_unstable_by_key(|fired| fired.due.bound.map(|bound| (bound < now, bound)));
+    }
 }
 
 /// One side's timers; see the module docs.

@@ -47,12 +47,15 @@ impl TimerService {
 ///
 /// - [`advance`](Simulation::advance) moves the clock from one deadline to the
 ///   next, firing the timers due at each, hard and soft, in deadline order (at
-///   one instant, hard ones first): a periodic timer fires every period, with
-///   no overrun, and a callback sees [`clock().now()`](Simulation::clock) at
-///   its deadline (a soft timer's, at the wheel's tick that expires it);
+///   one instant, hard ones first; soft ones that share a tick earliest
+///   bound first, as the workers run them): a periodic timer fires every
+///   period, with no overrun, and a callback sees
+///   [`clock().now()`](Simulation::clock) at its deadline (a soft timer's,
+///   at the wheel's tick that expires it);
 /// - [`jump`](Simulation::jump) moves the clock at once, as if the expiry
 ///   threads had been held up, then fires what is due: each periodic timer
-///   once, with the periods it missed as [`Expiry::overruns`](crate::Expiry);
+///   once, with the periods it missed as [`Expiry::overruns`](crate::Expiry)
+///   (soft timers beyond their bound by then after the others);
 /// - [`sleep_until`](Simulation::sleep_until) blocks a thread until the
 ///   clock reaches a deadline, as [`sleep_until`](crate::sleep_until) does on
 ///   the real one.

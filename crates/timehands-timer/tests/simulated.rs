@@ -432,6 +432,66 @@ fn a_timer_armed_or_rescheduled_in_the_past_is_late_from_then() {
 }
 
 #[test]
+fn soft_timers_that_share_a_tick_fire_earliest_bound_first() {
+    let (service, simulation) = TimerService::simulated().unwrap();
+    let log = Log::default();
+    // The default soft tick, 2^20 ns; `tick` is a tick boundary 10 ms on.
+    let tick_ns = 1 << 20;
+    let tick = Instant::from_nanos((simulation.now().as_nanos() / tick_ns + 10) * tick_ns);
+    let us = Duration::from_micros;
+    // No tick boundary in the first half of any of their slacks: all three
+    // are filed under `tick`. Bounds: "a" tick - 900 µs, "b" tick - 100 µs,
+    // "c" tick + 100 µs (each plus a tick), so deadline order ("a", "c",
+    // "b") and the order armed ("c", "b", "a") both differ from theirs.
+    service.soft_at(tick - us(500), us(600), logger(&log, &simulation, "c"));
+    service.soft_at(
+        tick - us(100),
+        Duration::ZERO,
+        logger(&log, &simulation, "b"),
+    );
+    service.soft_at(
+        tick - us(900),
+        Duration::ZERO,
+        logger(&log, &simulation, "a"),
+    );
+    simulation.advance_to(tick);
+    let fired = taken(&log);
+    let names: Vec<&str> = fired.iter().map(|(name, _, _)| *name).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert!(fired.iter().all(|(_, _, at)| *at == tick), "{fired:?}");
+}
+
+#[test]
+fn soft_timers_beyond_their_bound_already_fire_after_those_within() {
+    let (service, simulation) = TimerService::simulated().unwrap();
+    let log = Log::default();
+    // A tick boundary (ticks of 2^20 ns) 20 ticks on.
+    let tick_ns = 1 << 20;
+    let now = Instant::from_nanos((simulation.now().as_nanos() / tick_ns + 20) * tick_ns);
+    // All four are due by `now`. Bounds (deadline + slack + a tick):
+    // "beyond 1" now - 6.95 ms, "beyond 2" now - 2.95 ms, "within 1" now +
+    // 1.05 ms, "within 2" now + 2.05 ms.
+    service.soft_at(
+        now - ms(4),
+        Duration::ZERO,
+        logger(&log, &simulation, "beyond 2"),
+    );
+    service.soft_at(now - ms(1), ms(2), logger(&log, &simulation, "within 2"));
+    service.soft_at(
+        now - ms(8),
+        Duration::ZERO,
+        logger(&log, &simulation, "beyond 1"),
+    );
+    service.soft_at(now - ms(3), ms(3), logger(&log, &simulation, "within 1"));
+    // As if the soft workers had been held up until `now`: one round takes
+    // all four.
+    simulation.jump_to(now);
+    let names: Vec<&str> = taken(&log).iter().map(|(name, _, _)| *name).collect();
+    assert_eq!(names, ["within 1", "within 2", "beyond 1", "beyond 2"]);
+    assert_eq!(service.statistics().soft.beyond_bound, 2);
+}
+
+#[test]
 fn soft_timers_fired_beyond_their_bound_are_counted() {
     let (service, simulation) = TimerService::simulated().unwrap();
     let start = simulation.now();
