@@ -8,7 +8,7 @@ use std::time::Duration;
 use timehands::{Clock, Instant};
 
 use super::*;
-use crate::expiry::Round;
+use crate::expiry::{Expiry, Round};
 use crate::service::Shared;
 
 /// A one-shot timer due at `deadline`, doing nothing.
