@@ -66,7 +66,9 @@ pub struct SideStatistics {
     /// blocks; see [`TimerService::soft_at`](crate::TimerService::soft_at)).
     /// A stall of the whole machine while a worker runs callbacks (the
     /// hypervisor's) counts here too, and shows in
-    /// [`Statistics::steal`](crate::Statistics::steal).
+    /// [`Statistics::steal`](crate::Statistics::steal) where the
+    /// hypervisor counts it: a shared 2-vCPU guest had both CPUs stopped
+    /// for 0.35-1 ms a few times in ten seconds, with no steal time.
     pub beyond_bound_behind_callbacks: u64,
     /// Of those, the ones whose worker was kept from them by the machine:
     /// it was still waiting for its alarm after the bound (woken, or given

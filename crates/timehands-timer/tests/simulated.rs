@@ -431,13 +431,18 @@ fn a_timer_armed_or_rescheduled_in_the_past_is_late_from_then() {
     assert_eq!(service.statistics().soft.beyond_bound, 0);
 }
 
+/// The start of the soft tick (the default's, 2^20 ns) `n` ticks after
+/// the simulation's present one.
+fn tick_boundary(simulation: &Simulation, n: u64) -> Instant {
+    let tick = 1 << 20;
+    Instant::from_nanos((simulation.now().as_nanos() / tick + n) * tick)
+}
+
 #[test]
 fn soft_timers_that_share_a_tick_fire_earliest_bound_first() {
     let (service, simulation) = TimerService::simulated().unwrap();
     let log = Log::default();
-    // The default soft tick, 2^20 ns; `tick` is a tick boundary 10 ms on.
-    let tick_ns = 1 << 20;
-    let tick = Instant::from_nanos((simulation.now().as_nanos() / tick_ns + 10) * tick_ns);
+    let tick = tick_boundary(&simulation, 10);
     let us = Duration::from_micros;
     // No tick boundary in the first half of any of their slacks: all three
     // are filed under `tick`. Bounds: "a" tick - 900 µs, "b" tick - 100 µs,
@@ -465,9 +470,7 @@ fn soft_timers_that_share_a_tick_fire_earliest_bound_first() {
 fn soft_timers_beyond_their_bound_already_fire_after_those_within() {
     let (service, simulation) = TimerService::simulated().unwrap();
     let log = Log::default();
-    // A tick boundary (ticks of 2^20 ns) 20 ticks on.
-    let tick_ns = 1 << 20;
-    let now = Instant::from_nanos((simulation.now().as_nanos() / tick_ns + 20) * tick_ns);
+    let now = tick_boundary(&simulation, 20);
     // All four are due by `now`. Bounds (deadline + slack + a tick):
     // "beyond 1" now - 6.95 ms, "beyond 2" now - 2.95 ms, "within 1" now +
     // 1.05 ms, "within 2" now + 2.05 ms.
