@@ -64,8 +64,8 @@ pub struct SideStatistics {
     /// the callbacks' work due then was more than the workers could do
     /// within the bound (callbacks too slow or too many, or one that
     /// blocks; see [`TimerService::soft_at`](crate::TimerService::soft_at)).
-    /// A stall of the whole machine while a worker runs callbacks (the
-    /// hypervisor's) counts here too, and shows in
+    /// A stop of the whole machine by its hypervisor while a worker runs
+    /// callbacks counts here too, and shows in
     /// [`Statistics::steal`](crate::Statistics::steal) where the
     /// hypervisor counts it: a shared 2-vCPU guest had both CPUs stopped
     /// for 0.35-1 ms a few times in ten seconds, with no steal time.

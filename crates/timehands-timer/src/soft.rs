@@ -46,23 +46,25 @@
 //! that comes due while its callback runs on another worker waits for it).
 //!
 //! A round runs its timers earliest bound first, and those beyond their
-//! bound already last. The timers of one tick have bounds up to a tick
-//! apart, or half a slack if that is more (filed under the first tick
-//! after their deadline, or under a round tick in the first half of their
-//! slack; see `wheel`), and the wheel gives them in the order they were
-//! filed: with 1 ms of slack and some 150 timers of 5 µs a tick, one with
-//! the least time to spare could come last in the batch and keep 0.2 ms of
-//! it, where earliest bound first keeps each some 0.9 ms. Time the machine takes away in a round
-//! then reaches the timers that can spare it: on a shared 2-vCPU guest,
-//! both CPUs stopped for 0.3-1 ms a few times in ten seconds with no
-//! steal time counted. A timer beyond its bound is late whatever runs
-//! first; run first, it would make others late too (earliest bound first
-//! alone, after a stop longer than the time to spare, made every timer
-//! after it late). (`timehands timers -D 3`, 22 runs each way, alternating,
-//! same guest: the steady state within its 0.1 % in 19 runs with this
-//! order, with none beyond the bound in 14, against 12 and 0 in the
-//! wheel's order; none beyond the bound while a pile went in, in 21
-//! against 7.)
+//! bound already last (in the same round). Timers of one slack filed under
+//! one tick have bounds up to a tick apart, or half the slack if that is
+//! more (filed under the first tick after their deadline, or under a round
+//! tick in the first half of their slack; see `wheel`), and the wheel
+//! gives them in the order they were filed. With 1 ms of slack and some
+//! 150 timers of 5 µs a tick, the timer with the least time to spare could
+//! come last in the batch, with some 0.25 ms left, less the worker's
+//! wakeup; earliest bound first leaves each at least 1 ms, less the
+//! wakeup (the bounds spread over a tick, more than the batch's 0.75 ms).
+//! A stop of the machine delays whatever runs after it: on a shared 2-vCPU
+//! guest, both CPUs stopped for 0.35-1 ms a few times in ten seconds with
+//! no steal time counted. A timer beyond its bound is late whatever runs
+//! first; run first, it would make the others late too (earliest bound
+//! first alone, after a stop longer than the time to spare, made every
+//! timer after it late). (`timehands timers -D 3`, 22 runs each way,
+//! alternating, on a shared 2-vCPU Intel Xeon guest: the steady state
+//! within its 0.1 % in 19 runs with this order, 14 of them with none
+//! beyond the bound, against 12 and 0 in the wheel's order; none beyond
+//! the bound while a pile went in, in 21 runs against 7.)
 //!
 //! The alarm follows the queue: after every round that changed what it
 //! must be, and before every wait, it is set to the queue's next work, or

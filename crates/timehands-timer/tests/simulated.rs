@@ -1,6 +1,7 @@
 //! The service on simulated time: timers fire when the clock is moved past
 //! them, in deadline order, hard ones at their deadline and soft ones within
-//! their slack and a tick; periodic timers every period, or once with their
+//! their slack and a tick (those a round takes together earliest bound
+//! first, those beyond it already last); periodic timers every period, or once with their
 //! overruns after a jump; cancel, reschedule and arming from callbacks; a
 //! panicking callback; sleepers on the simulated clock. Nothing sleeps: every
 //! expected time is exact.
@@ -467,25 +468,45 @@ fn soft_timers_that_share_a_tick_fire_earliest_bound_first() {
 }
 
 #[test]
+fn soft_timers_with_one_bound_fire_in_the_order_armed() {
+    let (service, simulation) = TimerService::simulated().unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let tick = tick_boundary(&simulation, 10);
+    let arm = |id, deadline| {
+        let order = Arc::clone(&order);
+        service.soft_at(deadline, Duration::ZERO, move |_| {
+            order.lock().unwrap().push(id)
+        });
+    };
+    // 200 timers with one bound, then one with an earlier bound, all filed
+    // under `tick`: one round takes them all and puts the last first.
+    for id in 1..=200 {
+        arm(id, tick - Duration::from_micros(100));
+    }
+    arm(0, tick - Duration::from_micros(900));
+    simulation.advance_to(tick);
+    assert_eq!(*order.lock().unwrap(), (0..=200).collect::<Vec<_>>());
+}
+
+#[test]
 fn soft_timers_beyond_their_bound_already_fire_after_those_within() {
     let (service, simulation) = TimerService::simulated().unwrap();
     let log = Log::default();
     let now = tick_boundary(&simulation, 20);
-    // All four are due by `now`. Bounds (deadline + slack + a tick):
-    // "beyond 1" now - 6.95 ms, "beyond 2" now - 2.95 ms, "within 1" now +
-    // 1.05 ms, "within 2" now + 2.05 ms.
+    // All four are due by `now`, filed under ticks in the order "beyond 2"
+    // (now - 6 or 7 ticks), "beyond 1" (now - 3 ticks), "within 2" (now - 2
+    // ticks), "within 1" (now), the reverse of their bounds' in each pair.
+    // Bounds (deadline + slack + a tick): "beyond 1" now - 2.95 ms,
+    // "beyond 2" now - 1.95 ms, "within 1" now + 1.05 ms, "within 2" now +
+    // 2.05 ms.
+    service.soft_at(now - ms(1), ms(1), logger(&log, &simulation, "within 1"));
+    service.soft_at(now - ms(8), ms(5), logger(&log, &simulation, "beyond 2"));
+    service.soft_at(now - ms(3), ms(4), logger(&log, &simulation, "within 2"));
     service.soft_at(
         now - ms(4),
         Duration::ZERO,
-        logger(&log, &simulation, "beyond 2"),
-    );
-    service.soft_at(now - ms(1), ms(2), logger(&log, &simulation, "within 2"));
-    service.soft_at(
-        now - ms(8),
-        Duration::ZERO,
         logger(&log, &simulation, "beyond 1"),
     );
-    service.soft_at(now - ms(3), ms(3), logger(&log, &simulation, "within 1"));
     // As if the soft workers had been held up until `now`: one round takes
     // all four.
     simulation.jump_to(now);

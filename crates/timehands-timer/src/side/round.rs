@@ -1,7 +1,8 @@
 //! The steps of an expiry round that the hard thread and the soft workers
 //! share (`hard` and `soft` put them together into their rounds): queue
 //! again what the last round lent out, take the due expiries under the
-//! lock, set the alarm, and run the callbacks without it.
+//! lock, set the alarm, and run the callbacks without it (the soft workers
+//! first put them in the order of their bounds).
 //!
 //! A round takes at most a batch of steps, so that no round holds the
 //! lock long, and a periodic timer is queued again at its next expiry by
@@ -61,12 +62,14 @@ impl Rounds {
         !self.ran.is_empty()
     }
 
-    /// Puts the expiries taken in the order they are to run (see `soft`):
-    /// those still within their bounds at `now`, earliest bound first, then
-    /// those beyond them already, earliest bound first.
+    /// The soft side's order for the expiries taken (see `soft`): those
+    /// still within their bounds at `now`, earliest bound first, then those
+    /// beyond them already, earliest bound first. Equal bounds keep the
+    /// order taken (the wheel's, for timers filed under one tick the order
+    /// armed). The hard side has no bounds, and keeps its heap's order.
     pub(crate) fn order_by_bound(&mut self, now: u64) {
         self.fired
-            .sort_unstable_by_key(|fired| fired.due.bound.map(|bound| (bound < now, bound)));
+            .sort_by_key(|fired| fired.due.bound.map(|bound| (bound < now, bound)));
     }
 }
 
