@@ -34,6 +34,15 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// One soft tick of the default builder, in ns.
+const TICK_NS: u64 = 1 << 20;
+
+/// The start of the soft tick `n` ticks after the simulation's present
+/// one.
+fn tick_boundary(simulation: &Simulation, n: u64) -> Instant {
+    Instant::from_nanos((simulation.now().as_nanos() / TICK_NS + n) * TICK_NS)
+}
+
 #[test]
 fn timers_fire_when_time_reaches_them_in_deadline_order() {
     let (service, simulation) = TimerService::simulated().unwrap();
@@ -55,8 +64,7 @@ fn timers_fire_when_time_reaches_them_in_deadline_order() {
         names,
         ["hard 10", "soft 10", "hard 20", "soft 25", "hard 30"]
     );
-    // One soft tick of the default builder: 2^20 ns.
-    let tick = Duration::from_nanos(1 << 20);
+    let tick = Duration::from_nanos(TICK_NS);
     for (name, expiry, at) in &fired {
         assert_eq!(expiry.overruns, 0);
         if name.starts_with("hard") {
@@ -150,7 +158,7 @@ fn a_periodic_timer_fires_every_period_and_after_a_jump_counts_what_it_missed() 
         let tick = if hard {
             Duration::ZERO
         } else {
-            Duration::from_nanos(1 << 20)
+            Duration::from_nanos(TICK_NS)
         };
         simulation.advance(ms(10) + tick);
         let expiries: Vec<Expiry> = taken(&log).into_iter().map(|(_, e, _)| e).collect();
@@ -428,50 +436,44 @@ fn a_timer_armed_or_rescheduled_in_the_past_is_late_from_then() {
     // A soft timer comes out at the wheel's next tick after it was armed.
     let soft = service.soft_lateness();
     assert_eq!(soft.len(), 1);
-    assert!(soft.max() <= 1 << 20, "late by {} ns", soft.max());
+    assert!(soft.max() <= TICK_NS, "late by {} ns", soft.max());
     assert_eq!(service.statistics().soft.beyond_bound, 0);
-}
-
-/// The start of the soft tick (the default's, 2^20 ns) `n` ticks after
-/// the simulation's present one.
-fn tick_boundary(simulation: &Simulation, n: u64) -> Instant {
-    let tick = 1 << 20;
-    Instant::from_nanos((simulation.now().as_nanos() / tick + n) * tick)
 }
 
 #[test]
 fn soft_timers_that_share_a_tick_fire_earliest_bound_first() {
     let (service, simulation) = TimerService::simulated().unwrap();
     let log = Log::default();
-    let tick = tick_boundary(&simulation, 10);
+    let boundary = tick_boundary(&simulation, 10);
     let us = Duration::from_micros;
     // No tick boundary in the first half of any of their slacks: all three
-    // are filed under `tick`. Bounds: "a" tick - 900 µs, "b" tick - 100 µs,
-    // "c" tick + 100 µs (each plus a tick), so deadline order ("a", "c",
-    // "b") and the order armed ("c", "b", "a") both differ from theirs.
-    service.soft_at(tick - us(500), us(600), logger(&log, &simulation, "c"));
+    // are filed under `boundary`. Bounds: "a" boundary - 900 µs, "b"
+    // boundary - 100 µs, "c" boundary + 100 µs (each plus a tick), so
+    // deadline order ("a", "c", "b") and the order armed ("c", "b", "a")
+    // both differ from theirs.
+    service.soft_at(boundary - us(500), us(600), logger(&log, &simulation, "c"));
     service.soft_at(
-        tick - us(100),
+        boundary - us(100),
         Duration::ZERO,
         logger(&log, &simulation, "b"),
     );
     service.soft_at(
-        tick - us(900),
+        boundary - us(900),
         Duration::ZERO,
         logger(&log, &simulation, "a"),
     );
-    simulation.advance_to(tick);
+    simulation.advance_to(boundary);
     let fired = taken(&log);
     let names: Vec<&str> = fired.iter().map(|(name, _, _)| *name).collect();
     assert_eq!(names, ["a", "b", "c"]);
-    assert!(fired.iter().all(|(_, _, at)| *at == tick), "{fired:?}");
+    assert!(fired.iter().all(|(_, _, at)| *at == boundary), "{fired:?}");
 }
 
 #[test]
 fn soft_timers_with_one_bound_fire_in_the_order_armed() {
     let (service, simulation) = TimerService::simulated().unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
-    let tick = tick_boundary(&simulation, 10);
+    let boundary = tick_boundary(&simulation, 10);
     let arm = |id, deadline| {
         let order = Arc::clone(&order);
         service.soft_at(deadline, Duration::ZERO, move |_| {
@@ -479,12 +481,12 @@ fn soft_timers_with_one_bound_fire_in_the_order_armed() {
         });
     };
     // 200 timers with one bound, then one with an earlier bound, all filed
-    // under `tick`: one round takes them all and puts the last first.
+    // under `boundary`: one round takes them all and puts the last first.
     for id in 1..=200 {
-        arm(id, tick - Duration::from_micros(100));
+        arm(id, boundary - Duration::from_micros(100));
     }
-    arm(0, tick - Duration::from_micros(900));
-    simulation.advance_to(tick);
+    arm(0, boundary - Duration::from_micros(900));
+    simulation.advance_to(boundary);
     assert_eq!(*order.lock().unwrap(), (0..=200).collect::<Vec<_>>());
 }
 
