@@ -47,9 +47,9 @@ impl TimerService {
 ///
 /// - [`advance`](Simulation::advance) moves the clock from one deadline to the
 ///   next, firing the timers due at each, hard and soft, in deadline order (at
-///   one instant, hard ones first; soft ones that share a tick earliest
-///   bound first, as the workers run them): a periodic timer fires every
-///   period, with no overrun, and a callback sees
+///   one instant, hard ones first; soft ones that one round takes together
+///   earliest bound first, as the workers run them): a periodic timer fires
+///   every period, with no overrun, and a callback sees
 ///   [`clock().now()`](Simulation::clock) at its deadline (a soft timer's,
 ///   at the wheel's tick that expires it);
 /// - [`jump`](Simulation::jump) moves the clock at once, as if the expiry
