@@ -1,10 +1,10 @@
 //! The service on simulated time: timers fire when the clock is moved past
 //! them, in deadline order, hard ones at their deadline and soft ones within
 //! their slack and a tick (those a round takes together earliest bound
-//! first, those beyond it already last); periodic timers every period, or once with their
-//! overruns after a jump; cancel, reschedule and arming from callbacks; a
-//! panicking callback; sleepers on the simulated clock. Nothing sleeps: every
-//! expected time is exact.
+//! first, those beyond it already last); periodic timers every period, or
+//! once with their overruns after a jump; cancel, reschedule and arming
+//! from callbacks; a panicking callback; sleepers on the simulated clock.
+//! Nothing sleeps: every expected time is exact.
 
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::Duration;
