@@ -104,8 +104,7 @@ pub(crate) fn bounds(
 /// `adjtimex(2)` (or `ntp_gettime(2)`) fails; [`Error::NoNtpState`] on an OS
 /// whose NTP state timehands does not read (Android, Windows, OpenBSD, wasm).
 pub fn realtime_bounds() -> Result<RealtimeBounds, Error> {
-    let clock = crate::host::clock();
-    let ntp = clock.kernel.ntp().map_err(|e| match e.kind() {
+    let ntp = crate::os::ntp().map_err(|e| match e.kind() {
         std::io::ErrorKind::Unsupported => Error::NoNtpState {
             os: std::env::consts::OS,
         },

@@ -9,6 +9,7 @@ use crate::host::brackets::Pair;
 use crate::host::kernel_clocks::SystemClocks;
 use crate::hw::KernelCounter;
 use crate::os::KernelClock;
+use std::borrow::Cow;
 
 /// One check that went into choosing the counter.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,7 +27,7 @@ pub struct Verdict {
 /// The counter chosen at startup, with its frequency and the reasons.
 pub(super) struct Choice {
     pub(super) counter: HostCounter,
-    pub(super) frequency_source: String,
+    pub(super) frequency_source: Cow<'static, str>,
     pub(super) verdicts: Vec<Verdict>,
     pub(super) fallback: Option<String>,
     /// A pair of the counter and CLOCK_MONOTONIC from the start of startup,
@@ -116,7 +117,7 @@ pub(super) fn hardware(
     }
     let (hz, uncertainty_ppb, frequency_source) = match facts.stated_frequency() {
         Some(stated) if !stated.is_nominal() => {
-            (stated.hz, None, format!("CPUID {:?}", stated.source))
+            (stated.hz, None, format!("CPUID {:?}", stated.source).into())
         }
         _ => {
             let measured = crate::host::brackets::startup_frequency(
@@ -130,7 +131,8 @@ pub(super) fn hardware(
                 format!(
                     "measured against {} at startup",
                     KernelClock::Monotonic.name()
-                ),
+                )
+                .into(),
             )
         }
     };
@@ -165,7 +167,7 @@ pub(super) fn hardware(
     });
     Ok(Choice {
         counter: HostCounter::Cntvct(counter),
-        frequency_source: "CNTFRQ_EL0".to_string(),
+        frequency_source: "CNTFRQ_EL0".into(),
         verdicts,
         fallback: None,
         anchor: None,
@@ -232,7 +234,8 @@ pub(super) fn settle(choice: Choice) -> Choice {
                 "measured against {} over {SETTLE:?} (startup: {})",
                 KernelClock::Monotonic.name(),
                 choice.frequency_source
-            ),
+            )
+            .into(),
             uncertainty_ppb: Some(measured.uncertainty_ppb),
             ..choice
         };
@@ -240,9 +243,10 @@ pub(super) fn settle(choice: Choice) -> Choice {
     choice
 }
 
-/// Where the frequency of the kernel's clock comes from, as `info` says.
-pub(super) fn kernel_frequency_source() -> String {
-    format!("{} counts nanoseconds", KernelClock::Monotonic.name())
+/// Where the frequency of the kernel's clock comes from, as `info` says:
+/// no allocation, as the clock starts on it (in a signal handler, maybe).
+pub(super) fn kernel_frequency_source() -> Cow<'static, str> {
+    Cow::Borrowed("the OS's Monotonic counts nanoseconds")
 }
 
 /// What the cross-CPU check is called in the verdicts.

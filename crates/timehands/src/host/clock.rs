@@ -5,6 +5,7 @@
 //! (`handover.rs`), windups (`windup.rs`), the thread that keeps it
 //! (`upkeep.rs`), the process's one clock and `fork()` (`process.rs`).
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -13,6 +14,7 @@ use super::choice::kernel_frequency_source;
 use super::choice::{Choice, Verdict};
 use super::counter::HostCounter;
 use super::published::{NOT_STARTED, READER, reader_timekeeper};
+use super::stated_bound::StatedBound;
 use super::wake::Wake;
 use crate::engine::Writes;
 use crate::host::brackets::{offset_on_running_clock, pair};
@@ -37,7 +39,7 @@ pub(super) fn on_kernel_clock(timekeeper: &Timekeeper<HostCounter>) -> bool {
 /// What `info` reports of the counter choice.
 #[derive(Clone)]
 pub(super) struct Facts {
-    pub(super) frequency_source: String,
+    pub(super) frequency_source: Cow<'static, str>,
     pub(super) verdicts: Vec<Verdict>,
     pub(super) fallback: Option<String>,
     /// What the operating system refused the clock (a thread, the NTP
@@ -90,8 +92,8 @@ pub(crate) struct HostClock {
     /// under it (see `process.rs`).
     pub(super) steering: Mutex<Steering>,
     /// The bound on |ours − CLOCK_MONOTONIC| as it grows from the last
-    /// measurement (written under the steering lock).
-    pub(super) bound: Mutex<Bound>,
+    /// measurement (written under the steering lock, read without a lock).
+    pub(super) bound: StatedBound,
     /// CLOCK_BOOTTIME − CLOCK_MONOTONIC, in ns.
     pub(crate) boottime_offset: AtomicI64,
     /// The last measured offset, kernel − ours, in ns, for `info`.
@@ -147,7 +149,7 @@ impl HostClock {
     ) -> &'static HostClock {
         let choice = Choice {
             counter: HostCounter::Test(counter),
-            frequency_source: "the test".to_string(),
+            frequency_source: "the test".into(),
             verdicts: Vec::new(),
             fallback: None,
             anchor: None,
@@ -176,7 +178,14 @@ impl HostClock {
         // paired with it, so that building the timekeeper (page faults on a
         // first touch cost microseconds here) is not an offset.
         let start = pair(kernel, || choice.counter.read());
-        let before = BinTime::from_nanos(start.kernel as i128);
+        // On the kernel's own clock, the counter is CLOCK_MONOTONIC: the
+        // clock starts on it exactly, as the reads the kernel answered while
+        // it started did (see `read::kernel_read`), so that none of those
+        // is later than a read of the clock after them.
+        let before = BinTime::from_nanos(match choice.counter {
+            HostCounter::Kernel(_) => start.count,
+            _ => start.kernel,
+        } as i128);
         let timekeeper = build_timekeeper(choice.counter, before, Some(start.count), interval)
             .unwrap_or_else(|refused| {
                 // A hardware counter the engine refuses (firmware that left
@@ -205,7 +214,7 @@ impl HostClock {
                 fallback: choice.fallback,
                 refused: Vec::new(),
             }),
-            bound: Mutex::new(Bound {
+            bound: StatedBound::new(Bound {
                 ns: 0,
                 ppb,
                 since: 0,
@@ -260,37 +269,41 @@ impl HostClock {
         self.facts.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The error bound's lock, whoever panicked holding it.
-    pub(super) fn bound_lock(&self) -> std::sync::MutexGuard<'_, Bound> {
-        self.bound.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The bound on |ours − CLOCK_MONOTONIC| now, in ns, once the kernel
     /// was asked whether it changed its rate since the last windup (unless
     /// another thread steers: it asks, and states the bound a moment on). A
     /// change only a measurement finds is left to the windups, whose
-    /// baseline it needs. The writer lock is waited for only where the
-    /// kernel says it changed its rate and a windup holds the lock.
+    /// baseline it needs. Nothing here waits (a signal handler may ask, on
+    /// a thread it interrupted in a windup): where a windup holds the
+    /// writer lock, a change the kernel says is not followed now but
+    /// counted in the bound stated.
     pub(crate) fn accuracy_nanos(&self) -> u64 {
-        if let Some(mut steering) = self.try_steering() {
-            let ntp = self.kernel_ntp();
-            let said_rate = ntp.as_ref().and_then(|ntp| ntp.rate_ppb);
-            let writes = self.timekeeper().try_writes().or_else(|| {
-                steering
-                    .said_rate_changed(said_rate)
-                    .then(|| self.timekeeper().writes())
-            });
-            if let Some(mut writes) = writes {
+        let Some(mut steering) = self.try_steering() else {
+            return self.stated_bound();
+        };
+        let ntp = self.kernel_ntp();
+        let said_rate = ntp.as_ref().and_then(|ntp| ntp.rate_ppb);
+        match self.timekeeper().try_writes() {
+            Some(mut writes) => {
                 self.follow_rate_change(&mut steering, &mut writes, ntp.as_ref(), false);
+                drop(writes);
+                self.stated_bound()
+            }
+            None => {
+                let now = self.timekeeper().uptime_nanos();
+                let bound = self.bound.load();
+                let kernel_now = self.kernel.nanos(KernelClock::Monotonic);
+                match steering.unfollowed_change(said_rate, kernel_now) {
+                    Some(change) => bound.after(change, now).at(now),
+                    None => bound.at(now),
+                }
             }
         }
-        self.stated_bound()
     }
 
     /// The bound as last stated, in ns now.
     pub(super) fn stated_bound(&self) -> u64 {
-        let bound = *self.bound_lock();
-        bound.at(self.timekeeper().uptime_nanos())
+        self.bound.load().at(self.timekeeper().uptime_nanos())
     }
 
     /// Keeps the kernel's offsets that `findings` say moved (Realtime's
@@ -314,7 +327,8 @@ impl HostClock {
     /// `info` and `getres`.
     pub(super) fn keep_phase(&self, phase: Phase) {
         self.last_offset.store(phase.offset, Ordering::Relaxed);
-        *self.bound_lock() = phase.bound(self.timekeeper().uptime_nanos());
+        self.bound
+            .store(phase.bound(self.timekeeper().uptime_nanos()));
     }
 
     /// The steering, whoever panicked holding it (the steering keeps no
@@ -362,23 +376,34 @@ impl HostClock {
     /// The kernel's NTP state. A kernel that refuses (`adjtimex` filtered by
     /// a sandbox, an OS without an NTP state) is asked once: TAI − UTC is 0
     /// from then on, as the kernel's CLOCK_TAI is where nothing set it, and
-    /// `info` says so.
+    /// `info` says so ([`ntp_refusal`](HostClock::ntp_refusal)). Nothing
+    /// here allocates or waits: a read's windup asks.
     pub(super) fn kernel_ntp(&self) -> Option<NtpState> {
         if self.ntp_refused.load(Ordering::Relaxed) {
             return None;
         }
+        super::fork_points::point("kernel: asking the NTP state");
         match self.kernel.ntp() {
             Ok(ntp) => Some(ntp),
-            Err(e) => {
+            Err(_) => {
                 if !self.ntp_refused.swap(true, Ordering::Relaxed) {
                     self.tai_offset.store(0, Ordering::Relaxed);
-                    self.refused(format!(
-                        "the NTP state: {e}; TAI − UTC is taken as 0, as Linux's CLOCK_TAI is unless an NTP daemon sets it"
-                    ));
                 }
                 None
             }
         }
+    }
+
+    /// What `info` says of a refused NTP state: the refusal, asked again
+    /// (the kernel refuses the same way each time).
+    pub(super) fn ntp_refusal(&self) -> Option<String> {
+        if !self.ntp_refused.load(Ordering::Relaxed) {
+            return None;
+        }
+        let e = self.kernel.ntp().err()?;
+        Some(format!(
+            "the NTP state: {e}; TAI − UTC is taken as 0, as Linux's CLOCK_TAI is unless an NTP daemon sets it"
+        ))
     }
 
     /// Remembers what the operating system refused the clock, for `info`.

@@ -1,13 +1,43 @@
 //! The named points of the clock's life where the crate's own tests fork
-//! (`process_tests.rs` pauses the clock's thread at one and forks there):
-//! nothing outside those tests. The pause lives here, below the clock it
-//! pauses, so that the tests import it and it imports nothing of theirs.
+//! (`process_tests.rs` pauses the clock's thread at one and forks there),
+//! or deliver a signal whose handler reads every clock
+//! (`process_tests/signals.rs`): nothing outside those tests. The pause
+//! and the signal live here, below the clock they interrupt, so that the
+//! tests import them and they import nothing of the tests'.
 
-/// A point in the clock's life, `name`d for the tests that fork there.
+/// A point in the clock's life, `name`d for the tests that fork or signal
+/// there.
 #[inline(always)]
 pub(super) fn point(_name: &'static str) {
     #[cfg(all(test, unix))]
-    pause::at(_name);
+    {
+        pause::at(_name);
+        signal::at(_name);
+    }
+}
+
+/// The signal at a point: the thread that reaches it raises it on itself,
+/// so that the handler runs right there, on top of that step half done.
+#[cfg(all(test, unix))]
+pub(super) mod signal {
+    use std::sync::OnceLock;
+
+    /// The point at which the signal is raised, each time a thread reaches it.
+    pub(in crate::host) const SIGNAL_AT: &str = "TIMEHANDS_TEST_SIGNAL_AT";
+
+    /// The signal raised.
+    pub(in crate::host) const SIGNAL: libc::c_int = libc::SIGUSR1;
+
+    /// At the point `name`: raises [`SIGNAL`] on this thread if the test
+    /// names this point. `raise` returns once the handler has.
+    pub(super) fn at(name: &'static str) {
+        static AT: OnceLock<Option<String>> = OnceLock::new();
+        if AT.get_or_init(|| std::env::var(SIGNAL_AT).ok()).as_deref() == Some(name) {
+            // SAFETY: raise(3) delivers a signal the test installed a
+            // handler for to this thread.
+            unsafe { libc::raise(SIGNAL) };
+        }
+    }
 }
 
 /// The pause at a fork point, and the flags the forking test and the

@@ -173,14 +173,12 @@ impl HostClock {
         successor.set_boottime(current.boottime());
         // Until the readers move, they read the retired timekeeper: the
         // bound covers both.
-        {
-            let mut kept = self.bound_lock();
-            let now = floor_nanos(current.uptime());
-            *kept = Bound {
-                ns: bound.ns.max(kept.at(now)),
-                ..bound
-            };
-        }
+        let now = floor_nanos(current.uptime());
+        let kept = self.bound.load();
+        self.bound.store(Bound {
+            ns: bound.ns.max(kept.at(now)),
+            ..bound
+        });
         let _ = self.stages[stage + 1].set(successor);
         point("hand-over: successor set, readers not moved");
         let successor = self.stages[stage + 1].get().expect("set above");
@@ -205,7 +203,7 @@ impl HostClock {
     /// because of `why` (the steering's watchdog, or the cross-CPU check),
     /// and steers that from now on with `steering`, the steering lock's;
     /// does nothing on the kernel's clock.
-    pub(super) fn fail_over(&'static self, steering: &mut Steering, why: String) {
+    pub(super) fn fail_over(&'static self, steering: &mut Steering, why: &dyn std::fmt::Display) {
         if matches!(self.timekeeper().counter(), HostCounter::Kernel(_)) {
             return;
         }

@@ -9,7 +9,7 @@ use super::choice::Verdict;
 use super::clock::Facts;
 use super::clock::WINDUP_INTERVAL;
 use super::counter::CounterKind;
-use super::process::clock;
+use super::process::{clock, try_clock};
 use super::read::ClockId;
 use super::steer::tick_ns;
 
@@ -31,16 +31,28 @@ pub struct Resolution {
 /// of a change that no windup has found yet (chrony starting a slew);
 /// elsewhere a change is known from the windup that measures it, a few
 /// milliseconds on.
+///
+/// Async-signal-safe, as the reads are: it never waits, allocates or
+/// starts a thread.
 pub fn getres(id: ClockId) -> Resolution {
-    let clock = clock();
-    let tick = Duration::from_nanos(tick_ns(clock.timekeeper()));
+    // While the clock starts on another thread (or on this one, in the
+    // code a signal handler interrupted), reads ask the kernel: its
+    // nanoseconds, to the nanosecond.
+    let (tick, accuracy, realtime_uncertainty) = match try_clock() {
+        Some(clock) => (
+            tick_ns(clock.timekeeper()),
+            clock.accuracy_nanos(),
+            clock.realtime_uncertainty.load(Ordering::Relaxed),
+        ),
+        None => (1, 0, 0),
+    };
+    let tick = Duration::from_nanos(tick);
     // The bound grows from the last measurement at the rate's uncertainty;
     // a read of ours and one of the kernel's are each rounded down to whole
     // nanoseconds: two more.
-    let accuracy = Duration::from_nanos(clock.accuracy_nanos().saturating_add(2));
+    let accuracy = Duration::from_nanos(accuracy.saturating_add(2));
     // Realtime's offset from Monotonic was measured too.
-    let realtime_accuracy =
-        accuracy + Duration::from_nanos(clock.realtime_uncertainty.load(Ordering::Relaxed));
+    let realtime_accuracy = accuracy + Duration::from_nanos(realtime_uncertainty);
     match id {
         ClockId::Monotonic | ClockId::Boottime => Resolution {
             resolution: tick,
@@ -197,7 +209,7 @@ pub fn info() -> Info {
     Info {
         counter: clock.timekeeper().counter().kind(),
         frequency_hz,
-        frequency_source,
+        frequency_source: frequency_source.into_owned(),
         frequency_uncertainty_ppb,
         frequency_correction_ppb,
         verdicts: verdicts
@@ -219,7 +231,7 @@ pub fn info() -> Info {
         upkeep_cpu: Duration::from_nanos(upkeep_cpu_ns),
         reader_windups: clock.reader_windups.load(Ordering::Relaxed),
         standing_reads: clock.standing_reads.load(Ordering::Relaxed),
-        refused,
+        refused: refused.into_iter().chain(clock.ntp_refusal()).collect(),
         realtime_bounds: crate::realtime_bounds(),
     }
 }

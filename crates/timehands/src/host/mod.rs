@@ -155,6 +155,7 @@ pub(crate) mod kernel_clocks;
 pub(crate) mod mock;
 #[cfg(test)]
 mod simulated_kernel;
+mod stated_bound;
 pub(crate) mod steer;
 pub(crate) mod trace;
 mod upkeep;

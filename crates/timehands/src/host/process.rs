@@ -38,10 +38,11 @@ use std::sync::{MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::clock::{CHOOSING, Facts, HostClock, TO_CHOOSE};
+use super::fork_points::point;
 use super::published::{
     NOT_STARTED, READER, REALTIME_COARSE, reader_timekeeper, take_coarse_nanos_away,
 };
-use super::steer::{Bound, Steering};
+use super::steer::Steering;
 
 /// Whether the handlers are registered.
 static REGISTERED: AtomicBool = AtomicBool::new(false);
@@ -77,13 +78,9 @@ pub(crate) fn register_before_main() {
     register();
 }
 
-/// The clock's locks (steering, facts, bound), held by the forking thread
-/// across the fork.
-type Held = (
-    MutexGuard<'static, Steering>,
-    MutexGuard<'static, Facts>,
-    MutexGuard<'static, Bound>,
-);
+/// The clock's locks (steering, facts), held by the forking thread across
+/// the fork. (The error bound is written under the steering lock.)
+type Held = (MutexGuard<'static, Steering>, MutexGuard<'static, Facts>);
 
 thread_local! {
     static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
@@ -100,8 +97,9 @@ extern "C" fn prepare() {
     let Some(clock) = CLOCK.get() else {
         return;
     };
-    let held = (clock.steering(), clock.facts(), clock.bound_lock());
+    let held = (clock.steering(), clock.facts());
     HELD.with(|cell| *cell.borrow_mut() = Some(held));
+    point("fork: the clock's locks held");
 }
 
 /// After the fork, in the parent: lets go of the locks.
@@ -158,27 +156,48 @@ pub(super) fn registered_before_main() -> bool {
     BEFORE_MAIN.load(Ordering::Acquire)
 }
 
-/// The clock, started at its first use.
-#[inline]
+/// The clock, started at its first use; a start under way on another
+/// thread is waited for. Not for reads, which may run in a signal handler
+/// that interrupted this thread's own start: they use [`try_clock`].
 pub(crate) fn clock() -> &'static HostClock {
+    loop {
+        if let Some(clock) = try_clock() {
+            return clock;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// The clock for a read: started, or started now by this thread, unless a
+/// start is under way already: another thread's, or this thread's own,
+/// interrupted by the signal handler the read runs in. Then `None`, and
+/// the read asks the kernel's clock, which the clock starts on (see
+/// `read::kernel_read`). Nothing here waits, and a start allocates
+/// nothing: the first read may run in a signal handler.
+#[inline]
+pub(crate) fn try_clock() -> Option<&'static HostClock> {
     match CLOCK.get() {
-        Some(clock) => clock,
+        Some(clock) => Some(clock),
         None => start_clock(),
     }
 }
 
 /// The first use: registers the fork handlers (before `main` already, where
 /// the platform allows), says a start is under way before it is (a fork
-/// waits for it), then starts the clock, once: the one that publishes.
+/// waits for it, and the start is this thread's alone), then starts the
+/// clock: the one that publishes.
 #[cold]
 #[inline(never)]
-fn start_clock() -> &'static HostClock {
+fn start_clock() -> Option<&'static HostClock> {
     register();
-    STARTING.store(true, Ordering::Release);
-    CLOCK.get_or_init(|| HostClock {
+    if STARTING.swap(true, Ordering::AcqRel) {
+        return CLOCK.get();
+    }
+    point("start: building the clock");
+    Some(CLOCK.get_or_init(|| HostClock {
         publishes: true,
         ..HostClock::start()
-    })
+    }))
 }
 
 /// The process's clock, once started.

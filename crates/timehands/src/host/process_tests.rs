@@ -18,6 +18,7 @@
 #[path = "../../tests/support/emulator.rs"]
 mod emulator;
 mod idle;
+mod signals;
 mod standing;
 pub(super) use emulator::no_fork;
 use emulator::this_binary;
@@ -27,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::fork_points::pause::{FORKED, FORKER, FORKING, PAUSE_AT, PAUSED};
+use super::fork_points::signal::SIGNAL_AT;
 use crate::{ClockId, CounterKind, getres, info, now};
 
 /// The child half's test, by its full path.
@@ -98,7 +100,7 @@ impl Checker {
 }
 
 /// What a forked child checks of its clock (see the module docs).
-fn check_forked_child() -> Result<(), String> {
+pub(super) fn check_forked_child() -> Result<(), String> {
     // SAFETY: alarm(2) only arms a timer; its SIGALRM ends a child that hangs.
     unsafe { libc::alarm(10) };
     let mut checker = Checker::new();
@@ -228,6 +230,7 @@ fn process_child() {
         Some("fresh") => first_100_ms(),
         Some("idle") => idle::idle_between_bursts(),
         Some("standing") => standing::real_time_read_behind_a_preempted_windup(),
+        Some("signal") => signals::reads_in_a_handler_at_the_point(),
         #[cfg(target_arch = "x86_64")]
         Some("sandbox") => sandboxed(),
         _ => Err(format!("unknown plan {plan}")),
@@ -410,6 +413,7 @@ fn child_half(half: &str, plan: &str, env: &[(&str, &str)]) -> Command {
         ])
         .env(PLAN, plan)
         .env_remove(PAUSE_AT)
+        .env_remove(SIGNAL_AT)
         .env_remove("TIMEHANDS_COUNTER");
     for (key, value) in env {
         command.env(key, value);
@@ -447,6 +451,17 @@ fn trials(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// A signal whose handler reads every clock, raised at each step of the
+/// clock's life by the thread that takes it, in a fresh process each
+/// (`signals.rs`): every handler returns, and every read is right.
+#[test]
+#[cfg_attr(miri, ignore = "runs processes")]
+fn a_signal_handler_reads_every_clock_at_each_step_of_the_clocks_life() {
+    for point in signals::POINTS {
+        assert_child_passes("signal", &[(SIGNAL_AT, point)]);
+    }
+}
+
 /// A fork while the clock's own thread stands at each step of its life:
 /// the choice made, a timekeeper retired with no successor yet, the
 /// successor built with the readers not yet moved, a steering halfway, a
@@ -465,11 +480,11 @@ fn a_fork_at_each_step_of_the_clocks_life_leaves_a_working_clock() {
 }
 
 /// A read on a SCHED_FIFO thread that stands behind a windup that a normal
-/// thread began on the same CPU, and was taken off it: the read lets the
-/// windup finish and gives the true time (see `process_tests/standing.rs`).
+/// thread began on the same CPU, and was taken off it: the read gives the
+/// true time at once (see `process_tests/standing.rs`).
 #[test]
 #[cfg_attr(miri, ignore = "runs processes")]
-fn a_real_time_read_lets_a_preempted_windup_finish() {
+fn a_real_time_read_behind_a_preempted_windup_gives_the_true_time() {
     assert_half_passes(PROCESS_CHILD, "standing", &[]);
 }
 

@@ -115,6 +115,11 @@ pub(super) fn realtime_coarse_word(ns: u64) -> u64 {
     (seconds << NANOS_BITS) | (ns % 1_000_000_000)
 }
 
+/// The latest Monotonic time a standing read vouched for (see
+/// `read::stand_in`), in ns: no standing read returns less, so that time
+/// handed out past a hands' promise never goes back across threads.
+pub(super) static STAND_IN_FLOOR: AtomicU64 = AtomicU64::new(0);
+
 /// Whole seconds of a recent read of CLOCK_MONOTONIC and of CLOCK_REALTIME,
 /// refreshed at windups: hints that let [`gettime`](crate::gettime) split nanoseconds into
 /// seconds with a subtraction rather than a division. Any value is correct

@@ -6,18 +6,18 @@ use std::time::Duration;
 
 use super::clock::{HostClock, WINDUP_INTERVAL};
 use super::counter::HostCounter;
-use super::process::clock;
+use super::process::{clock, try_clock};
 use super::published::{
     COUNTER_READ, HOW, NANOS_BITS, NOT_STARTED, READER, REALTIME_COARSE, SECOND_HINTS,
-    hand_out_coarse_nanos, kept_coarse_nanos, reader_timekeeper, reader_word,
+    STAND_IN_FLOOR, hand_out_coarse_nanos, kept_coarse_nanos, reader_timekeeper, reader_word,
 };
 #[cfg(target_arch = "x86_64")]
 use super::published::{LFENCE_RDTSC, RDTSCP};
 use super::wake::Need;
 use crate::engine::Due;
-use crate::engine::nanos::floor_nanos;
+use crate::engine::nanos::{floor_nanos, realtime_nanos};
 use crate::host::instant::Instant;
-use crate::host::kernel_clocks::KernelClock;
+use crate::host::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
 #[cfg(target_arch = "x86_64")]
 use crate::hw;
 use crate::{Counter, Timekeeper};
@@ -105,69 +105,74 @@ pub(super) fn read_nanos_slow<const REALTIME: bool, const ORDERED: bool>(
                 ns
             }
         }
-        Due::Standing => read_after_windup::<REALTIME, ORDERED>(ns),
+        Due::Standing => read_after_windup::<REALTIME, ORDERED>(),
     }
 }
 
-/// How many times a read that stood at its hands' promise tries a windup,
-/// and yields, before it sleeps between tries (see [`read_after_windup`]).
-const STANDING_YIELDS: u32 = 16;
-
-/// The longest sleep between two tries of a standing read.
-const STANDING_SLEEP: Duration = Duration::from_micros(256);
-
-/// The sleeps a standing read asks for in all before it returns the time it
-/// stood at: four windup intervals (a little more passes: a sleep ends
-/// late by the thread's timer slack, 50 µs for a normal thread on Linux).
-const STANDING_WAIT: Duration = Duration::from_millis(20);
-
-/// A read that stood at its hands' promise, `stood`: no windup for two
-/// intervals, so the counter may have run through a suspend that
+/// A read that stood at its hands' promise: no windup for two intervals, so the counter may have run through a suspend that
 /// CLOCK_MONOTONIC did not count (see [`Timekeeper::windup_following`]).
-/// The windup decides; the read after it gives the time. A thread that
-/// finds another winding up waits for it, but not for ever (a `fork()`ed
-/// child whose parent was winding up keeps the time it stood at): it
-/// yields a few times, then sleeps, 1 µs doubling to [`STANDING_SLEEP`],
-/// up to [`STANDING_WAIT`] in all. The other thread is one the scheduler
-/// took off its CPU mid-windup, and a real-time reader that only yielded
-/// kept it off that CPU: a SCHED_FIFO timer thread ran here 82 ms in one
-/// measured run, its windups finding the lock held a thousand times.
+/// It winds up once, which never waits: a windup that another thread
+/// holds, or that this thread's own code was in when a signal handler
+/// interrupted it, is that thread's to finish. A read that stands still
+/// after it returns the time it can vouch for without a windup
+/// ([`stand_in`]). (It used to wait for the other thread's windup, up to
+/// 20 ms: a handler that interrupted its own thread's windup waited for
+/// itself, and at a high rate of signals the windup never resumed.)
 #[cold]
 #[inline(never)]
-pub(super) fn read_after_windup<const REALTIME: bool, const ORDERED: bool>(stood: u64) -> u64 {
+pub(super) fn read_after_windup<const REALTIME: bool, const ORDERED: bool>() -> u64 {
     let clock = clock();
     clock.standing_reads.fetch_add(1, Ordering::Relaxed);
-    let (mut tries, mut slept, mut sleep) = (0, Duration::ZERO, Duration::from_micros(1));
-    loop {
-        clock.windup_from_reader();
-        let timekeeper = reader_timekeeper(READER.load(Ordering::Acquire));
-        let count = sample::<ORDERED>(timekeeper.counter());
-        if let Some(ns) = timekeeper.nanos_at::<REALTIME>(count) {
-            return ns;
-        }
-        let (ns, due) = timekeeper.nanos_and_due_slow::<REALTIME>(count, sample::<ORDERED>);
-        if due != Due::Standing {
-            return ns;
-        }
-        if tries < STANDING_YIELDS {
-            tries += 1;
-            std::thread::yield_now();
-        } else if slept < STANDING_WAIT {
-            std::thread::sleep(sleep);
-            slept += sleep;
-            sleep = (sleep * 2).min(STANDING_SLEEP);
-        } else {
-            return stood;
-        }
+    clock.windup_from_reader();
+    let timekeeper = reader_timekeeper(READER.load(Ordering::Acquire));
+    let count = sample::<ORDERED>(timekeeper.counter());
+    if let Some(ns) = timekeeper.nanos_at::<REALTIME>(count) {
+        return ns;
     }
+    let (ns, due) = timekeeper.nanos_and_due_slow::<REALTIME>(count, sample::<ORDERED>);
+    if due != Due::Standing {
+        return ns;
+    }
+    // Monotonic first, then Realtime from it with the offset of the same
+    // hands (a hands published meanwhile has its own).
+    let (monotonic, _) = timekeeper.nanos_and_due_slow::<false>(count, sample::<ORDERED>);
+    let monotonic = stand_in(clock, monotonic);
+    if REALTIME {
+        realtime_nanos(monotonic, timekeeper.boottime())
+    } else {
+        monotonic
+    }
+}
+
+/// The Monotonic time a read standing at its hands' promise, where it reads
+/// `stood`, can vouch for without a windup: CLOCK_MONOTONIC less the bound
+/// `getres` states, if that is later than the time it stood at, and never
+/// earlier than any such time handed out before ([`STAND_IN_FLOOR`]). So a
+/// read whose windup is held up elsewhere neither waits nor falls behind
+/// its bound, and no thread reads back: every read after it stands as
+/// well, and meets the floor, until a windup publishes a hands that
+/// follows CLOCK_MONOTONIC again, within the same bound.
+fn stand_in(clock: &HostClock, stood: u64) -> u64 {
+    // A read of ours and one of the kernel's each round down: two more ns,
+    // as `getres` states.
+    let bound = clock.stated_bound().saturating_add(2);
+    let vouched = clock
+        .kernel
+        .nanos(KernelClock::Monotonic)
+        .saturating_sub(bound)
+        .max(stood);
+    vouched.max(STAND_IN_FLOOR.fetch_max(vouched, Ordering::AcqRel))
 }
 
 /// The first read: starts the clock, publishes the readers' word (unless a
-/// failover already did), and reads.
+/// failover already did), and reads; or, while a start is under way that
+/// it cannot wait for, asks the kernel ([`kernel_read`]).
 #[cold]
 #[inline(never)]
 pub(super) fn start_and_read<const REALTIME: bool, const ORDERED: bool>() -> u64 {
-    let clock = clock();
+    let Some(clock) = try_clock() else {
+        return kernel_read::<REALTIME>();
+    };
     let _ = READER.compare_exchange(
         0,
         reader_word(clock.timekeeper()),
@@ -175,6 +180,18 @@ pub(super) fn start_and_read<const REALTIME: bool, const ORDERED: bool>() -> u64
         Ordering::Acquire,
     );
     read_nanos::<REALTIME, ORDERED>()
+}
+
+/// A read while the clock starts, on a thread that cannot wait for the
+/// start (it may be the one starting it, interrupted by a signal handler):
+/// the kernel's Monotonic (or Realtime), which the clock starts on exactly,
+/// so that no read of the clock after this one is earlier.
+fn kernel_read<const REALTIME: bool>() -> u64 {
+    SystemClocks.nanos(if REALTIME {
+        KernelClock::Realtime
+    } else {
+        KernelClock::Monotonic
+    })
 }
 
 /// Now, on the OS's Monotonic (CLOCK_MONOTONIC on Linux; see
@@ -245,7 +262,9 @@ pub(super) fn realtime_coarse() -> Duration {
 #[cold]
 #[inline(never)]
 pub(super) fn coarse_nanos_long_way<const REALTIME: bool>() -> u64 {
-    let clock = clock();
+    let Some(clock) = try_clock() else {
+        return kernel_coarse_read::<REALTIME>();
+    };
     if clock.upkeep_refused() {
         return sandboxed_coarse_nanos::<REALTIME>(clock);
     }
@@ -267,6 +286,18 @@ pub(super) fn coarse_nanos_long_way<const REALTIME: bool>() -> u64 {
         ns
     } else {
         hand_out_coarse_nanos(ns)
+    }
+}
+
+/// A coarse read while the clock starts ([`kernel_read`]): the kernel's
+/// coarse clock, on Monotonic no earlier than any coarse time handed out
+/// before; never ahead of a precise read after it, which the kernel's
+/// precise clock answers until the clock starts, and follows exactly then.
+fn kernel_coarse_read<const REALTIME: bool>() -> u64 {
+    if REALTIME {
+        SystemClocks.nanos(KernelClock::RealtimeCoarse)
+    } else {
+        hand_out_coarse_nanos(SystemClocks.nanos(KernelClock::MonotonicCoarse))
     }
 }
 
@@ -383,7 +414,10 @@ pub fn gettime(id: ClockId) -> Duration {
         ClockId::RealtimeCoarse => realtime_coarse(),
         ClockId::Tai => {
             // TAI's second is Realtime's hint moved by the offset.
-            let offset = clock().tai_offset();
+            let Some(clock) = try_clock() else {
+                return Duration::from_nanos(kernel_gettime_nanos(ClockId::Tai));
+            };
+            let offset = clock.tai_offset();
             let second = SECOND_HINTS[1].load(Ordering::Relaxed);
             split_at(
                 tai_nanos(offset),
@@ -460,7 +494,9 @@ pub(super) fn tai_nanos(offset: i64) -> u64 {
 /// The nanoseconds of the clocks other than Monotonic and Realtime.
 #[inline(never)]
 pub(super) fn gettime_nanos_other(id: ClockId) -> u64 {
-    let clock = clock();
+    let Some(clock) = try_clock() else {
+        return kernel_gettime_nanos(id);
+    };
     match id {
         ClockId::Monotonic => read_nanos::<false, true>(),
         ClockId::Realtime => read_nanos::<true, true>(),
@@ -471,5 +507,26 @@ pub(super) fn gettime_nanos_other(id: ClockId) -> u64 {
         ClockId::Tai => tai_nanos(clock.tai_offset()),
         ClockId::MonotonicCoarse => coarse_nanos(),
         ClockId::RealtimeCoarse => realtime_coarse().as_nanos() as u64,
+    }
+}
+
+/// Clock `id` while the clock starts ([`kernel_read`]): the kernel's clock
+/// of that name, TAI as Realtime plus the kernel's TAI − UTC offset (0
+/// where the kernel does not say).
+#[cold]
+fn kernel_gettime_nanos(id: ClockId) -> u64 {
+    let kernel = |clock| SystemClocks.nanos(clock);
+    match id {
+        ClockId::Monotonic => kernel_read::<false>(),
+        ClockId::Realtime => kernel_read::<true>(),
+        ClockId::Second => kernel_read::<true>() / 1_000_000_000 * 1_000_000_000,
+        ClockId::Boottime => kernel(KernelClock::Boottime),
+        ClockId::MonotonicRaw => kernel(KernelClock::MonotonicRaw),
+        ClockId::Tai => {
+            let offset = crate::os::ntp().map_or(0, |ntp| ntp.tai_offset_s as i64);
+            kernel_read::<true>().saturating_add_signed(offset * 1_000_000_000)
+        }
+        ClockId::MonotonicCoarse => kernel_coarse_read::<false>(),
+        ClockId::RealtimeCoarse => kernel_coarse_read::<true>(),
     }
 }

@@ -53,7 +53,7 @@ use super::brackets::{
 };
 use super::counter::HostCounter;
 use super::kernel_clocks::{KernelClock, KernelClocks};
-use super::watchdog;
+use super::watchdog::{self, Misbehaviour};
 use crate::engine::Writes;
 use crate::engine::discipline::{MAX_PPB, MAX_SLEW_PPB};
 use crate::{Counter, Timekeeper};
@@ -118,6 +118,10 @@ pub(crate) struct Steering {
     rate_changes: u64,
     /// The rate the kernel last said its clock runs at, ppb from nominal.
     kernel_rate_ppb: Option<i64>,
+    /// What the watchdog found wrong at a windup that could not fail over
+    /// (a read, which may run in a signal handler): the next windup that
+    /// can, does.
+    pub(crate) misbehaving: Option<Misbehaviour>,
 }
 
 /// An offset of a kernel clock from CLOCK_MONOTONIC, in ns, as measured:
@@ -182,6 +186,7 @@ impl Steering {
             next_anchor: anchor,
             last_steer: 0,
             followed_change_ppb: None,
+            misbehaving: None,
             asked_at: None,
             realtime_offset: None,
             boottime_offset: None,
@@ -263,7 +268,7 @@ impl Steering {
         }
         self.last_steer = now;
         if let Some(why) = self.watch(kernel, timekeeper) {
-            findings.misbehaviour = Some(format!("watchdog: {why}"));
+            findings.misbehaviour = Some(why);
             return findings;
         }
         let current = pair(kernel, || timekeeper.counter().read());
@@ -435,11 +440,20 @@ impl Steering {
         })
     }
 
-    /// Whether the kernel's `said_rate` (ppb from nominal) is not the one it
-    /// said when last asked: a change [`Steering::follow_rate_change`]
-    /// would follow.
-    pub(crate) fn said_rate_changed(&self, said_rate: Option<i64>) -> bool {
-        matches!((self.kernel_rate_ppb, said_rate), (Some(was), Some(now)) if was != now)
+    /// What a change of the kernel's rate to `said_rate` that no windup
+    /// followed yet may have cost by the kernel's Monotonic `now` (ns), and
+    /// costs from then on: the difference of the two rates since the kernel
+    /// was last asked. For a bound stated where the writer lock is held
+    /// elsewhere, so that the change cannot be followed at once.
+    pub(crate) fn unfollowed_change(&self, said_rate: Option<i64>, now: u64) -> Option<RateChange> {
+        let (Some(was), Some(said)) = (self.kernel_rate_ppb, said_rate) else {
+            return None;
+        };
+        let change = was.abs_diff(said);
+        (change != 0).then(|| RateChange {
+            accrued_ns: grown(now.saturating_sub(self.asked_at.unwrap_or(now)), change),
+            ppb: change,
+        })
     }
 
     /// The kernel says its clock runs `rate_ppb` from nominal: where that
@@ -640,7 +654,7 @@ impl Phase {
 }
 
 /// What a steering found, for the host clock to keep (and act on).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Findings {
     /// REALTIME − MONOTONIC, when it moved (or was first measured).
     pub(crate) realtime: Option<Offset>,
@@ -649,5 +663,5 @@ pub(crate) struct Findings {
     /// Our phase against CLOCK_MONOTONIC, when a steering measured it.
     pub(crate) phase: Option<Phase>,
     /// Why the counter must be retired, when the watchdog says so.
-    pub(crate) misbehaviour: Option<String>,
+    pub(crate) misbehaviour: Option<Misbehaviour>,
 }

@@ -199,7 +199,7 @@ fn a_suspend_restarts_the_rate_baseline() {
     let clock = HostClock::new(
         Choice {
             counter: HostCounter::Test(Arc::new(counter)),
-            frequency_source: "the test".to_string(),
+            frequency_source: "the test".into(),
             verdicts: Vec::new(),
             fallback: None,
             anchor: Some(start),

@@ -50,6 +50,7 @@ use super::choice::{CROSS_CPU_CHECK, Verdict};
 use super::clock::HostClock;
 use super::kernel_clocks::KernelClock;
 use super::wake::{Demand, Need};
+use super::windup::Winder;
 
 /// How often the thread winds up while coarse clocks are read: the
 /// kernel's tick at 250 Hz, so that our coarse clocks are as fresh as its.
@@ -128,12 +129,16 @@ impl Plan {
 
 impl HostClock {
     /// A read needs the upkeep thread: counts the demand, wakes the thread,
-    /// or starts it the first time. A refusal is remembered, and the thread
-    /// is not asked for again.
+    /// or starts it the first time, where the read can tell it runs outside
+    /// a signal handler (starting a thread allocates, and takes the C
+    /// library's locks): a read in a handler leaves the start to the next
+    /// read outside one. A refusal is remembered, and the thread is not
+    /// asked for again.
     pub(super) fn need_upkeep(&'static self, need: Need) {
-        if !self.wake.need(need) {
+        if !self.wake.need(need, crate::os::outside_signal_handler) {
             return;
         }
+        super::fork_points::point("upkeep: starting the thread");
         let spawned = std::thread::Builder::new()
             .name("timehands-upkeep".to_string())
             .spawn(move || self.upkeep());
@@ -161,7 +166,7 @@ impl HostClock {
     #[inline(never)]
     pub(super) fn windup_from_reader(&'static self) {
         self.reader_windups.fetch_add(1, Ordering::Relaxed);
-        self.windup();
+        self.windup_by(Winder::Reader);
         self.need_upkeep(Need::Precise);
     }
 
@@ -242,7 +247,7 @@ impl HostClock {
                 super::choice::cross_cpu_verdict(self.timekeeper().counter().frequency());
             let mut steering = self.steering();
             if let Some(why) = why {
-                self.fail_over(&mut steering, why);
+                self.fail_over(&mut steering, &why);
             }
             let _ = self.cross_cpu.set(verdict);
         }

@@ -122,9 +122,10 @@ impl Wake {
 
     /// A read needs the thread: counts the demand and wakes the thread if it
     /// parked, or, for a coarse read, if it sleeps without ticking (once).
-    /// True when there is no thread and this caller should spawn one (it
-    /// then owns the spawn: the state is [`SPAWNING`]).
-    pub(super) fn need(&self, need: Need) -> bool {
+    /// True when there is no thread, `may_spawn` says this caller may start
+    /// one (asked only then), and it should (it then owns the spawn: the
+    /// state is [`SPAWNING`]).
+    pub(super) fn need(&self, need: Need, may_spawn: impl FnOnce() -> bool) -> bool {
         let count = match need {
             Need::Precise => &self.precise,
             Need::Coarse => &self.coarse,
@@ -142,10 +143,13 @@ impl Wake {
                 self.nudge();
                 false
             }
-            IDLE => self
-                .state
-                .compare_exchange(IDLE, SPAWNING, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok(),
+            IDLE => {
+                may_spawn()
+                    && self
+                        .state
+                        .compare_exchange(IDLE, SPAWNING, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+            }
             PARKED => {
                 if self
                     .state
@@ -295,8 +299,12 @@ mod tests {
     #[test]
     fn a_read_wakes_the_parked_thread() {
         let wake = Arc::new(Wake::new());
-        assert!(wake.need(Need::Precise));
-        assert!(!wake.need(Need::Precise), "a second spawn");
+        // A read that may not start the thread (in a signal handler)
+        // counts its demand and leaves the start to the next read.
+        assert!(!wake.need(Need::Precise, || false));
+        assert_eq!((wake.state(), wake.demand()), (IDLE, (1, 0)));
+        assert!(wake.need(Need::Precise, || true));
+        assert!(!wake.need(Need::Precise, || true), "a second spawn");
         let thread = {
             let wake = wake.clone();
             std::thread::spawn(move || {
@@ -309,8 +317,8 @@ mod tests {
         while wake.state() != PARKED {
             std::thread::yield_now();
         }
-        assert!(!wake.need(Need::Coarse));
-        assert_eq!(thread.join().expect("the thread woke"), (2, 1));
+        assert!(!wake.need(Need::Coarse, || true));
+        assert_eq!(thread.join().expect("the thread woke"), (3, 1));
         assert_eq!(wake.state(), AWAKE);
         let handle = wake.thread.load(Ordering::Relaxed);
         wake.forget();
@@ -329,7 +337,7 @@ mod tests {
     #[test]
     fn a_coarse_read_nudges_a_thread_that_does_not_tick() {
         let wake = Arc::new(Wake::new());
-        assert!(wake.need(Need::Precise));
+        assert!(wake.need(Need::Precise, || true));
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = {
             let wake = wake.clone();
@@ -342,15 +350,15 @@ mod tests {
             })
         };
         rx.recv().expect("the thread started");
-        assert!(!wake.need(Need::Coarse));
+        assert!(!wake.need(Need::Coarse, || true));
         assert!(wake.nudged.load(Ordering::Acquire));
-        assert!(!wake.need(Need::Coarse));
+        assert!(!wake.need(Need::Coarse, || true));
         let (slept, stepped) = thread.join().expect("the thread woke");
         assert!(slept < Duration::from_secs(60), "slept {slept:?}");
         assert!(!stepped, "a nudge said Realtime stepped");
         wake.set_ticking(true);
         assert!(!wake.nudged.load(Ordering::Acquire));
-        assert!(!wake.need(Need::Coarse));
+        assert!(!wake.need(Need::Coarse, || true));
         assert!(
             !wake.nudged.load(Ordering::Acquire),
             "a ticking thread nudged"
@@ -388,7 +396,7 @@ mod loom_tests {
             let reader = {
                 let wake = wake.clone();
                 loom::thread::spawn(move || {
-                    assert!(!wake.need(Need::Precise));
+                    assert!(!wake.need(Need::Precise, || true));
                 })
             };
             wake.park(seen);
@@ -409,7 +417,7 @@ mod loom_tests {
             let reader = {
                 let wake = wake.clone();
                 loom::thread::spawn(move || {
-                    assert!(!wake.need(Need::Precise));
+                    assert!(!wake.need(Need::Precise, || true));
                 })
             };
             wake.started(None);
@@ -431,7 +439,7 @@ mod loom_tests {
             let readers: Vec<_> = (0..2)
                 .map(|_| {
                     let wake = wake.clone();
-                    loom::thread::spawn(move || wake.need(Need::Coarse))
+                    loom::thread::spawn(move || wake.need(Need::Coarse, || true))
                 })
                 .collect();
             wake.park(seen);

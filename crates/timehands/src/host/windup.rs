@@ -18,13 +18,41 @@ use crate::host::counter::HostCounter;
 use crate::host::kernel_clocks::NtpState;
 use crate::host::steer::{Findings, Steering};
 
+/// Who winds up, which says what else it may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Winder {
+    /// The upkeep thread, a tool or a test: anything but a read.
+    Keeper,
+    /// A read, which may run in a signal handler: it neither waits nor
+    /// allocates, and leaves a failover to the next windup that can tell
+    /// it runs outside one.
+    Reader,
+}
+
+impl Winder {
+    /// Whether this winder may do what a signal handler must not: allocate
+    /// and take locks that wait (a failover does both).
+    fn may_block(self) -> bool {
+        match self {
+            Winder::Keeper => true,
+            Winder::Reader => crate::os::outside_signal_handler(),
+        }
+    }
+}
+
 impl HostClock {
     /// Winds up, then steers when a steering is due (unless another thread
-    /// steers: then it only winds up).
+    /// steers: then it only winds up), as anything but a read does.
     pub(crate) fn windup(&'static self) {
+        self.windup_by(Winder::Keeper);
+    }
+
+    /// Winds up as `winder`, then steers when a steering is due (unless
+    /// another thread steers: then it only winds up).
+    pub(super) fn windup_by(&'static self, winder: Winder) {
         let reference = || self.kernel.reference();
         match self.try_steering() {
-            Some(steering) => self.windup_and_steer(steering, reference),
+            Some(steering) => self.windup_and_steer(steering, reference, winder),
             None => {
                 self.timekeeper().windup_following(reference);
             }
@@ -59,6 +87,7 @@ impl HostClock {
         &'static self,
         mut steering: MutexGuard<'_, Steering>,
         reference: impl Fn() -> BinTime,
+        winder: Winder,
     ) {
         let Some(mut writes) = self.timekeeper().try_writes() else {
             return;
@@ -68,7 +97,7 @@ impl HostClock {
         writes.windup_following(reference);
         point("windup: wound up, not steered");
         let findings = steering.steer(&mut writes, self.kernel);
-        self.apply(&mut steering, writes, findings, ntp.as_ref());
+        self.apply(&mut steering, writes, findings, ntp.as_ref(), winder);
     }
 
     /// Follows a change of the kernel's rate, if there is one, with
@@ -83,18 +112,19 @@ impl HostClock {
         ntp: Option<&NtpState>,
         measure: bool,
     ) {
+        point("windup: following the kernel's rate");
         let said_rate = ntp.and_then(|ntp| ntp.rate_ppb);
         if let Some(change) = steering.follow_rate_change(writes, self.kernel, said_rate, measure) {
             let now = writes.timekeeper().uptime_nanos();
-            let mut bound = self.bound_lock();
-            *bound = bound.after(change, now);
+            self.bound.store(self.bound.load().after(change, now));
         }
     }
 
     /// Keeps what a steering found: the kernel's offsets (Realtime's given
     /// to the timekeeper through `writes`), the phase for `info` and
     /// `getres`; and, the writer lock let go, fails over from a counter the
-    /// watchdog found misbehaving. TAI − UTC as the windup's `ntp` state
+    /// watchdog found misbehaving, now or at a read's windup before, if
+    /// `winder` may (else it keeps the finding for the next). TAI − UTC as the windup's `ntp` state
     /// says it, when a steering ran and Realtime did not move (where it
     /// moved, a leap second may have moved both: `keep` follows them
     /// together).
@@ -104,8 +134,9 @@ impl HostClock {
         mut writes: Writes<'_, HostCounter>,
         findings: Findings,
         ntp: Option<&NtpState>,
+        winder: Winder,
     ) {
-        let why = findings.misbehaviour.clone();
+        let why = findings.misbehaviour.or(steering.misbehaving.take());
         if let Some(phase) = findings.phase {
             self.keep_phase(phase);
             if let (None, Some(ntp)) = (findings.realtime, ntp) {
@@ -115,8 +146,11 @@ impl HostClock {
         self.keep(&mut writes, findings);
         // The hand-over retires this timekeeper, which takes the lock.
         drop(writes);
-        if let Some(why) = why {
-            self.fail_over(steering, why);
+        match why {
+            Some(why) if winder.may_block() => {
+                self.fail_over(steering, &format_args!("watchdog: {why}"));
+            }
+            why => steering.misbehaving = why,
         }
     }
 

@@ -62,6 +62,13 @@ pub(crate) fn set_minimal_timer_slack() {}
 /// No `fork()`: no handlers to register.
 pub(crate) fn on_fork(_prepare: ForkHandler, _parent: ForkHandler, _child: ForkHandler) {}
 
+/// Whether the calling thread runs outside any signal handler: always,
+/// where the OS has no POSIX signals (Windows' handlers of console events
+/// and exceptions run code of their own, not a read's).
+pub(crate) fn outside_signal_handler() -> bool {
+    true
+}
+
 /// No notice of a step of the OS's Realtime (none is built here): the
 /// upkeep thread's sleeps are timed parks, and Realtime follows a step at
 /// the next windup.

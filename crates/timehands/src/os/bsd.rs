@@ -15,7 +15,9 @@ pub(crate) use super::ntp_model::ntp_gettime as ntp;
 use super::posix;
 #[cfg(not(target_os = "openbsd"))]
 pub(crate) use super::sched::set_scheduling;
-pub(crate) use posix::{clock_name, kernel_nanos, on_fork, thread_cpu_nanos};
+pub(crate) use posix::{
+    clock_name, kernel_nanos, on_fork, outside_signal_handler, thread_cpu_nanos,
+};
 
 /// The clock counting suspend: OpenBSD's CLOCK_BOOTTIME. FreeBSD's
 /// CLOCK_BOOTTIME is an alias of CLOCK_UPTIME, which does not count it, and

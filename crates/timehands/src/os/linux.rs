@@ -14,7 +14,9 @@ use super::posix;
 pub(crate) use super::realtime_notice::RealtimeNotice;
 use super::sched::{apply_scheduling, check_priority, scheduling_refused};
 use super::{NtpState, Policy};
-pub(crate) use posix::{clock_name, kernel_nanos, on_fork, thread_cpu_nanos};
+pub(crate) use posix::{
+    clock_name, kernel_nanos, on_fork, outside_signal_handler, thread_cpu_nanos,
+};
 
 /// The kernel's clocks (`clock_gettime(2)`).
 pub(super) const CLOCKS: posix::Clocks = posix::Clocks {

@@ -28,6 +28,8 @@
 //!   tick and frequency (Linux's `adjtimex`), or an error naming the OS;
 //! - `on_fork(prepare, parent, child)`: the `pthread_atfork` handlers, and
 //!   their registration before `main`; nothing where there is no `fork`;
+//! - `outside_signal_handler()`: whether the calling thread can be told to
+//!   run outside any signal handler (always, where there are no signals);
 //! - `RealtimeNotice`: a timed sleep that a step of Realtime ends, and that
 //!   another thread can end (`realtime_notice.rs`, Linux's timerfd), or
 //!   none where the OS gives no such notice.
@@ -108,8 +110,8 @@ mod sched;
 pub(crate) use family::refuse_threads_and_ntp;
 pub(crate) use family::{RealtimeNotice, kernel_rate, set_kernel_rate};
 pub(crate) use family::{
-    allowed_cpus, clock_name, current_cpu, kernel_nanos, ntp, on_fork, pin_to_cpus, process_cpus,
-    set_minimal_timer_slack, set_scheduling, thread_cpu_nanos,
+    allowed_cpus, clock_name, current_cpu, kernel_nanos, ntp, on_fork, outside_signal_handler,
+    pin_to_cpus, process_cpus, set_minimal_timer_slack, set_scheduling, thread_cpu_nanos,
 };
 
 /// The OS's clocks, as the host clock follows them. What each is on each OS

@@ -12,7 +12,9 @@ pub(crate) use super::absent::{
     allowed_cpus, current_cpu, pin_to_cpus, process_cpus, set_minimal_timer_slack, set_scheduling,
 };
 use super::posix;
-pub(crate) use posix::{clock_name, kernel_nanos, on_fork, thread_cpu_nanos};
+pub(crate) use posix::{
+    clock_name, kernel_nanos, on_fork, outside_signal_handler, thread_cpu_nanos,
+};
 
 /// POSIX's clocks: only CLOCK_MONOTONIC and CLOCK_REALTIME.
 pub(super) const CLOCKS: posix::Clocks = posix::Clocks {

@@ -19,9 +19,10 @@ const STAND_NS: u64 = 15_000_000;
 /// On one CPU: a normal thread takes the writer lock and works on for
 /// [`HELD_NS`], as a windup taken off the CPU would; this thread, at
 /// SCHED_FIFO, keeps the CPU until its read stands, then reads. The read
-/// must let the holder run to the end of its windup and give the true
-/// time: one that only yielded (as a real-time reader did before) never
-/// let it run, and returned the time it stood at, milliseconds behind.
+/// must give the true time without the holder: it cannot wait for it (a
+/// read in a signal handler would wait for its own thread), and one that
+/// only yielded (as a real-time reader once did) never let it run, and
+/// returned the time it stood at, milliseconds behind.
 /// Skipped, with the reason, where the process may not have SCHED_FIFO.
 pub(super) fn real_time_read_behind_a_preempted_windup() -> Result<(), String> {
     let cpu = *sys::allowed_cpus()

@@ -1,0 +1,197 @@
+//! Reads in a signal handler at each step of the clock's life: the thread
+//! that reaches a named point (`fork_points::signal`) raises a signal on
+//! itself, and the handler reads every clock there, on top of the step
+//! half done (a start, a windup holding the writer lock, a steering, the
+//! kernel's NTP state being asked, the upkeep thread being started, a
+//! hand-over, a fork holding the clock's locks). A handler that waited
+//! for its own thread's step would never return: the child half's alarm
+//! then ends it, and the test fails.
+//!
+//! The handler cannot assert (a panic there aborts) nor allocate: it
+//! counts what it finds in atomics, which the child half reports once the
+//! reading is over. Every read, in the handler or out of it, is checked
+//! the same way: within the bound `getres` states of the kernel's clock
+//! read around it, and never before a read that happened before it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::{fork_and, kernel_now, verdict};
+use crate::host::fork_points::signal::SIGNAL;
+use crate::os::KernelClock;
+use crate::{ClockId, getres, gettime, now, now_coarse, try_gettime};
+
+/// The points a signal is raised at (see `fork_points.rs`).
+pub(super) const POINTS: [&str; 10] = [
+    "start: building the clock",
+    "upkeep: starting the thread",
+    "kernel: asking the NTP state",
+    "windup: following the kernel's rate",
+    "windup: wound up, not steered",
+    "steering: rate set",
+    "choice: made, not handed over",
+    "hand-over: retired, no successor",
+    "hand-over: successor set, readers not moved",
+    "fork: the clock's locks held",
+];
+
+/// Handlers that returned.
+static HANDLED: AtomicU64 = AtomicU64::new(0);
+static IN_HANDLER: AtomicU64 = AtomicU64::new(0);
+/// Reads checked, and those that failed a check (the first failure's
+/// kind and figure are kept).
+static CHECKED: AtomicU64 = AtomicU64::new(0);
+static FAILED: AtomicU64 = AtomicU64::new(0);
+static FIRST_FAILURE: AtomicU64 = AtomicU64::new(0);
+static FIRST_FIGURES: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+/// The latest precise Monotonic, Realtime and coarse Monotonic reads.
+static SEEN: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+/// What a failed check found.
+const BACK: u64 = 1;
+const OUTSIDE: u64 = 2;
+const COARSE_AHEAD: u64 = 3;
+
+/// Counts a failed check; the first one's `kind` and `figures` are kept.
+fn fail(kind: u64, figures: [u64; 4]) {
+    if FAILED.fetch_add(1, Ordering::Relaxed) == 0 {
+        FIRST_FAILURE.store(kind, Ordering::Relaxed);
+        for (kept, figure) in FIRST_FIGURES.iter().zip(figures) {
+            kept.store(figure, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A read of `read` (Monotonic, or Realtime) checked against the kernel's
+/// `kernel` clock around it, with the bound `id`'s `getres` states, and
+/// against the latest read `seen` before it began.
+fn checked(id: ClockId, kernel: KernelClock, seen: &AtomicU64) -> u64 {
+    let stated = || getres(id).accuracy.as_nanos() as u64;
+    let floor = seen.load(Ordering::Acquire);
+    let bound = stated();
+    let before = crate::os::kernel_nanos(kernel).unwrap_or(0);
+    let ours = gettime(id).as_nanos() as u64;
+    let after = crate::os::kernel_nanos(kernel).unwrap_or(u64::MAX);
+    let bound = bound.max(stated());
+    CHECKED.fetch_add(1, Ordering::Relaxed);
+    // Realtime may be stepped by someone else's settimeofday: only
+    // Monotonic is checked for order.
+    if id == ClockId::Monotonic && ours < floor {
+        fail(BACK, [floor, ours, 0, 0]);
+    }
+    if ours + bound < before || ours > after.saturating_add(bound) {
+        fail(
+            OUTSIDE,
+            [
+                before,
+                ours,
+                after,
+                bound
+                    + IN_HANDLER.load(Ordering::Relaxed) * 1_000_000_000_000
+                    + if id == ClockId::Realtime {
+                        1_000_000_000_000_000
+                    } else {
+                        0
+                    },
+            ],
+        );
+    }
+    seen.fetch_max(ours, Ordering::AcqRel);
+    ours
+}
+
+/// Every read checked, as the handler and the reading threads make them.
+fn read_everything() {
+    checked(ClockId::Monotonic, KernelClock::Monotonic, &SEEN[0]);
+    checked(ClockId::Realtime, KernelClock::Realtime, &SEEN[1]);
+    // The coarse clock: never ahead of a precise read after it.
+    let coarse = now_coarse().as_nanos();
+    let after = now().as_nanos();
+    if coarse > after {
+        fail(COARSE_AHEAD, [coarse, after, 0, 0]);
+    }
+    SEEN[2].fetch_max(coarse, Ordering::AcqRel);
+    // The rest of the read API, which must return.
+    for id in ClockId::ALL {
+        gettime(id);
+        getres(id);
+        try_gettime(id);
+    }
+    crate::now_unordered();
+    crate::now_coherent();
+    crate::now_coarse_coherent();
+    crate::Instant::now();
+    let _ = crate::realtime_bounds();
+}
+
+extern "C" fn handler(_: libc::c_int) {
+    IN_HANDLER.fetch_add(1, Ordering::Relaxed);
+    read_everything();
+    IN_HANDLER.fetch_sub(1, Ordering::Relaxed);
+    HANDLED.fetch_add(1, Ordering::Release);
+}
+
+/// Installs the handler for [`SIGNAL`].
+fn install_handler() -> Result<(), String> {
+    // SAFETY: a zeroed sigaction with a handler of the right type and an
+    // empty mask is valid; the handler only reads clocks and atomics.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = handler as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(SIGNAL, &action, std::ptr::null_mut()) != 0 {
+            return Err(format!("sigaction: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+/// The child half: reads from its first read on, on two threads, for
+/// 200 ms, then forks (the forked child checks its clock); the signal
+/// comes wherever the point its environment names is reached. Passes if
+/// the point was reached, every handler returned, and every read passed
+/// its checks.
+pub(super) fn reads_in_a_handler_at_the_point() -> Result<(), String> {
+    install_handler()?;
+    // SAFETY: alarm(2) only arms a timer; its SIGALRM ends a half that hangs.
+    unsafe { libc::alarm(20) };
+    let reading = |ms: u64| {
+        let start = kernel_now();
+        while kernel_now() - start < ms * 1_000_000 {
+            read_everything();
+        }
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| reading(200));
+        reading(200);
+    });
+    verdict(fork_and(super::check_forked_child))?;
+    // The thread started and parked, or winding up still: let it settle.
+    std::thread::sleep(Duration::from_millis(10));
+    let (handled, checked, failed) = (
+        HANDLED.load(Ordering::Acquire),
+        CHECKED.load(Ordering::Relaxed),
+        FAILED.load(Ordering::Relaxed),
+    );
+    println!("{handled} handlers returned; {checked} reads checked, {failed} failed");
+    if failed > 0 {
+        let [a, b, c, d] = FIRST_FIGURES.each_ref().map(|f| f.load(Ordering::Relaxed));
+        let what = match FIRST_FAILURE.load(Ordering::Relaxed) {
+            BACK => format!("a read of {b} ns after one of {a}"),
+            OUTSIDE => format!("a read of {b} ns between the kernel's {a} and {c}, bound {d}"),
+            _ => format!("a coarse read of {a} ns ahead of a precise one after it, {b}"),
+        };
+        return Err(format!("{failed} of {checked} reads failed, first {what}"));
+    }
+    if handled == 0 {
+        let moved = crate::info().counter != crate::CounterKind::Kernel;
+        let point = std::env::var(crate::host::fork_points::signal::SIGNAL_AT).unwrap_or_default();
+        if !moved && (point.starts_with("choice") || point.starts_with("hand-over")) {
+            println!("skipped: the clock stays on the kernel's here, so there is no {point}");
+            return Ok(());
+        }
+        return Err("the point was not reached: nothing was tested".to_string());
+    }
+    Ok(())
+}
