@@ -1,4 +1,4 @@
-//! `latency` and `load` on an OS other than Linux: each refuses in one line
+//! `latency`, `load` and `signals` on an OS other than Linux: each refuses in one line
 //! and exits 2, the status of a check that cannot be made (as `tsc-sync`'s).
 //!
 //! `latency` is cyclictest: a SCHED_FIFO thread with its memory locked, woken
@@ -21,6 +21,8 @@ pub enum Subcommand {
     Latency,
     /// `timehands load`.
     Load,
+    /// `timehands signals`.
+    Signals,
 }
 
 /// The one line a subcommand that needs Linux prints on `os` (a name as
@@ -35,6 +37,10 @@ pub fn refusal(subcommand: Subcommand, os: &str) -> String {
         Subcommand::Load => (
             "load",
             "its sleeps are the clock_nanosleep timers latency is measured beside",
+        ),
+        Subcommand::Signals => (
+            "signals",
+            "its signals come from a POSIX timer, timer_create's, which macOS and Windows lack and which it is tested with on Linux alone",
         ),
     };
     format!("{name} needs Linux ({needs}); this is {os}: run it on a Linux machine")
@@ -80,6 +86,8 @@ macro_rules! stub {
 stub!(latency, Latency);
 #[cfg(not(target_os = "linux"))]
 stub!(load, Load);
+#[cfg(not(target_os = "linux"))]
+stub!(signals, Signals);
 
 #[cfg(test)]
 mod tests {
@@ -94,6 +102,10 @@ mod tests {
         assert_eq!(
             refusal(Subcommand::Load, "windows"),
             "load needs Linux (its sleeps are the clock_nanosleep timers latency is measured beside); this is windows: run it on a Linux machine"
+        );
+        assert_eq!(
+            refusal(Subcommand::Signals, "freebsd"),
+            "signals needs Linux (its signals come from a POSIX timer, timer_create's, which macOS and Windows lack and which it is tested with on Linux alone); this is freebsd: run it on a Linux machine"
         );
     }
 }

@@ -11,7 +11,7 @@ mod clocks;
 mod discipline;
 mod info;
 mod interrupt;
-// latency and load need Linux (see `linux_only`): elsewhere each is a stub
+// latency, load and signals need Linux (see `linux_only`): elsewhere each is a stub
 // that refuses in one line, so that the rest of the command builds anywhere.
 #[cfg(target_os = "linux")]
 mod latency;
@@ -19,8 +19,10 @@ mod latency;
 mod linux_only;
 #[cfg(target_os = "linux")]
 mod load;
+#[cfg(target_os = "linux")]
+mod signals;
 #[cfg(not(target_os = "linux"))]
-use linux_only::{latency, load};
+use linux_only::{latency, load, signals};
 mod output;
 mod plot;
 mod progress;
@@ -65,7 +67,8 @@ Examples:
   timehands timers            hard-timer lateness under a soft-timer storm
   timehands info              the counter, its frequency and the trust verdicts
   timehands info --json       the same as one JSON document
-  timehands discipline        PPS and NTP discipline in simulation, beside a hardpps model";
+  timehands discipline        PPS and NTP discipline in simulation, beside a hardpps model
+  timehands signals           every clock read in SIGPROF handlers: processes that hang (Linux)";
 
 #[derive(Subcommand)]
 enum Command {
@@ -101,6 +104,7 @@ enum Command {
     /// The engine's PPS discipline and NTP control in simulation: each
     /// scenario's figures beside a model of hardpps and the physical limit.
     Discipline(discipline::Args),
+    Signals(signals::Args),
 }
 
 fn main() -> ExitCode {
@@ -120,6 +124,7 @@ fn main() -> ExitCode {
         Some(Command::Latency(args)) => latency::run(&args),
         Some(Command::Load(args)) => load::run(&args),
         Some(Command::Discipline(args)) => discipline::run(&args),
+        Some(Command::Signals(args)) => signals::run(&args),
         None => report::run(&cli.report),
     };
     match result {

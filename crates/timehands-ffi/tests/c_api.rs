@@ -1,7 +1,8 @@
 //! libtimehands from C: compiles C programs with the system's C compiler (`cc`,
 //! or `$CC`) against include/timehands.h and libtimehands.a, linked with the
 //! libraries timehands.pc declares, and runs them: tests/c/api.c checks the
-//! API against clock_gettime, the benchmark of examples/c must build and
+//! API against clock_gettime, tests/c/signals.c calls it in a signal
+//! handler that interrupts it, the benchmark of examples/c must build and
 //! print both figures, and tests/c/api.cpp, built by the C++ compiler (`c++`,
 //! or `$CXX`), must link and call the functions.
 //!
@@ -167,6 +168,25 @@ fn the_c_api_behaves_like_clock_gettime() {
             &format!("tests/c/api.c with TIMEHANDS_COUNTER={counter:?}"),
             |stdout| stdout.ends_with(" passed, 0 failed\n"),
         );
+    }
+}
+
+/// `th_clock_gettime` of every clock in a SIGPROF handler, 20 000 times a
+/// second from before the first read, while two threads call `malloc` and
+/// `th_clock_gettime`: no process hangs (tests/c/signals.c; one that does
+/// dies of its alarm). `timehands signals --program` runs the same
+/// program by the thousand.
+#[test]
+fn th_clock_gettime_in_a_signal_handler_never_hangs() {
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("timehands-c-signals");
+    compile(&C, &crate_dir().join("tests/c/signals.c"), &exe);
+    for (rate, processes) in [("1000", 10), ("20000", 40)] {
+        for _ in 0..processes {
+            let output = run(&exe, &[rate, "150"]);
+            assert_passed(&output, &format!("tests/c/signals.c at {rate} Hz"), |_| {
+                true
+            });
+        }
     }
 }
 

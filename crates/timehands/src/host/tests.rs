@@ -325,3 +325,61 @@ fn a_counter_that_goes_backwards_is_replaced_by_the_kernel_clock() {
     assert!(seen.steps_back.len() <= 1, "{:?}", seen.steps_back);
     assert!(clock.timekeeper().uptime() >= seen.last);
 }
+
+/// The watchdog finds a counter gone wrong at a read's windup inside a
+/// signal handler: the read does not fail over there (a failover
+/// allocates and takes locks that wait), and the next windup that can
+/// does.
+#[cfg(unix)]
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "reads the kernel's clocks and installs a signal handler"
+)]
+fn a_failover_found_in_a_signal_handler_waits_for_a_windup_that_can() {
+    use super::windup::Winder;
+    use std::sync::atomic::AtomicPtr;
+    static CLOCK: AtomicPtr<HostClock> = AtomicPtr::new(std::ptr::null_mut());
+    extern "C" fn handler(_: libc::c_int) {
+        // SAFETY: set below to a leaked clock before the signal is raised.
+        let clock: &'static HostClock = unsafe { &*CLOCK.load(Ordering::Acquire) };
+        clock.windup_by(Winder::Reader);
+    }
+    let counter = Faulty::default();
+    let clock = HostClock::on_test_counter(Arc::new(counter.clone()), &SystemClocks, 0);
+    CLOCK.store(std::ptr::from_ref(clock).cast_mut(), Ordering::Release);
+    // Steerings of a counter that keeps time, for the watchdog to know its
+    // rate.
+    for _ in 0..6 {
+        std::thread::sleep(Duration::from_millis(12));
+        clock.windup();
+    }
+    assert!(clock.facts().fallback.is_none());
+    counter.jump.store(1_000_000_000, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(12));
+    let signal = libc::SIGRTMIN() + 1;
+    // SAFETY: a zeroed sigaction with this handler and an empty mask is
+    // valid; this signal is this test's own.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = handler as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        assert_eq!(libc::sigaction(signal, &action, std::ptr::null_mut()), 0);
+        assert_eq!(libc::raise(signal), 0);
+    }
+    assert!(
+        clock.facts().fallback.is_none(),
+        "failed over in the handler"
+    );
+    assert!(
+        clock.steering().misbehaving.is_some(),
+        "the finding was lost"
+    );
+    clock.windup();
+    let why = clock.facts().fallback.clone().expect("failed over after");
+    assert!(why.contains("watchdog"), "{why}");
+    assert_eq!(
+        clock.timekeeper().counter().name(),
+        crate::os::KernelClock::Monotonic.name()
+    );
+}

@@ -133,3 +133,45 @@ fn the_kernel_ntp_state_reads_or_names_the_os() {
         }
     }
 }
+
+/// Outside any handler a thread says so; inside one (its signal blocked
+/// while it runs) it does not; and a signal blocked outside handlers that
+/// has a handler is taken, safely, as one that may be inside.
+#[cfg(unix)]
+#[test]
+#[cfg_attr(miri, ignore = "installs a signal handler")]
+fn a_thread_tells_whether_it_runs_in_a_signal_handler() {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    static INSIDE: AtomicU8 = AtomicU8::new(0);
+    extern "C" fn handler(_: libc::c_int) {
+        INSIDE.store(
+            if outside_signal_handler() { 1 } else { 2 },
+            Ordering::Relaxed,
+        );
+    }
+    assert!(outside_signal_handler());
+    // SAFETY: a zeroed sigaction with this handler and an empty mask is
+    // valid; the handler stores to an atomic. SIGUSR2 is this test's own.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = handler as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut()),
+            0
+        );
+        assert_eq!(libc::raise(libc::SIGUSR2), 0);
+    }
+    assert_eq!(INSIDE.load(Ordering::Relaxed), 2, "inside the handler");
+    assert!(outside_signal_handler(), "after it");
+    // SAFETY: blocks and unblocks SIGUSR2 on this thread alone.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGUSR2);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        assert!(!outside_signal_handler(), "with a handled signal blocked");
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+    assert!(outside_signal_handler());
+}

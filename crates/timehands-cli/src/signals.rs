@@ -1,0 +1,261 @@
+//! `timehands signals`: processes whose every clock is read in a signal
+//! handler, at a high rate, from their first read, while their threads
+//! allocate and read; how many hang.
+//!
+//! A profiler stamps its samples in a `SIGPROF` handler; a tracer fires
+//! probes from handlers; a C program that swaps `clock_gettime` for
+//! `th_clock_gettime` keeps calling it where it did. POSIX lets a handler
+//! call `clock_gettime`, and the kernel's clocks never wait. Each process
+//! here arms a POSIX timer on CLOCK_MONOTONIC that sends `SIGPROF` to the
+//! process at `--rate`, before its first read (so that the clock may be
+//! started, and its thread spawned, under the signals); two threads then
+//! allocate and read `now()` for `--ms`, and the handler reads every clock
+//! (`gettime` of each id, `now`, `now_coarse`, `now_unordered`). A process arms `alarm(2)` for
+//! `--hang-after` seconds first: one that is still running then dies of
+//! `SIGALRM`, and counts as hung. A read that hangs waits for a step of
+//! the clock's life that the thread it interrupted was taking; one that
+//! allocates in a handler that interrupted `malloc` deadlocks in it.
+//!
+//! `--program` runs another workload under the same count: a program that
+//! takes the rate and the milliseconds as its two arguments and arms the
+//! same alarm (the C library's test, `th_clock_gettime` in the handler).
+//! The run exits non-zero when any process hung or failed: the target is
+//! none.
+
+use std::hint::black_box;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use timehands::ClockId;
+
+use crate::output;
+
+/// Flags of `timehands signals`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Examples:
+  timehands signals                        100 processes at each of 100 Hz, 1 kHz and 50 kHz
+  timehands signals -r 50000 -p 1000       a thousand processes at 50 kHz
+  timehands signals --program ./c-signals  another workload (RATE MS), counted alike
+
+Exit status: 0 when no process hung or failed, 1 otherwise.")]
+pub struct Args {
+    /// Signals a second, each rate a run of its own (repeat the flag).
+    #[arg(short, long = "rate", default_values_t = [100, 1_000, 50_000],
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub rates: Vec<u32>,
+    /// Processes at each rate.
+    #[arg(short, long, default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub processes: u32,
+    /// How long each process reads, in milliseconds.
+    #[arg(long, default_value_t = 400,
+          value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    pub ms: u32,
+    /// Seconds after which a process still running counts as hung.
+    #[arg(long, default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=3_600))]
+    pub hang_after: u32,
+    /// Processes run at once.
+    #[arg(short = 'j', long, default_value_t = 2,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub jobs: u32,
+    /// Run this program instead of timehands' own workload: it takes the
+    /// rate and the milliseconds as its two arguments.
+    #[arg(long, value_name = "PATH")]
+    pub program: Option<std::path::PathBuf>,
+    /// The workload of one process (run by this command itself).
+    #[arg(long, hide = true)]
+    pub child: bool,
+}
+
+/// How processes ended at one rate.
+#[derive(Default)]
+struct Count {
+    passed: u32,
+    hung: u32,
+    failed: u32,
+}
+
+/// Runs the processes (or, with `--child`, is one).
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    if args.child {
+        let rate = *args.rates.first().context("a child is given one rate")?;
+        return workload(rate, args.ms, args.hang_after);
+    }
+    if let Some(program) = &args.program {
+        anyhow::ensure!(
+            program.is_file(),
+            "--program {}: no such file",
+            program.display()
+        );
+    }
+    output::print(&format!(
+        "{} processes a rate, each reading for {} ms under SIGPROF, hung if running after {} s\n",
+        args.processes, args.ms, args.hang_after
+    ))?;
+    let mut missed = false;
+    for &rate in &args.rates {
+        let count = count_processes(args, rate)?;
+        output::print(&format!(
+            "{rate:>7} Hz: {} hung, {} failed, {} passed\n",
+            count.hung, count.failed, count.passed
+        ))?;
+        missed |= count.hung > 0 || count.failed > 0;
+    }
+    if missed {
+        bail!("processes hung or failed: the target is none");
+    }
+    Ok(())
+}
+
+/// Runs `args.processes` processes at `rate`, `args.jobs` at a time.
+fn count_processes(args: &Args, rate: u32) -> anyhow::Result<Count> {
+    let exe = std::env::current_exe().context("finding this program to run it as a child")?;
+    let command = || {
+        let mut command;
+        match &args.program {
+            Some(program) => {
+                command = Command::new(program);
+                command.args([rate.to_string(), args.ms.to_string()]);
+            }
+            None => {
+                command = Command::new(&exe);
+                command.args(["signals", "--child", "--rate"]).args([
+                    rate.to_string(),
+                    "--ms".to_string(),
+                    args.ms.to_string(),
+                    "--hang-after".to_string(),
+                    args.hang_after.to_string(),
+                ]);
+            }
+        }
+        command
+    };
+    let mut count = Count::default();
+    let mut started = 0;
+    while started < args.processes {
+        let batch = args.jobs.min(args.processes - started);
+        let children = (0..batch)
+            .map(|_| command().spawn())
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("starting {}", command().get_program().to_string_lossy()))?;
+        started += batch;
+        for mut child in children {
+            let status = child.wait().context("waiting for a process")?;
+            match status_of(status) {
+                Ended::Passed => count.passed += 1,
+                Ended::Hung => count.hung += 1,
+                Ended::Failed => count.failed += 1,
+            }
+        }
+    }
+    Ok(count)
+}
+
+/// How a process ended.
+enum Ended {
+    Passed,
+    /// It died of its alarm.
+    Hung,
+    Failed,
+}
+
+fn status_of(status: std::process::ExitStatus) -> Ended {
+    use std::os::unix::process::ExitStatusExt;
+    if status.success() {
+        Ended::Passed
+    } else if status.signal() == Some(libc::SIGALRM) {
+        Ended::Hung
+    } else {
+        Ended::Failed
+    }
+}
+
+/// What the handler read, summed: kept so that no read is optimized away.
+static SINK: AtomicU64 = AtomicU64::new(0);
+
+/// Every clock, as a profiler's handler would read it: nothing here may
+/// wait or allocate. (`getres` and `realtime_bounds` ask the kernel's NTP
+/// state, a system call each: at 50 kHz a handler of those would leave the
+/// process no time of its own. The crate's tests read them in handlers at
+/// each step of the clock's life.)
+extern "C" fn read_every_clock(_: libc::c_int) {
+    let mut sum = timehands::now().as_nanos();
+    sum = sum.wrapping_add(timehands::now_coarse().as_nanos());
+    sum = sum.wrapping_add(timehands::now_unordered().as_nanos());
+    for id in ClockId::ALL {
+        sum = sum.wrapping_add(timehands::gettime(id).as_nanos() as u64);
+    }
+    SINK.fetch_add(sum, Ordering::Relaxed);
+}
+
+/// One process: the alarm, the handler, the timer, then two threads that
+/// allocate and read for `ms`.
+fn workload(rate: u32, ms: u32, hang_after: u32) -> anyhow::Result<()> {
+    // SAFETY: alarm(2) only arms a timer, whose SIGALRM ends a process that
+    // hangs; the handler only reads clocks and an atomic; the timer sends
+    // SIGPROF to this process, and is deleted before it exits.
+    let timer = unsafe {
+        libc::alarm(hang_after);
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = read_every_clock as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(libc::SIGPROF, &action, std::ptr::null_mut()) != 0 {
+            bail!("sigaction: {}", std::io::Error::last_os_error());
+        }
+        signal_timer(rate)?
+    };
+    // std's clock for the deadline: the one under test may not decide
+    // when the test ends.
+    let end = Instant::now() + Duration::from_millis(ms.into());
+    let allocate_and_read = move || {
+        while Instant::now() < end {
+            let stamps: Vec<u64> = (0..64).map(|_| timehands::now().as_nanos()).collect();
+            black_box(stamps);
+        }
+    };
+    std::thread::scope(|s| {
+        s.spawn(allocate_and_read);
+        allocate_and_read();
+    });
+    // SAFETY: deletes the timer made above.
+    unsafe { libc::timer_delete(timer) };
+    Ok(())
+}
+
+/// A POSIX timer on CLOCK_MONOTONIC that sends SIGPROF to this process
+/// `rate` times a second.
+///
+/// # Safety
+/// A handler for SIGPROF must be installed: the default action ends the
+/// process.
+unsafe fn signal_timer(rate: u32) -> anyhow::Result<libc::timer_t> {
+    // SAFETY: a zeroed sigevent asking for SIGPROF is valid; the timer is
+    // written by timer_create before it is armed.
+    unsafe {
+        let mut event: libc::sigevent = std::mem::zeroed();
+        event.sigev_notify = libc::SIGEV_SIGNAL;
+        event.sigev_signo = libc::SIGPROF;
+        let mut timer: libc::timer_t = std::mem::zeroed();
+        if libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer) != 0 {
+            bail!("timer_create: {}", std::io::Error::last_os_error());
+        }
+        let period_ns = 1_000_000_000 / i64::from(rate);
+        let period = libc::timespec {
+            tv_sec: (period_ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (period_ns % 1_000_000_000) as libc::c_long,
+        };
+        let spec = libc::itimerspec {
+            it_interval: period,
+            it_value: period,
+        };
+        if libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) != 0 {
+            bail!("timer_settime: {}", std::io::Error::last_os_error());
+        }
+        Ok(timer)
+    }
+}
