@@ -17,14 +17,10 @@
 
 use std::time::Duration;
 
+use super::info::leap_margin;
 use crate::Error;
 pub use crate::os::LeapSecond;
 use crate::os::NtpState;
-
-/// Nanoseconds in a UTC day without a leap second, as Unix time counts it.
-const DAY_NS: u64 = 86_400 * 1_000_000_000;
-/// Nanoseconds in a second.
-const SECOND_NS: u64 = 1_000_000_000;
 
 /// Where real time is, and how sure of it the machine is; see
 /// [`realtime_bounds`].
@@ -64,14 +60,10 @@ pub(crate) fn bounds(
         return Err(Error::Unsynchronized);
     }
     let kernel_max_error = Duration::from_micros(ntp.maxerror_us);
-    let mut half_width = (kernel_max_error + accuracy).as_nanos() as u64;
     // Within a second of midnight UTC with a leap second announced (or
     // under way), the kernel's Realtime may stand a second off.
-    let into_day = realtime % DAY_NS;
-    let near_midnight = into_day < SECOND_NS || DAY_NS - into_day <= SECOND_NS;
-    if ntp.leap != LeapSecond::None && near_midnight {
-        half_width = half_width.saturating_add(SECOND_NS);
-    }
+    let leap = leap_margin(Duration::from_nanos(realtime), ntp.leap);
+    let half_width = (kernel_max_error + accuracy + leap).as_nanos() as u64;
     Ok(RealtimeBounds {
         earliest: Duration::from_nanos(realtime.saturating_sub(half_width)),
         realtime: Duration::from_nanos(realtime),
@@ -123,6 +115,11 @@ pub fn realtime_bounds() -> Result<RealtimeBounds, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Nanoseconds in a UTC day without a leap second, as Unix time counts it.
+    const DAY_NS: u64 = 86_400 * 1_000_000_000;
+    /// Nanoseconds in a second.
+    const SECOND_NS: u64 = 1_000_000_000;
 
     fn ntp(synchronized: bool, maxerror_us: u64, leap: LeapSecond) -> NtpState {
         NtpState {

@@ -17,10 +17,12 @@ use super::published::{NOT_STARTED, READER, reader_timekeeper};
 use super::stated_bound::StatedBound;
 use super::wake::Wake;
 use crate::engine::Writes;
+use crate::engine::nanos::floor_nanos_signed;
 use crate::host::brackets::{offset_on_running_clock, pair};
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, NtpState, SystemClocks};
 use crate::host::steer::{Bound, Findings, Phase, Steering, tick_ns};
 use crate::hw::KernelCounter;
+use crate::os::LeapSecond;
 use crate::{BinTime, Counter, Timekeeper};
 
 /// How long a hands serves before a read finds a windup due (and how far
@@ -65,8 +67,8 @@ pub(super) const CHOSEN: u8 = 2;
 /// point falls, is near.
 pub(super) const STARTUP_INTERVAL: Duration = Duration::from_micros(50);
 
-/// [`HostClock::tai_offset`] before it is read: not read at startup, which
-/// must stay cheap, as few programs read TAI.
+/// [`HostClock::tai`] before it is read: not read at startup, which must
+/// stay cheap, as few programs read TAI.
 pub(super) const TAI_UNREAD: i64 = i64::MIN;
 
 /// The process-wide clock.
@@ -101,13 +103,23 @@ pub(crate) struct HostClock {
     /// The bound on the error of the Realtime offset as recorded (half its
     /// bracket), in ns: what Realtime's accuracy adds to Monotonic's.
     pub(crate) realtime_uncertainty: AtomicU64,
-    /// TAI − UTC, in seconds, as the kernel has it; [`TAI_UNREAD`] until
-    /// the first read of TAI or the first steering; 0 for good once the
-    /// kernel refused to say (`adjtimex` filtered by a sandbox, an OS whose
-    /// NTP state is not read).
-    pub(super) tai_offset: AtomicI64,
+    /// TAI − Monotonic, in ns: Realtime's offset as given to the
+    /// timekeeper plus TAI − UTC as the kernel has it (0 for good once the
+    /// kernel refused to say: `adjtimex` filtered by a sandbox, an OS whose
+    /// NTP state is not read), in one word, so that a TAI read (Monotonic
+    /// plus this) never sees one without the other. [`TAI_UNREAD`] until
+    /// the first read of TAI or the first steering.
+    pub(super) tai: AtomicI64,
+    /// Whether readers check the coarse time against the kernel's coarse
+    /// clock (see `read::checked_coarse_nanos`), rather than trust the
+    /// upkeep thread to keep it: for good once the thread is refused, may
+    /// not take a real-time priority, or was held up past a tick.
+    pub(super) coarse_checked: AtomicBool,
     /// Whether the kernel refused its NTP state: not asked again.
     pub(super) ntp_refused: AtomicBool,
+    /// The leap second the kernel last said it announced (a
+    /// [`LeapSecond`] as its index), for `getres`.
+    pub(super) leap: AtomicU8,
     /// Windups readers asked for (a read found its hands a windup interval
     /// old, or stood at their promise); one that finds another thread at it
     /// counts too.
@@ -222,8 +234,10 @@ impl HostClock {
             boottime_offset: AtomicI64::new(0),
             last_offset: AtomicI64::new(0),
             realtime_uncertainty: AtomicU64::new(0),
-            tai_offset: AtomicI64::new(TAI_UNREAD),
+            tai: AtomicI64::new(TAI_UNREAD),
+            coarse_checked: AtomicBool::new(false),
             ntp_refused: AtomicBool::new(false),
+            leap: AtomicU8::new(0),
             reader_windups: AtomicU64::new(0),
             standing_reads: AtomicU64::new(0),
             kernel,
@@ -314,8 +328,8 @@ impl HostClock {
             self.realtime_uncertainty
                 .store(realtime.width.div_ceil(2), Ordering::Relaxed);
             // A leap second moves Realtime and TAI − UTC together: follow
-            // both in the same windup, so that TAI does not step.
-            self.follow_tai();
+            // both in one store, so that TAI does not step.
+            self.follow_tai(realtime.ns);
         }
         if let Some(boottime) = findings.boottime {
             self.boottime_offset.store(boottime, Ordering::Relaxed);
@@ -358,19 +372,25 @@ impl HostClock {
         }
     }
 
-    /// Follows TAI − UTC, which the kernel keeps in whole seconds (an NTP
-    /// daemon sets it; 0 otherwise), from the kernel's NTP state, which it
-    /// returns (see [`kernel_ntp`](HostClock::kernel_ntp)).
-    pub(crate) fn follow_tai(&self) -> Option<NtpState> {
-        let ntp = self.kernel_ntp()?;
-        self.keep_tai(&ntp);
-        Some(ntp)
+    /// Follows TAI, with `realtime_ns` the Realtime − Monotonic offset the
+    /// timekeeper has, and TAI − UTC, which the kernel keeps in whole
+    /// seconds (an NTP daemon sets it; 0 otherwise), from the kernel's NTP
+    /// state (see [`kernel_ntp`](HostClock::kernel_ntp)).
+    pub(super) fn follow_tai(&self, realtime_ns: i64) {
+        let ntp = self.kernel_ntp();
+        self.keep_tai(realtime_ns, ntp.map_or(0, |ntp| ntp.tai_offset_s));
     }
 
-    /// Keeps TAI − UTC as `ntp` says it.
-    pub(super) fn keep_tai(&self, ntp: &NtpState) {
-        self.tai_offset
-            .store(ntp.tai_offset_s as i64, Ordering::Relaxed);
+    /// Keeps TAI − Monotonic: `realtime_ns`, Realtime − Monotonic as the
+    /// timekeeper has it, plus `tai_offset_s`, TAI − UTC.
+    pub(super) fn keep_tai(&self, realtime_ns: i64, tai_offset_s: i32) {
+        let tai = realtime_ns.saturating_add(i64::from(tai_offset_s) * 1_000_000_000);
+        self.tai.store(tai, Ordering::Relaxed);
+    }
+
+    /// Realtime − Monotonic as the timekeeper in use has it, in ns.
+    pub(super) fn realtime_offset_ns(&self) -> i64 {
+        floor_nanos_signed(self.timekeeper().boottime()).unwrap_or(0)
     }
 
     /// The kernel's NTP state. A kernel that refuses (`adjtimex` filtered by
@@ -384,13 +404,31 @@ impl HostClock {
         }
         super::fork_points::point("kernel: asking the NTP state");
         match self.kernel.ntp() {
-            Ok(ntp) => Some(ntp),
+            Ok(ntp) => {
+                self.leap.store(ntp.leap as u8, Ordering::Relaxed);
+                Some(ntp)
+            }
             Err(_) => {
-                if !self.ntp_refused.swap(true, Ordering::Relaxed) {
-                    self.tai_offset.store(0, Ordering::Relaxed);
-                }
+                self.ntp_refused.store(true, Ordering::Relaxed);
                 None
             }
+        }
+    }
+
+    /// Whether readers check the coarse time themselves (see
+    /// [`HostClock::coarse_checked`]).
+    #[inline]
+    pub(super) fn coarse_checked(&self) -> bool {
+        self.coarse_checked.load(Ordering::Acquire)
+    }
+
+    /// The leap second the kernel said it announced when last asked.
+    pub(super) fn leap(&self) -> LeapSecond {
+        match self.leap.load(Ordering::Relaxed) {
+            1 => LeapSecond::Insert,
+            2 => LeapSecond::Delete,
+            3 => LeapSecond::InProgress,
+            _ => LeapSecond::None,
         }
     }
 
@@ -411,24 +449,32 @@ impl HostClock {
         self.facts().refused.push(what);
     }
 
-    /// TAI − UTC in seconds, read from the kernel the first time (0 if the
-    /// NTP state is refused, as Linux's CLOCK_TAI is Realtime then).
+    /// TAI − Monotonic in ns (see [`HostClock::tai`]), asked of the kernel
+    /// the first time (TAI − UTC is 0 if the NTP state is refused, as
+    /// Linux's CLOCK_TAI is Realtime then).
     #[inline]
-    pub(crate) fn tai_offset(&self) -> i64 {
-        match self.tai_offset.load(Ordering::Relaxed) {
-            TAI_UNREAD => self.first_tai_offset(),
-            seconds => seconds,
+    pub(crate) fn tai(&self) -> i64 {
+        match self.tai.load(Ordering::Relaxed) {
+            TAI_UNREAD => self.first_tai(),
+            ns => ns,
         }
     }
 
-    /// [`tai_offset`](HostClock::tai_offset) the first time: asks the kernel.
+    /// [`tai`](HostClock::tai) the first time: asks the kernel, unless a
+    /// steering did meanwhile.
     #[cold]
     #[inline(never)]
-    fn first_tai_offset(&self) -> i64 {
-        self.follow_tai();
-        match self.tai_offset.load(Ordering::Relaxed) {
-            TAI_UNREAD => 0,
-            seconds => seconds,
+    fn first_tai(&self) -> i64 {
+        let ntp = self.kernel_ntp();
+        let tai = self
+            .realtime_offset_ns()
+            .saturating_add(i64::from(ntp.map_or(0, |ntp| ntp.tai_offset_s)) * 1_000_000_000);
+        match self
+            .tai
+            .compare_exchange(TAI_UNREAD, tai, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => tai,
+            Err(steered) => steered,
         }
     }
 }

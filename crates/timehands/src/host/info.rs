@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use super::choice::Verdict;
 use super::clock::Facts;
-use super::clock::WINDUP_INTERVAL;
 use super::counter::CounterKind;
 use super::process::{clock, try_clock};
-use super::read::ClockId;
+use super::read::{ClockId, gettime};
 use super::steer::tick_ns;
+use super::upkeep::{COARSE_SLACK, COARSE_TICK};
+use crate::os::KernelClock;
+use crate::os::LeapSecond;
 
 /// What a clock can tell apart, and how far it can be from the kernel's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,46 +40,84 @@ pub fn getres(id: ClockId) -> Resolution {
     // While the clock starts on another thread (or on this one, in the
     // code a signal handler interrupted), reads ask the kernel: its
     // nanoseconds, to the nanosecond.
-    let (tick, accuracy, realtime_uncertainty) = match try_clock() {
+    let (tick, accuracy, realtime_uncertainty, leap) = match try_clock() {
         Some(clock) => (
             tick_ns(clock.timekeeper()),
             clock.accuracy_nanos(),
             clock.realtime_uncertainty.load(Ordering::Relaxed),
+            clock.leap(),
         ),
-        None => (1, 0, 0),
+        None => (1, 0, 0, LeapSecond::None),
     };
     let tick = Duration::from_nanos(tick);
     // The bound grows from the last measurement at the rate's uncertainty;
     // a read of ours and one of the kernel's are each rounded down to whole
     // nanoseconds: two more.
     let accuracy = Duration::from_nanos(accuracy.saturating_add(2));
-    // Realtime's offset from Monotonic was measured too.
-    let realtime_accuracy = accuracy + Duration::from_nanos(realtime_uncertainty);
+    // Realtime's offset from Monotonic was measured too; TAI is Monotonic
+    // moved by that offset (and whole seconds).
+    let tai_accuracy = accuracy + Duration::from_nanos(realtime_uncertainty);
+    // Around a leap second the kernel's Realtime steps at midnight, and
+    // ours follows at the next windup.
+    let realtime_accuracy = match leap {
+        LeapSecond::None => tai_accuracy,
+        leap => tai_accuracy + leap_margin(gettime(ClockId::Realtime), leap),
+    };
     match id {
         ClockId::Monotonic | ClockId::Boottime => Resolution {
             resolution: tick,
             accuracy,
         },
-        ClockId::Realtime | ClockId::Tai => Resolution {
+        ClockId::Realtime => Resolution {
             resolution: tick,
             accuracy: realtime_accuracy,
+        },
+        ClockId::Tai => Resolution {
+            resolution: tick,
+            accuracy: tai_accuracy,
         },
         ClockId::MonotonicRaw => Resolution {
             resolution: Duration::from_nanos(1),
             accuracy: Duration::ZERO,
         },
         ClockId::MonotonicCoarse => Resolution {
-            resolution: WINDUP_INTERVAL,
-            accuracy: accuracy + WINDUP_INTERVAL,
+            resolution: COARSE_TICK,
+            accuracy: accuracy + coarse_lag(),
         },
         ClockId::RealtimeCoarse => Resolution {
-            resolution: WINDUP_INTERVAL,
-            accuracy: realtime_accuracy + WINDUP_INTERVAL,
+            resolution: COARSE_TICK,
+            accuracy: realtime_accuracy + coarse_lag(),
         },
         ClockId::Second => Resolution {
             resolution: Duration::from_secs(1),
             accuracy: realtime_accuracy + Duration::from_secs(1),
         },
+    }
+}
+
+/// How far the coarse clocks may lag the precise ones, whatever the
+/// scheduler does: two ticks, of the thread that keeps them (a tick, and
+/// half one more before it counts as held up and readers check them from
+/// then on) or of the kernel's coarse clock where readers check ours
+/// against it (it lags its tick, and some milliseconds more under load
+/// here: 7.6 ms at most at 250 Hz), and the slack a check allows.
+fn coarse_lag() -> Duration {
+    let tick = COARSE_TICK.max(crate::os::kernel_resolution(KernelClock::MonotonicCoarse));
+    2 * tick + COARSE_SLACK
+}
+
+/// How far the kernel's Realtime may stand from ours at `realtime` (since
+/// the epoch) with `leap` announced: a second within a second of a
+/// midnight UTC, where the kernel repeats (or skips) one and ours follows
+/// at its next windup; nothing elsewhere.
+pub(crate) fn leap_margin(realtime: Duration, leap: LeapSecond) -> Duration {
+    const DAY: u64 = 86_400;
+    let into_day = realtime.as_secs() % DAY;
+    let near_midnight = into_day == 0 || into_day == DAY - 1;
+    if leap != LeapSecond::None && near_midnight {
+        Duration::from_secs(1)
+    } else {
+        Duration::ZERO
     }
 }
 

@@ -73,6 +73,12 @@ pub(super) fn kept_coarse_nanos() -> Option<u64> {
     (word as i64 > 0).then_some(word)
 }
 
+/// The largest coarse time kept or handed out so far, kept or not.
+#[inline(always)]
+pub(super) fn coarse_floor() -> u64 {
+    COARSE_NANOS.load(Ordering::Acquire) & !NOT_KEPT
+}
+
 /// The upkeep thread keeps `ns` as the coarse time (or what was handed out,
 /// if later).
 pub(super) fn keep_coarse_nanos(ns: u64) {

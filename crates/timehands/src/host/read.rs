@@ -4,15 +4,17 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::clock::{HostClock, WINDUP_INTERVAL};
+use super::clock::HostClock;
 use super::counter::HostCounter;
 use super::process::{clock, try_clock};
 use super::published::{
     COUNTER_READ, HOW, NANOS_BITS, NOT_STARTED, READER, REALTIME_COARSE, SECOND_HINTS,
-    STAND_IN_FLOOR, hand_out_coarse_nanos, kept_coarse_nanos, reader_timekeeper, reader_word,
+    STAND_IN_FLOOR, coarse_floor, hand_out_coarse_nanos, kept_coarse_nanos, reader_timekeeper,
+    reader_word,
 };
 #[cfg(target_arch = "x86_64")]
 use super::published::{LFENCE_RDTSC, RDTSCP};
+use super::upkeep::COARSE_SLACK;
 use super::wake::Need;
 use crate::engine::Due;
 use crate::engine::nanos::{floor_nanos, realtime_nanos};
@@ -216,12 +218,17 @@ pub fn now_unordered() -> Instant {
     Instant::from_nanos(read_nanos::<false, false>())
 }
 
-/// The time of the last windup: no counter read at all, at most a windup
-/// interval ([`getres`](crate::getres) says how much) behind [`now`], never
-/// ahead of it, never back. The first call (and the first after an idle
-/// spell) wakes the thread that keeps it fresh while it is read. Where the
-/// operating system refuses that thread (a sandbox), the kernel's coarse
-/// clock tells when ours is stale, and a precise read winds it up.
+/// The time of the last windup: no counter read at all, at most two
+/// ticks of 4 ms and the clock's accuracy ([`getres`](crate::getres) says
+/// how much) behind [`now`], never ahead of it, never back, whatever the
+/// scheduler does. The first call (and the first after an idle spell)
+/// wakes the thread that keeps it fresh while it is read, at the highest
+/// real-time priority the process may take, as the kernel's timer
+/// interrupt keeps its coarse clock: then a read is one load. Where the
+/// process may not take one (or the operating system refuses the thread,
+/// or the thread was ever held up past a tick), each read checks ours
+/// against the kernel's coarse clock instead, and a precise read winds it
+/// up when it is stale: as fresh, at the kernel's coarse clock's cost.
 #[inline]
 pub fn now_coarse() -> Instant {
     Instant::from_nanos(coarse_nanos())
@@ -253,40 +260,21 @@ pub(super) fn realtime_coarse() -> Duration {
 }
 
 /// A coarse read that finds the coarse time not kept (the upkeep thread
-/// does not tick, or probes whether coarse reads still come): says that
-/// coarse reads come, which starts or wakes the thread, and reads the
-/// readers' timekeeper's own coarse clock (which [`COARSE_NANOS`](super::published::COARSE_NANOS) copies),
-/// wound up first where the thread does not keep it fresh; on Monotonic, no
-/// earlier than any coarse time handed out before. Where threads are
-/// refused, [`sandboxed_coarse_nanos`].
+/// does not tick, or probes whether coarse reads still come, or readers
+/// check it themselves): says that coarse reads come, which starts or wakes
+/// the thread, unless readers check the coarse time (see
+/// [`HostClock::coarse_checked`]); and reads it checked against the
+/// kernel's ([`checked_coarse_nanos`]).
 #[cold]
 #[inline(never)]
 pub(super) fn coarse_nanos_long_way<const REALTIME: bool>() -> u64 {
     let Some(clock) = try_clock() else {
         return kernel_coarse_read::<REALTIME>();
     };
-    if clock.upkeep_refused() {
-        return sandboxed_coarse_nanos::<REALTIME>(clock);
+    if !clock.coarse_checked() {
+        clock.need_upkeep(Need::Coarse);
     }
-    // Read before the demand is said: a thread that ticks now kept the
-    // coarse time a tick fresh.
-    let ticking = clock.wake.ticking();
-    clock.need_upkeep(Need::Coarse);
-    if clock.upkeep_refused() {
-        return sandboxed_coarse_nanos::<REALTIME>(clock);
-    }
-    if !ticking {
-        // A precise read winds up if a windup is due: the timekeeper's
-        // coarse time is then at most an interval old, as `getres` says,
-        // for some nanoseconds a read while the thread wakes up.
-        read_nanos::<REALTIME, true>();
-    }
-    let ns = timekeeper_coarse_nanos::<REALTIME>(clock);
-    if REALTIME {
-        ns
-    } else {
-        hand_out_coarse_nanos(ns)
-    }
+    checked_coarse_nanos::<REALTIME>(clock)
 }
 
 /// A coarse read while the clock starts ([`kernel_read`]): the kernel's
@@ -312,23 +300,37 @@ fn timekeeper_coarse_nanos<const REALTIME: bool>(clock: &HostClock) -> u64 {
     }
 }
 
-/// The coarse time where no thread of ours may keep it (a sandbox): our
-/// timekeeper's own, which never runs ahead of `now()` nor back, while the
-/// kernel's coarse clock (a tick fresh, a call of some nanoseconds) says it
-/// is within a windup interval of fresh; else a precise read winds it up
-/// first.
-fn sandboxed_coarse_nanos<const REALTIME: bool>(clock: &HostClock) -> u64 {
-    let ours = timekeeper_coarse_nanos::<REALTIME>(clock);
-    let kernel = clock.kernel.nanos(if REALTIME {
-        KernelClock::RealtimeCoarse
-    } else {
-        KernelClock::MonotonicCoarse
-    });
-    if kernel.saturating_sub(ours) <= WINDUP_INTERVAL.as_nanos() as u64 {
-        return ours;
+/// The coarse time no thread of ours keeps, on Monotonic (with
+/// `REALTIME`, moved onto Realtime by the timekeeper's offset), checked
+/// against the kernel's coarse clock (some nanoseconds a call, kept by the
+/// kernel's timer interrupt, which no scheduler holds up), so that it lags
+/// no more than that clock does, and [`COARSE_SLACK`]: the latest coarse
+/// time handed out while it is that fresh (one load more); else our
+/// timekeeper's own, wound up by a precise read where it is stale too;
+/// else what the kernel's coarse clock vouches for, less the bound (no
+/// `now()` after it reads earlier). Handed out, so that no coarse read
+/// after it is earlier, and the next reads take the first way.
+fn checked_coarse_nanos<const REALTIME: bool>(clock: &HostClock) -> u64 {
+    let kernel = clock.kernel.nanos(KernelClock::MonotonicCoarse);
+    let fresh = |ours: u64| kernel.saturating_sub(ours) <= COARSE_SLACK.as_nanos() as u64;
+    let mut monotonic = coarse_floor();
+    if !fresh(monotonic) {
+        monotonic = timekeeper_coarse_nanos::<false>(clock);
+        if !fresh(monotonic) {
+            read_nanos::<false, true>();
+            monotonic = timekeeper_coarse_nanos::<false>(clock);
+        }
+        if !fresh(monotonic) {
+            let bound = clock.stated_bound().saturating_add(2);
+            monotonic = monotonic.max(kernel.saturating_sub(bound));
+        }
+        monotonic = hand_out_coarse_nanos(monotonic);
     }
-    read_nanos::<REALTIME, true>();
-    timekeeper_coarse_nanos::<REALTIME>(clock)
+    if REALTIME {
+        realtime_nanos(monotonic, clock.readers_timekeeper().boottime())
+    } else {
+        monotonic
+    }
 }
 
 /// The latest time [`now_coherent`] handed out, in ns: the floor of
@@ -413,15 +415,18 @@ pub fn gettime(id: ClockId) -> Duration {
         ClockId::MonotonicCoarse => split_near(coarse_nanos(), &SECOND_HINTS[0]),
         ClockId::RealtimeCoarse => realtime_coarse(),
         ClockId::Tai => {
-            // TAI's second is Realtime's hint moved by the offset.
             let Some(clock) = try_clock() else {
                 return Duration::from_nanos(kernel_gettime_nanos(ClockId::Tai));
             };
-            let offset = clock.tai_offset();
-            let second = SECOND_HINTS[1].load(Ordering::Relaxed);
+            // TAI is Monotonic moved by one offset; its second is
+            // Monotonic's hint moved by as many seconds.
+            let tai = clock.tai();
+            let second = SECOND_HINTS[0].load(Ordering::Relaxed);
             split_at(
-                tai_nanos(offset),
-                second.saturating_add_signed(offset).min(MAX_HINT),
+                tai_nanos(tai),
+                second
+                    .saturating_add_signed(tai / 1_000_000_000)
+                    .min(MAX_HINT),
             )
         }
         other => Duration::from_nanos(gettime_nanos_other(other)),
@@ -484,11 +489,12 @@ pub(super) fn split_at(ns: u64, second: u64) -> Duration {
     }
 }
 
-/// TAI in nanoseconds: Realtime's read moved by `offset`, TAI − UTC in
-/// seconds (the kernel's is an `i32`: its nanoseconds fit an `i64`).
+/// TAI in nanoseconds: Monotonic's read moved by `tai`, TAI − Monotonic in
+/// ns (see [`HostClock::tai`]): one offset, which a leap second does not
+/// move (it moves Realtime and TAI − UTC together).
 #[inline(always)]
-pub(super) fn tai_nanos(offset: i64) -> u64 {
-    read_nanos::<true, true>().saturating_add_signed(offset * 1_000_000_000)
+pub(super) fn tai_nanos(tai: i64) -> u64 {
+    read_nanos::<false, true>().saturating_add_signed(tai)
 }
 
 /// The nanoseconds of the clocks other than Monotonic and Realtime.
@@ -504,7 +510,7 @@ pub(super) fn gettime_nanos_other(id: ClockId) -> u64 {
         ClockId::Boottime => read_nanos::<false, true>()
             .saturating_add_signed(clock.boottime_offset.load(Ordering::Relaxed)),
         ClockId::MonotonicRaw => clock.kernel.nanos(KernelClock::MonotonicRaw),
-        ClockId::Tai => tai_nanos(clock.tai_offset()),
+        ClockId::Tai => tai_nanos(clock.tai()),
         ClockId::MonotonicCoarse => coarse_nanos(),
         ClockId::RealtimeCoarse => realtime_coarse().as_nanos() as u64,
     }

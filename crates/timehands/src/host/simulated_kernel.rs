@@ -415,6 +415,11 @@ fn a_measurement_on_reads_that_stood_is_taken_again_or_refused() {
     assert!(stood > 1_000_000, "{stood} ns");
 }
 
+/// TAI − UTC in seconds, as `clock` has it.
+fn tai_minus_utc(clock: &HostClock) -> i64 {
+    (clock.tai() - clock.realtime_offset_ns()) / 1_000_000_000
+}
+
 /// TAI − UTC follows the kernel's, as an NTP daemon sets it.
 #[test]
 #[cfg_attr(miri, ignore = "steers a host clock")]
@@ -422,10 +427,36 @@ fn the_tai_offset_follows_the_kernel() {
     let kernel = SimKernel::leaked();
     let clock = clock(kernel, 0);
     run(clock, kernel, 20_000_000, 1_000_000);
-    assert_eq!(clock.tai_offset(), 37);
+    assert_eq!(tai_minus_utc(clock), 37);
     kernel.ntp.lock().expect("the state").tai_offset_s = 38;
     run(clock, kernel, 20_000_000, 1_000_000);
-    assert_eq!(clock.tai_offset(), 38);
+    assert_eq!(tai_minus_utc(clock), 38);
+}
+
+/// A leap second: the kernel steps Realtime back a second and TAI − UTC up
+/// one together. Realtime follows at the next windup; TAI, Monotonic plus
+/// one offset that the leap leaves where it was, does not move, before,
+/// through and after it (it stepped back a second once, when TAI was
+/// Realtime plus TAI − UTC, two words a read could see apart).
+#[test]
+#[cfg_attr(miri, ignore = "steers a host clock")]
+fn a_leap_second_steps_realtime_and_not_tai() {
+    let kernel = SimKernel::leaked();
+    let clock = clock(kernel, 0);
+    run(clock, kernel, 20_000_000, 1_000_000);
+    let tai = clock.tai();
+    let realtime = clock.realtime_offset_ns();
+    {
+        let mut ntp = kernel.ntp.lock().expect("the state");
+        ntp.tai_offset_s += 1;
+        kernel.boot_epoch.fetch_sub(1_000_000_000, Ordering::AcqRel);
+    }
+    for _ in 0..20 {
+        run(clock, kernel, 1_000_000, 1_000_000);
+        assert_eq!(clock.tai(), tai, "TAI moved");
+    }
+    assert_eq!(clock.realtime_offset_ns(), realtime - 1_000_000_000);
+    assert_eq!(tai_minus_utc(clock), 38);
 }
 
 /// A paused VM: the counter and CLOCK_MONOTONIC both jump an hour. That is

@@ -7,11 +7,16 @@
 //! use, then points them at it. Each copy has a version, odd while it is
 //! written: a reader loads the pointer, the copy's version, the copy and the
 //! version again, and keeps what it read if the version was even and did
-//! not change. A handler that interrupts the writer is pointed at the copy
+//! not change, and the pointer did not move meanwhile (so that no load
+//! returns a bound older than one before it). A handler that interrupts
+//! the writer is pointed at the copy
 //! the writer is not writing, so it never retries: no reader waits for a
-//! writer, and only one that two writes overtook (in another thread) reads
-//! again.
+//! writer, and only one that a write overtook (in another thread) reads
+//! again. The `loom` model below checks every interleaving.
 
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+#[cfg(not(loom))]
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 
 use super::steer::Bound;
@@ -49,7 +54,8 @@ impl StatedBound {
     /// The bound as last stored.
     pub(super) fn load(&self) -> Bound {
         loop {
-            let copy = &self.copies[self.current.load(Ordering::Acquire)];
+            let current = self.current.load(Ordering::Acquire);
+            let copy = &self.copies[current];
             let version = copy.version.load(Ordering::Acquire);
             let bound = Bound {
                 ns: copy.ns.load(Ordering::Relaxed),
@@ -59,9 +65,19 @@ impl StatedBound {
             // The copy's loads before the version's second load: a writer
             // that began to rewrite the copy meanwhile made it odd first.
             fence(Ordering::Acquire);
-            if version % 2 == 0 && copy.version.load(Ordering::Relaxed) == version {
+            // And still the copy readers are pointed at: a copy rewritten
+            // since the pointer was loaded may hold a bound newer than the
+            // one the pointer names next, and loads never go back.
+            if version % 2 == 0
+                && copy.version.load(Ordering::Relaxed) == version
+                && self.current.load(Ordering::Relaxed) == current
+            {
                 return bound;
             }
+            // Overtaken by a write: read again (the model checker is told,
+            // as it takes a loop that reads again for a spin).
+            #[cfg(loom)]
+            loom::thread::yield_now();
         }
     }
 
@@ -83,7 +99,7 @@ impl StatedBound {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -114,6 +130,43 @@ mod tests {
                 assert!(b.ns >= last, "a bound older than one loaded before");
                 last = b.ns;
             }
+        });
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+
+    /// Two loads while one writer stores three bounds: each load is a bound
+    /// stored whole, and the second is never older than the first.
+    #[test]
+    fn loom_loads_are_whole_and_never_go_back() {
+        loom::model(|| {
+            let stated = loom::sync::Arc::new(StatedBound::new(Bound {
+                ns: 0,
+                ppb: 0,
+                since: 0,
+            }));
+            let writer = {
+                let stated = stated.clone();
+                loom::thread::spawn(move || {
+                    for n in 1..=3 {
+                        stated.store(Bound {
+                            ns: n,
+                            ppb: n,
+                            since: n,
+                        });
+                    }
+                })
+            };
+            let first = stated.load();
+            let second = stated.load();
+            for b in [first, second] {
+                assert_eq!((b.ppb, b.since), (b.ns, b.ns), "a torn bound");
+            }
+            assert!(second.ns >= first.ns, "{second:?} after {first:?}");
+            writer.join().expect("the writer");
         });
     }
 }

@@ -55,6 +55,12 @@ use super::windup::Winder;
 /// How often the thread winds up while coarse clocks are read: the
 /// kernel's tick at 250 Hz, so that our coarse clocks are as fresh as its.
 pub(crate) const COARSE_TICK: Duration = Duration::from_millis(4);
+/// How far behind the kernel's coarse clock a coarse read that checks it
+/// lets ours be (see `read::checked_coarse_nanos`): more than the error
+/// bound in the common case (some hundred ns), so that a coarse time
+/// vouched for as the kernel's less the bound stays fresh until the
+/// kernel's next tick.
+pub(crate) const COARSE_SLACK: Duration = Duration::from_micros(50);
 /// How often the thread looks whether precise reads still come (a coarse
 /// read wakes it sooner).
 pub(super) const WATCH: Duration = Duration::from_millis(250);
@@ -63,6 +69,12 @@ pub(super) const WATCH: Duration = Duration::from_millis(250);
 pub(super) const PROBE: Duration = Duration::from_millis(250);
 /// How long after the last demand seen the thread keeps at it.
 pub(super) const HOLD: Duration = Duration::from_millis(500);
+/// The SCHED_FIFO priority the thread keeps the coarse time at: the
+/// highest on Linux, so that no thread but one at that priority holds it
+/// up (a tick's work is a windup, a microsecond or two every
+/// [`COARSE_TICK`]). Where the OS's range stops lower, or the process may
+/// not take it, readers check the coarse time themselves.
+const KEEPER_PRIORITY: i32 = 99;
 /// Wakeups between two readings of the thread's CPU time (a system call).
 const WAKEUPS_A_CPU_READING: u64 = 64;
 
@@ -127,6 +139,15 @@ impl Plan {
     }
 }
 
+/// What the thread knows of its keeping the coarse time.
+#[derive(Default)]
+struct Keeper {
+    /// Whether it runs at [`KEEPER_PRIORITY`].
+    real_time: bool,
+    /// When it last published the coarse time, while it ticks.
+    published: Option<Instant>,
+}
+
 impl HostClock {
     /// A read needs the upkeep thread: counts the demand, wakes the thread,
     /// or starts it the first time, where the read can tell it runs outside
@@ -144,6 +165,7 @@ impl HostClock {
             .spawn(move || self.upkeep());
         if let Err(e) = spawned {
             self.wake.refused();
+            self.coarse_checked.store(true, Ordering::Release);
             self.refused(format!(
                 "a thread ({e}): readers wind up, and the coarse clocks are wound up by a precise read where {} says they are stale",
                 KernelClock::MonotonicCoarse.name()
@@ -170,11 +192,6 @@ impl HostClock {
         self.need_upkeep(Need::Precise);
     }
 
-    /// Whether the operating system refused the upkeep thread.
-    pub(super) fn upkeep_refused(&self) -> bool {
-        self.wake.state() == super::wake::REFUSED
-    }
-
     /// The thread's life: it says it runs, then the choice, the cross-CPU
     /// check, and windups while the clock is read.
     fn upkeep(&'static self) {
@@ -183,11 +200,18 @@ impl HostClock {
         self.check_across_cpus();
         // The demand that started the thread counts.
         let mut plan = Plan::new(Instant::now(), (0, 0));
+        let mut keeper = Keeper::default();
         for wakeup in 0u64.. {
             let cpu = wakeup % WAKEUPS_A_CPU_READING == 0;
             self.wake
                 .woke(cpu.then(crate::os::thread_cpu_nanos).and_then(Result::ok));
             match plan.next(Instant::now(), self.wake.demand()) {
+                Next::Tick { .. } if !self.keeps_coarse_time(&mut keeper) => {
+                    // Readers check the coarse time themselves: nothing
+                    // to tick for, and they no longer say they read it.
+                    self.stop_ticking(&mut keeper);
+                    self.wake.sleep(WATCH);
+                }
                 Next::Tick { probe } => {
                     // Wound up and published before the sleep: a coarse
                     // read that finds the thread ticking trusts it. Its
@@ -196,23 +220,26 @@ impl HostClock {
                     self.wake.set_ticking(true);
                     self.windup();
                     self.publish_coarse_time();
+                    keeper.published = Some(Instant::now());
                     if probe {
                         self.take_coarse_time_away();
                     }
-                    // A step of Realtime ends it: the next tick follows.
-                    self.wake.sleep(COARSE_TICK);
+                    // A step of Realtime ends it, followed at once.
+                    if self.wake.sleep(COARSE_TICK) {
+                        self.follow_step();
+                    }
                 }
                 Next::Watch => {
-                    self.stop_ticking();
+                    self.stop_ticking(&mut keeper);
                     // A coarse read wakes it early (see `Wake::need`); a
                     // step of Realtime too, followed at once by a windup
                     // (readers' Realtime is its offset).
                     if self.wake.sleep(WATCH) {
-                        self.windup();
+                        self.follow_step();
                     }
                 }
                 Next::Park => {
-                    self.stop_ticking();
+                    self.stop_ticking(&mut keeper);
                     self.windup();
                     self.wake.woke(crate::os::thread_cpu_nanos().ok());
                     self.wake.park(plan.seen());
@@ -224,11 +251,39 @@ impl HostClock {
 
     /// The thread stops keeping the coarse time: the next coarse read goes
     /// the long way, which winds up.
-    fn stop_ticking(&self) {
+    fn stop_ticking(&self, keeper: &mut Keeper) {
+        keeper.published = None;
         if self.wake.ticking() {
             self.wake.set_ticking(false);
             self.take_coarse_time_away();
         }
+    }
+
+    /// Whether this thread keeps the coarse time at its next tick: it does
+    /// at the highest real-time priority the process may take (asked for
+    /// once, the first time it ticks), as the kernel's timer interrupt
+    /// keeps its own coarse clock, and as long as it was never held up
+    /// half a tick. Else readers check the coarse time themselves, for good (see
+    /// [`HostClock::coarse_checked`]): a thread the scheduler may hold up
+    /// cannot keep a bound.
+    fn keeps_coarse_time(&self, keeper: &mut Keeper) -> bool {
+        if self.coarse_checked() {
+            return false;
+        }
+        if !keeper.real_time {
+            keeper.real_time =
+                crate::os::set_scheduling(crate::os::Policy::Fifo, KEEPER_PRIORITY).is_ok();
+        }
+        // Half a tick late at most: the coarse time then lags under two
+        // ticks, as `getres` states.
+        let late = keeper
+            .published
+            .is_some_and(|at| at.elapsed() > COARSE_TICK + COARSE_TICK / 2);
+        if keeper.real_time && !late {
+            return true;
+        }
+        self.coarse_checked.store(true, Ordering::Release);
+        false
     }
 
     /// On the TSC, once: each CPU's TSC against the first CPU's (see

@@ -116,6 +116,7 @@ impl Wake {
     }
 
     /// The thread's state: [`IDLE`] to [`REFUSED`].
+    #[cfg(test)]
     pub(super) fn state(&self) -> u8 {
         self.state.load(Ordering::Acquire)
     }

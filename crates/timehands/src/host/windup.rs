@@ -11,10 +11,12 @@ use super::fork_points::point;
 use super::published::{
     REALTIME_COARSE, SECOND_HINTS, keep_coarse_nanos, realtime_coarse_word, take_coarse_nanos_away,
 };
+use super::upkeep::COARSE_TICK;
 use crate::BinTime;
 use crate::engine::Writes;
-use crate::engine::nanos::floor_nanos;
+use crate::engine::nanos::{floor_nanos, realtime_nanos};
 use crate::host::counter::HostCounter;
+use crate::host::kernel_clocks::KernelClock;
 use crate::host::kernel_clocks::NtpState;
 use crate::host::steer::{Findings, Steering};
 
@@ -47,19 +49,38 @@ impl HostClock {
         self.windup_by(Winder::Keeper);
     }
 
+    /// After a step of Realtime the OS gave notice of: a windup that
+    /// follows it, tried again until one gets the locks a steering takes
+    /// (a read, `getres` among them, holds them some microseconds), for a
+    /// tick at most (then the readers' next windup follows it).
+    pub(super) fn follow_step(&'static self) {
+        let give_up = std::time::Instant::now() + super::upkeep::COARSE_TICK;
+        while !self.windup_by(Winder::Keeper) && std::time::Instant::now() < give_up {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    }
+
     /// Winds up as `winder`, then steers when a steering is due (unless
-    /// another thread steers: then it only winds up).
-    pub(super) fn windup_by(&'static self, winder: Winder) {
+    /// another thread steers: then it only winds up). True when it held
+    /// the locks a steering takes, so that it followed the kernel's
+    /// offsets (a step of Realtime).
+    pub(super) fn windup_by(&'static self, winder: Winder) -> bool {
         let reference = || self.kernel.reference();
-        match self.try_steering() {
+        let steered = match self.try_steering() {
             Some(steering) => self.windup_and_steer(steering, reference, winder),
             None => {
                 self.timekeeper().windup_following(reference);
+                false
             }
+        };
+        if self.publishes {
+            self.publish_second_hints();
         }
-        if !self.publishes {
-            return;
-        }
+        steered
+    }
+
+    /// The seconds `gettime` splits at, from the readers' timekeeper.
+    fn publish_second_hints(&self) {
         let timekeeper = self.readers_timekeeper();
         // The engine's reads, which never wind up (this is a windup).
         let [monotonic, realtime] = &SECOND_HINTS;
@@ -88,9 +109,9 @@ impl HostClock {
         mut steering: MutexGuard<'_, Steering>,
         reference: impl Fn() -> BinTime,
         winder: Winder,
-    ) {
+    ) -> bool {
         let Some(mut writes) = self.timekeeper().try_writes() else {
-            return;
+            return false;
         };
         let ntp = self.kernel_ntp();
         self.follow_rate_change(&mut steering, &mut writes, ntp.as_ref(), true);
@@ -98,6 +119,7 @@ impl HostClock {
         point("windup: wound up, not steered");
         let findings = steering.steer(&mut writes, self.kernel);
         self.apply(&mut steering, writes, findings, ntp.as_ref(), winder);
+        true
     }
 
     /// Follows a change of the kernel's rate, if there is one, with
@@ -140,7 +162,7 @@ impl HostClock {
         if let Some(phase) = findings.phase {
             self.keep_phase(phase);
             if let (None, Some(ntp)) = (findings.realtime, ntp) {
-                self.keep_tai(ntp);
+                self.keep_tai(self.realtime_offset_ns(), ntp.tai_offset_s);
             }
         }
         self.keep(&mut writes, findings);
@@ -159,14 +181,24 @@ impl HostClock {
     /// thread publishes them, so that its stores come in order (Realtime
     /// may step back, which no maximum could keep) and none lands after it
     /// took them away.
+    ///
+    /// Where the windup before it was held up (a reader taken off its CPU
+    /// holding the writer lock), the timekeeper's coarse time stands: then
+    /// what CLOCK_MONOTONIC vouches for, less the bound (no `now()` after it
+    /// reads earlier), so that the coarse time moves on regardless.
     pub(super) fn publish_coarse_time(&self) {
         if !self.publishes {
             return;
         }
         let timekeeper = self.readers_timekeeper();
-        let realtime = floor_nanos(timekeeper.realtime_coarse());
+        let mut monotonic = floor_nanos(timekeeper.uptime_coarse());
+        let kernel = self.kernel.nanos(KernelClock::Monotonic);
+        if kernel.saturating_sub(monotonic) > COARSE_TICK.as_nanos() as u64 {
+            monotonic = monotonic.max(kernel.saturating_sub(self.stated_bound().saturating_add(2)));
+        }
+        let realtime = realtime_nanos(monotonic, timekeeper.boottime());
         REALTIME_COARSE.store(realtime_coarse_word(realtime), Ordering::Release);
-        keep_coarse_nanos(floor_nanos(timekeeper.uptime_coarse()));
+        keep_coarse_nanos(monotonic);
     }
 
     /// Takes the coarse time away: the next coarse read goes the long way,

@@ -62,6 +62,13 @@ pub(crate) fn set_minimal_timer_slack() {}
 /// No `fork()`: no handlers to register.
 pub(crate) fn on_fork(_prepare: ForkHandler, _parent: ForkHandler, _child: ForkHandler) {}
 
+/// How finely `clock` moves: where the OS has no coarse clock, its coarse
+/// ids read the precise clock, which moves by the 100 ns of Windows'
+/// counter at the coarsest.
+pub(crate) fn kernel_resolution(_clock: super::KernelClock) -> std::time::Duration {
+    std::time::Duration::from_nanos(100)
+}
+
 /// Whether the calling thread runs outside any signal handler: always,
 /// where the OS has no POSIX signals (Windows' handlers of console events
 /// and exceptions run code of their own, not a read's).

@@ -11,7 +11,7 @@ pub(crate) use super::ntp_model::ntp_gettime as ntp;
 use super::posix;
 pub(crate) use super::sched::set_scheduling;
 pub(crate) use posix::{
-    clock_name, kernel_nanos, on_fork, outside_signal_handler, thread_cpu_nanos,
+    clock_name, kernel_nanos, kernel_resolution, on_fork, outside_signal_handler, thread_cpu_nanos,
 };
 
 /// The clocks of `clock_gettime(3)`: CLOCK_UPTIME_RAW is

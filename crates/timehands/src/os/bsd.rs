@@ -16,7 +16,7 @@ use super::posix;
 #[cfg(not(target_os = "openbsd"))]
 pub(crate) use super::sched::set_scheduling;
 pub(crate) use posix::{
-    clock_name, kernel_nanos, on_fork, outside_signal_handler, thread_cpu_nanos,
+    clock_name, kernel_nanos, kernel_resolution, on_fork, outside_signal_handler, thread_cpu_nanos,
 };
 
 /// The clock counting suspend: OpenBSD's CLOCK_BOOTTIME. FreeBSD's

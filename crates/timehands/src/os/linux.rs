@@ -15,7 +15,7 @@ pub(crate) use super::realtime_notice::RealtimeNotice;
 use super::sched::{apply_scheduling, check_priority, scheduling_refused};
 use super::{NtpState, Policy};
 pub(crate) use posix::{
-    clock_name, kernel_nanos, on_fork, outside_signal_handler, thread_cpu_nanos,
+    clock_name, kernel_nanos, kernel_resolution, on_fork, outside_signal_handler, thread_cpu_nanos,
 };
 
 /// The kernel's clocks (`clock_gettime(2)`).

@@ -16,8 +16,9 @@
 //! model's numbers and `ntp_gettime`, and `absent.rs` what a family lacks
 //! (each error names the OS). Each family's file provides the same items:
 //!
-//! - `kernel_nanos(KernelClock)` and `clock_name(KernelClock)`: the OS's
-//!   clocks, in nanoseconds since their origin;
+//! - `kernel_nanos(KernelClock)`, `kernel_resolution(KernelClock)` and
+//!   `clock_name(KernelClock)`: the OS's clocks, in nanoseconds since their
+//!   origin, and how finely each moves;
 //! - `ntp()`: the OS's NTP state, or an error naming the OS;
 //! - `allowed_cpus()`, `process_cpus()`, `pin_to_cpus()`, `current_cpu()`:
 //!   where a thread runs, or an error naming the OS;
@@ -110,8 +111,9 @@ mod sched;
 pub(crate) use family::refuse_threads_and_ntp;
 pub(crate) use family::{RealtimeNotice, kernel_rate, set_kernel_rate};
 pub(crate) use family::{
-    allowed_cpus, clock_name, current_cpu, kernel_nanos, ntp, on_fork, outside_signal_handler,
-    pin_to_cpus, process_cpus, set_minimal_timer_slack, set_scheduling, thread_cpu_nanos,
+    allowed_cpus, clock_name, current_cpu, kernel_nanos, kernel_resolution, ntp, on_fork,
+    outside_signal_handler, pin_to_cpus, process_cpus, set_minimal_timer_slack, set_scheduling,
+    thread_cpu_nanos,
 };
 
 /// The OS's clocks, as the host clock follows them. What each is on each OS

@@ -88,6 +88,21 @@ pub(crate) fn kernel_nanos(clock: KernelClock) -> io::Result<u64> {
     clock_nanos(super::family::CLOCKS.of(clock).0)
 }
 
+/// How finely `clock` moves (`clock_getres(2)`): for a coarse clock, the
+/// kernel's tick, by which its reads lag the precise clock. A clock the OS
+/// will not say of is taken to move by the nanosecond.
+pub(crate) fn kernel_resolution(clock: KernelClock) -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the OS to write.
+    match unsafe { libc::clock_getres(super::family::CLOCKS.of(clock).0, &mut ts) } {
+        0 => std::time::Duration::from_nanos(timespec_nanos(&ts).max(1)),
+        _ => std::time::Duration::from_nanos(1),
+    }
+}
+
 /// The OS's name for `clock`.
 pub(crate) fn clock_name(clock: KernelClock) -> &'static str {
     super::family::CLOCKS.of(clock).1

@@ -13,7 +13,7 @@ pub(crate) use super::absent::{
 };
 use super::posix;
 pub(crate) use posix::{
-    clock_name, kernel_nanos, on_fork, outside_signal_handler, thread_cpu_nanos,
+    clock_name, kernel_nanos, kernel_resolution, on_fork, outside_signal_handler, thread_cpu_nanos,
 };
 
 /// POSIX's clocks: only CLOCK_MONOTONIC and CLOCK_REALTIME.
