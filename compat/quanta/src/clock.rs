@@ -100,9 +100,10 @@ impl Clock {
     ///
     /// quanta's host clock returns zero here until an
     /// [`Upkeep`](crate::Upkeep) starts, and a stale time after it stops;
-    /// this one is at most a windup interval (5 ms; [`timehands::getres`] of
-    /// `MonotonicCoarse` says) behind [`Clock::now`], whether or not an
-    /// upkeep runs.
+    /// this one is at most two ticks (8 ms and 50 µs at 250 Hz;
+    /// [`timehands::getres`] of `MonotonicCoarse` says) behind
+    /// [`Clock::now`], whether or not an upkeep runs and whatever the
+    /// scheduler does.
     #[inline]
     pub fn recent(&self) -> Instant {
         match &self.source {

@@ -58,8 +58,8 @@ impl Instant {
     ///
     /// quanta's is its upkeep thread's last store (as stale as the interval,
     /// and stopped when the thread stops), or `now()` itself until an upkeep
-    /// first stores one. timehands' coarse time is at most a windup interval
-    /// (5 ms; [`timehands::getres`] of `MonotonicCoarse` says) behind
+    /// first stores one. timehands' coarse time is at most two ticks (8 ms
+    /// and 50 µs at 250 Hz; [`timehands::getres`] of `MonotonicCoarse` says) behind
     /// [`Instant::now`], never ahead of it, whether or not an
     /// [`Upkeep`](crate::Upkeep) runs: a program that wants `now()` reads
     /// `now()`.

@@ -34,7 +34,7 @@
 //! | the first `Clock` calibrates for up to 200 ms | no calibration: the first read answers from the kernel's clock |
 //! | across a suspend, its TSC time may jump by the time suspended | follows CLOCK_MONOTONIC through a suspend, as `std::time::Instant` does |
 //! | it reads the TSC wherever CPUID calls it invariant, whether or not it agrees across CPUs and with the kernel's clock | timehands checks the counter across CPUs and against the kernel's clock, watches it, and falls back to the kernel's clock |
-//! | `Clock::recent()` is zero until an upkeep starts, and stale after it stops | fresh while read, with or without an [`Upkeep`]: timehands' coarse time, at most a windup interval (5 ms) behind `now()` |
+//! | `Clock::recent()` is zero until an upkeep starts, and stale after it stops | fresh while read, with or without an [`Upkeep`]: timehands' coarse time, at most two ticks (8.05 ms at 250 Hz) behind `now()`, whatever the scheduler does |
 //! | `Instant::recent()` is `now()` until an upkeep starts | the same coarse time as `Clock::recent()` |
 //! | the upkeep thread wakes every interval, read or not; the recent time is as fresh as the interval asked | no thread while nothing reads the recent time, timehands' coarse tick while it is read; the interval asks for nothing |
 //! | a `set_recent` while an upkeep runs is overwritten by its next store | while a host clock's upkeep runs, it stands until the handle is dropped |

@@ -7,8 +7,8 @@
 //! clock starts no thread: it hands the recent time back to the coarse clock
 //! (as quanta's start overwrites a pinned recent time) and reads it once, so
 //! that timehands' coarse tick is running before the first read. The
-//! interval asks for nothing: the coarse clock is at most a windup interval
-//! (5 ms) behind now, never ahead of it.
+//! interval asks for nothing: the coarse clock is at most two ticks (8 ms
+//! and 50 µs at 250 Hz) behind now, never ahead of it.
 //!
 //! A mocked clock has no coarse clock to follow; an `Upkeep` of one does what
 //! quanta's does, a thread that stores the mock's time as the recent time

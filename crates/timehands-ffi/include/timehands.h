@@ -191,6 +191,8 @@ int th_clock_getbounds(struct th_realtime_bounds *bounds);
  * EFAULT if `tp` is NULL (the id is checked first), EOVERFLOW if `time_t`
  * cannot hold the seconds.
  *
+ * Async-signal-safe, as clock_gettime is.
+ *
  * # Safety
  * `tp` is NULL or points to a writable `struct timespec`.
  */
@@ -203,6 +205,8 @@ int th_clock_gettime(clockid_t clock_id, struct timespec *tp);
  * only checks the id.
  *
  * Returns 0, or -1 with errno set: the kernel's EINVAL for an id it refuses.
+ *
+ * Async-signal-safe, as clock_gettime is.
  *
  * # Safety
  * `res` is NULL or points to a writable `struct timespec`.
@@ -218,6 +222,8 @@ int th_clock_getres(clockid_t clock_id, struct timespec *res);
  * Returns 0, or -1 with errno EINVAL if timehands does not serve `clock_id`
  * (the kernel's clocks have no error against themselves to state).
  *
+ * Async-signal-safe, as clock_gettime is.
+ *
  * # Safety
  * `accuracy` is NULL or points to a writable `struct timespec`.
  */
@@ -227,6 +233,8 @@ int th_clock_getaccuracy(clockid_t clock_id, struct timespec *accuracy);
  * Now, in nanoseconds on CLOCK_MONOTONIC (the origin of
  * clock_gettime(CLOCK_MONOTONIC); on macOS, CLOCK_UPTIME_RAW's): the
  * fastest correct clock this machine has. Never goes backwards, on one thread or across threads.
+ *
+ * Async-signal-safe, as clock_gettime is.
  */
 uint64_t th_now_ns(void);
 
@@ -234,6 +242,8 @@ uint64_t th_now_ns(void);
  * Now, like th_now_ns but from an unordered counter read: cheaper, never
  * backwards on one thread, but a thread that has seen another thread's time
  * may read an earlier one. For timing intervals on one thread.
+ *
+ * Async-signal-safe, as clock_gettime is.
  */
 uint64_t th_now_unordered_ns(void);
 
@@ -242,6 +252,9 @@ uint64_t th_now_unordered_ns(void);
  * kernel's clock.
  *
  * Returns 0, or -1 with errno EFAULT if `info` is NULL.
+ *
+ * Not async-signal-safe: it allocates (and may wait for the clock's start
+ * or steering). The reads are.
  *
  * # Safety
  * `info` is NULL or points to a writable `struct th_info`.

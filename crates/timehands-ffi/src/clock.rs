@@ -136,6 +136,8 @@ unsafe fn store(out: *mut timespec, time: Result<timespec, c_int>) -> c_int {
 /// EFAULT if `tp` is NULL (the id is checked first), EOVERFLOW if `time_t`
 /// cannot hold the seconds.
 ///
+/// Async-signal-safe, as clock_gettime is.
+///
 /// # Safety
 /// `tp` is NULL or points to a writable `struct timespec`.
 #[unsafe(no_mangle)]
@@ -214,6 +216,8 @@ unsafe fn write_resolution(
 ///
 /// Returns 0, or -1 with errno set: the kernel's EINVAL for an id it refuses.
 ///
+/// Async-signal-safe, as clock_gettime is.
+///
 /// # Safety
 /// `res` is NULL or points to a writable `struct timespec`.
 #[unsafe(no_mangle)]
@@ -235,6 +239,8 @@ pub unsafe extern "C" fn th_clock_getres(clock_id: clockid_t, res: *mut timespec
 /// Returns 0, or -1 with errno EINVAL if timehands does not serve `clock_id`
 /// (the kernel's clocks have no error against themselves to state).
 ///
+/// Async-signal-safe, as clock_gettime is.
+///
 /// # Safety
 /// `accuracy` is NULL or points to a writable `struct timespec`.
 #[unsafe(no_mangle)]
@@ -252,6 +258,8 @@ pub unsafe extern "C" fn th_clock_getaccuracy(
 /// Now, in nanoseconds on CLOCK_MONOTONIC (the origin of
 /// clock_gettime(CLOCK_MONOTONIC); on macOS, CLOCK_UPTIME_RAW's): the
 /// fastest correct clock this machine has. Never goes backwards, on one thread or across threads.
+///
+/// Async-signal-safe, as clock_gettime is.
 #[unsafe(no_mangle)]
 pub extern "C" fn th_now_ns() -> u64 {
     contain(|| timehands_rs::now().as_nanos(), kernel_monotonic_ns)
@@ -260,6 +268,8 @@ pub extern "C" fn th_now_ns() -> u64 {
 /// Now, like th_now_ns but from an unordered counter read: cheaper, never
 /// backwards on one thread, but a thread that has seen another thread's time
 /// may read an earlier one. For timing intervals on one thread.
+///
+/// Async-signal-safe, as clock_gettime is.
 #[unsafe(no_mangle)]
 pub extern "C" fn th_now_unordered_ns() -> u64 {
     contain(

@@ -145,6 +145,9 @@ fn to_c(info: timehands_rs::Info) -> th_info {
 ///
 /// Returns 0, or -1 with errno EFAULT if `info` is NULL.
 ///
+/// Not async-signal-safe: it allocates (and may wait for the clock's start
+/// or steering). The reads are.
+///
 /// # Safety
 /// `info` is NULL or points to a writable `struct th_info`.
 #[unsafe(no_mangle)]

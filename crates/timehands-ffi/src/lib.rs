@@ -19,8 +19,15 @@
 //! - a call returns 0, or -1 with `errno` set (EINVAL for an id refused,
 //!   EFAULT for a null pointer, the id checked first as Linux does);
 //! - every function may be called from any thread at any time; the first call
-//!   starts the clock (chooses the counter, and may measure its frequency for
-//!   some milliseconds).
+//!   starts the clock (the counter is chosen and its frequency measured by
+//!   the clock's own thread, off the caller's path);
+//! - the reads are async-signal-safe, as `clock_gettime` is, so that a
+//!   program that calls `clock_gettime` in a signal handler (a profiler's
+//!   `SIGPROF`, a tracer's probe) can call them there: `th_clock_gettime`,
+//!   `th_clock_getres`, `th_clock_getaccuracy`, `th_now_ns`,
+//!   `th_now_unordered_ns` and `th_clock_getbounds` never wait for a lock,
+//!   allocate or start a thread, whatever call of the clock's they
+//!   interrupted; `th_info` and `th_clock_description_ctf` are not.
 //!
 //! Texts handed out (counter name, verdicts) are C strings that live as long
 //! as the process; the clock's description is copied into the caller's buffer

@@ -30,6 +30,18 @@
 //! println!("{:?} since start", start.elapsed());
 //! ```
 //!
+//! # In a signal handler
+//!
+//! POSIX lets a signal handler call `clock_gettime`; these may be called
+//! wherever it may, a handler that interrupted any step of the clock's life
+//! on its own thread included (they never wait for a lock, allocate or
+//! start a thread): [`now`], [`now_unordered`], [`now_coarse`],
+//! [`now_coherent`], [`now_coarse_coherent`], [`Instant::now`] and
+//! [`Instant`]'s arithmetic, [`gettime`] and [`try_gettime`] of every
+//! [`ClockId`], [`getres`] and [`realtime_bounds`]. [`info`] is not (it
+//! allocates its report), nor is anything of the engine's writers. A profiler
+//! that stamps its `SIGPROF` samples with [`now`] needs nothing more.
+//!
 //! The engine is `no_std` (turn off the default `std` feature) and has no
 //! dependencies: bring a [`Counter`] (an RTOS timer register, say), call
 //! [`Timekeeper::windup`] from a tick, and read.

@@ -116,22 +116,42 @@
 //! No steering waits for another's windup: it makes its writes under one
 //! hold of the engine's writer lock, taken only where no windup holds it
 //! (see `windup.rs`), since the reader may be a real-time thread and the
-//! holder a preempted one (a failover, once in a process's life at most,
-//! does wait). A
-//! read that stood at its hands' promise (no windup for two intervals: a
-//! stop, a suspend, a program that reads seldom) winds up (or waits for the
-//! thread that does) and reads again ([`Info::standing_reads`](crate::Info::standing_reads)).
-//! The upkeep thread (`upkeep.rs`) runs only while the clock is read: a
-//! tick apart while coarse clocks are read (they read no counter, so they
-//! cannot find a windup due), a few times a second while precise reads
+//! holder a preempted one. A read that stood at its hands' promise (no
+//! windup for two intervals: a stop, a suspend, a program that reads
+//! seldom) winds up once and reads again
+//! ([`Info::standing_reads`](crate::Info::standing_reads)); where another
+//! thread holds the windup (or the thread a signal handler interrupted), it
+//! waits for nothing and vouches for CLOCK_MONOTONIC less the stated bound
+//! (`read::stand_in`). The upkeep thread (`upkeep.rs`) runs only while the
+//! clock is read: a tick apart while coarse clocks are read (they read no
+//! counter, so they cannot find a windup due), at the highest real-time
+//! priority the process may take, a few times a second while precise reads
 //! come, and it parks, with no wakeup at all, once nothing is read
-//! ([`wake.rs`](wake) says how a read wakes it). A sandbox that refuses the
-//! thread is asked once: readers wind up, and the coarse clocks are the
-//! kernel's. The thread's ticks leave the coarse time ready for
-//! [`now_coarse`](crate::now_coarse()) in one word
-//! ([`COARSE_NANOS`](published::COARSE_NANOS)); every windup leaves the whole seconds of each clock as hints for
-//! [`gettime`](crate::gettime()), which then splits nanoseconds into seconds without a
-//! division.
+//! ([`wake.rs`](wake) says how a read wakes it). Where it may not take a
+//! real-time priority (or was ever held up half a tick, or a sandbox
+//! refuses the thread), coarse reads check ours against the kernel's coarse
+//! clock, which the kernel's timer interrupt keeps. The thread's ticks leave
+//! the coarse time ready for [`now_coarse`](crate::now_coarse()) in one
+//! word ([`COARSE_NANOS`](published::COARSE_NANOS)); every windup leaves
+//! the whole seconds of each clock as hints for
+//! [`gettime`](crate::gettime()), which then splits nanoseconds into seconds
+//! without a division.
+//!
+//! # Wherever `clock_gettime` is
+//!
+//! POSIX lets a signal handler call `clock_gettime`, and programs do
+//! (profilers stamp samples in `SIGPROF` handlers, tracers fire probes in
+//! handlers). So every read is async-signal-safe: nothing on a read's path
+//! waits for a lock, allocates or starts a thread, and a handler that
+//! interrupts its own thread halfway through any step of the clock's life
+//! (its start, a windup, a steering, a hand-over, a fork) reads correct
+//! time. The locks a read meets are tried, never waited for; the error
+//! bound is loaded without a lock (`stated_bound.rs`); the first read
+//! starts the clock without allocating, and a read during a start it cannot
+//! wait for asks the kernel, on which the clock starts exactly; the upkeep
+//! thread is started, and a failover made, only by a read that can tell it
+//! runs outside any handler (`os::outside_signal_handler`), and otherwise
+//! by the next one that can.
 
 mod choice;
 mod clock;
