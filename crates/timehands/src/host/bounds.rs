@@ -79,7 +79,7 @@ pub(crate) fn bounds(
 /// The earliest and the latest UTC the true time can be, now: our Realtime,
 /// widened by our bound against the kernel's CLOCK_REALTIME and by the
 /// kernel's own bound against UTC, which an NTP daemon (chrony, ntpd,
-/// systemd-timesyncd) keeps there. See the module docs.
+/// systemd-timesyncd) keeps there. See the module docs. Async-signal-safe.
 ///
 /// ```
 /// match timehands::realtime_bounds() {

@@ -406,7 +406,12 @@ impl HostClock {
         match self.kernel.ntp() {
             Ok(ntp) => {
                 self.leap.store(ntp.leap as u8, Ordering::Relaxed);
-                Some(ntp)
+                // TAI − UTC in step with the Realtime the steering measures.
+                let tai_offset_s = self.kernel.tai_minus_utc().unwrap_or(ntp.tai_offset_s);
+                Some(NtpState {
+                    tai_offset_s,
+                    ..ntp
+                })
             }
             Err(_) => {
                 self.ntp_refused.store(true, Ordering::Relaxed);

@@ -217,7 +217,9 @@ pub(super) fn bounds_or_error<S: serde::Serializer>(
     }
 }
 
-/// What the clock runs on, why, and how far it is from the kernel.
+/// What the clock runs on, why, and how far it is from the kernel. Not
+/// async-signal-safe, unlike the reads: it allocates its report, and waits
+/// for the clock's locks.
 pub fn info() -> Info {
     let clock = clock();
     clock.choose_counter();

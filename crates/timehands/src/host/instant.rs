@@ -35,7 +35,8 @@ pub struct Instant {
 }
 
 impl Instant {
-    /// Now: the same as [`timehands::now`](crate::now).
+    /// Now: the same as [`timehands::now`](crate::now), and as
+    /// async-signal-safe.
     #[inline]
     pub fn now() -> Instant {
         crate::now()

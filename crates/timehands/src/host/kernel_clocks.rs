@@ -28,6 +28,12 @@ pub(crate) trait KernelClocks: Send + Sync {
     /// The kernel's NTP state.
     fn ntp(&self) -> io::Result<NtpState>;
 
+    /// TAI − UTC as the kernel's clocks read it, where they say, in step
+    /// with Realtime (the NTP state's may move before Realtime does).
+    fn tai_minus_utc(&self) -> Option<i32> {
+        None
+    }
+
     /// CLOCK_MONOTONIC, our uptime's reference (a counter that ran through
     /// a suspend it did not count resumes from it): what windups follow.
     fn reference(&self) -> BinTime {
@@ -46,5 +52,9 @@ impl KernelClocks for SystemClocks {
 
     fn ntp(&self) -> io::Result<NtpState> {
         crate::os::ntp()
+    }
+
+    fn tai_minus_utc(&self) -> Option<i32> {
+        crate::os::tai_minus_utc()
     }
 }

@@ -199,6 +199,7 @@ fn kernel_read<const REALTIME: bool>() -> u64 {
 /// Now, on the OS's Monotonic (CLOCK_MONOTONIC on Linux; see
 /// [`KernelClock`]): the fastest correct clock this
 /// machine has. Never goes backwards, on one thread or across threads.
+/// Async-signal-safe, as every read is (see the crate's docs).
 ///
 /// ```
 /// let a = timehands::now();
@@ -212,7 +213,7 @@ pub fn now() -> Instant {
 
 /// Now, from an unordered counter read: cheaper than [`now`], monotonic on one
 /// thread, but a thread that has seen another thread's time may read an
-/// earlier one. For timing intervals on one thread only.
+/// earlier one. For timing intervals on one thread only. Async-signal-safe.
 #[inline]
 pub fn now_unordered() -> Instant {
     Instant::from_nanos(read_nanos::<false, false>())
@@ -229,6 +230,7 @@ pub fn now_unordered() -> Instant {
 /// or the thread was ever held up past a tick), each read checks ours
 /// against the kernel's coarse clock instead, and a precise read winds it
 /// up when it is stale: as fresh, at the kernel's coarse clock's cost.
+/// Async-signal-safe: a read never starts the thread in a handler.
 #[inline]
 pub fn now_coarse() -> Instant {
     Instant::from_nanos(coarse_nanos())
@@ -342,6 +344,7 @@ pub(super) static COHERENT_FLOOR: AtomicU64 = AtomicU64::new(0);
 /// clock stays cheap until someone has seen a finer time). Costs a shared
 /// atomic maximum on top of `now()`: use it where that coherence matters, such
 /// as timestamps that coarse ones are compared with, not for every read.
+/// Async-signal-safe.
 ///
 /// ```
 /// let precise = timehands::now_coherent();
@@ -355,7 +358,7 @@ pub fn now_coherent() -> Instant {
 
 /// [`now_coarse`], but never earlier than a [`now_coherent`] read that
 /// happened before it; like `now_coarse`, never ahead of a [`now`] that
-/// follows, and never decreasing.
+/// follows, and never decreasing. Async-signal-safe.
 #[inline]
 pub fn now_coarse_coherent() -> Instant {
     let coarse = now_coarse();
@@ -404,7 +407,7 @@ impl ClockId {
 /// The time on clock `id`, since that clock's origin (the kernel's origin for
 /// the clock of that name). A precise read winds the clock up when it finds
 /// it due, as [`now`] does; the first coarse read starts the thread that
-/// keeps the coarse clocks fresh.
+/// keeps the coarse clocks fresh. Async-signal-safe, for every id.
 // Always inlined: with a constant id (the common call) it is that clock's
 // read alone, as cheap as `now()` and an add.
 #[inline(always)]

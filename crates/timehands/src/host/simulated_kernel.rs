@@ -36,6 +36,9 @@ struct SimKernel {
     /// it preempted that long.
     realtime_read_delay: AtomicU64,
     ntp: Mutex<NtpState>,
+    /// TAI − UTC as the clocks read it (CLOCK_TAI less CLOCK_REALTIME),
+    /// which moves with Realtime, where the NTP state's may move first.
+    clocks_tai: AtomicI64,
 }
 
 impl SimKernel {
@@ -49,6 +52,7 @@ impl SimKernel {
             suspended: AtomicU64::new(0),
             boot_epoch: AtomicU64::new(1_795_435_200_000_000_000),
             realtime_read_delay: AtomicU64::new(0),
+            clocks_tai: AtomicI64::new(37),
             ntp: Mutex::new(NtpState {
                 synchronized: true,
                 maxerror_us: 2_000,
@@ -96,6 +100,10 @@ impl KernelClocks for SimKernel {
                 boottime + self.boot_epoch.load(Ordering::Acquire)
             }
         }
+    }
+
+    fn tai_minus_utc(&self) -> Option<i32> {
+        Some(self.clocks_tai.load(Ordering::Acquire) as i32)
     }
 
     fn ntp(&self) -> io::Result<NtpState> {
@@ -429,15 +437,19 @@ fn the_tai_offset_follows_the_kernel() {
     run(clock, kernel, 20_000_000, 1_000_000);
     assert_eq!(tai_minus_utc(clock), 37);
     kernel.ntp.lock().expect("the state").tai_offset_s = 38;
+    kernel.clocks_tai.store(38, Ordering::Release);
     run(clock, kernel, 20_000_000, 1_000_000);
     assert_eq!(tai_minus_utc(clock), 38);
 }
 
 /// A leap second: the kernel steps Realtime back a second and TAI − UTC up
-/// one together. Realtime follows at the next windup; TAI, Monotonic plus
+/// one together in its clocks, and says the new TAI − UTC in its NTP state
+/// some milliseconds sooner (Linux's `adjtimex` did, 1.6 ms before its
+/// clocks moved). Realtime follows at the next windup; TAI, Monotonic plus
 /// one offset that the leap leaves where it was, does not move, before,
 /// through and after it (it stepped back a second once, when TAI was
-/// Realtime plus TAI − UTC, two words a read could see apart).
+/// Realtime plus TAI − UTC, two words a read could see apart; and a second
+/// once, when TAI − UTC came from the NTP state ahead of Realtime).
 #[test]
 #[cfg_attr(miri, ignore = "steers a host clock")]
 fn a_leap_second_steps_realtime_and_not_tai() {
@@ -446,11 +458,13 @@ fn a_leap_second_steps_realtime_and_not_tai() {
     run(clock, kernel, 20_000_000, 1_000_000);
     let tai = clock.tai();
     let realtime = clock.realtime_offset_ns();
-    {
-        let mut ntp = kernel.ntp.lock().expect("the state");
-        ntp.tai_offset_s += 1;
-        kernel.boot_epoch.fetch_sub(1_000_000_000, Ordering::AcqRel);
+    kernel.ntp.lock().expect("the state").tai_offset_s += 1;
+    for _ in 0..20 {
+        run(clock, kernel, 1_000_000, 1_000_000);
+        assert_eq!(clock.tai(), tai, "TAI moved with the NTP state alone");
     }
+    kernel.clocks_tai.fetch_add(1, Ordering::AcqRel);
+    kernel.boot_epoch.fetch_sub(1_000_000_000, Ordering::AcqRel);
     for _ in 0..20 {
         run(clock, kernel, 1_000_000, 1_000_000);
         assert_eq!(clock.tai(), tai, "TAI moved");

@@ -69,6 +69,12 @@ pub(crate) fn kernel_resolution(_clock: super::KernelClock) -> std::time::Durati
     std::time::Duration::from_nanos(100)
 }
 
+/// TAI − UTC as the OS's clocks read it: no clock of TAI here (the NTP
+/// state's, where the OS keeps one, says it).
+pub(crate) fn tai_minus_utc() -> Option<i32> {
+    None
+}
+
 /// Whether the calling thread runs outside any signal handler: always,
 /// where the OS has no POSIX signals (Windows' handlers of console events
 /// and exceptions run code of their own, not a read's).

@@ -3,7 +3,7 @@
 //! no CPU pinning (only affinity hints, not implemented here) and no timer
 //! slack to set.
 
-pub(crate) use super::absent::{RealtimeNotice, kernel_rate, set_kernel_rate};
+pub(crate) use super::absent::{RealtimeNotice, kernel_rate, set_kernel_rate, tai_minus_utc};
 pub(crate) use super::absent::{
     allowed_cpus, current_cpu, pin_to_cpus, process_cpus, set_minimal_timer_slack,
 };

@@ -5,7 +5,7 @@
 //! DragonFly (NetBSD's and OpenBSD's are not implemented here).
 
 pub(crate) use super::absent::set_minimal_timer_slack;
-pub(crate) use super::absent::{RealtimeNotice, kernel_rate, set_kernel_rate};
+pub(crate) use super::absent::{RealtimeNotice, kernel_rate, set_kernel_rate, tai_minus_utc};
 #[cfg(any(target_os = "netbsd", target_os = "openbsd"))]
 pub(crate) use super::absent::{allowed_cpus, current_cpu, pin_to_cpus, process_cpus};
 #[cfg(target_os = "openbsd")]

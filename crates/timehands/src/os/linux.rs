@@ -53,6 +53,21 @@ pub(crate) fn ntp() -> io::Result<NtpState> {
     })
 }
 
+/// TAI − UTC in whole seconds as the kernel's clocks read it:
+/// CLOCK_TAI less CLOCK_REALTIME, read between two reads of the latter and
+/// kept only where both give the same second (a leap second moves the two
+/// at once in the clocks' shared data, which `adjtimex`'s `tai` says some
+/// milliseconds sooner: taken with a Realtime not yet moved, it stepped
+/// TAI by the leap). `None` where the clocks do not say.
+pub(crate) fn tai_minus_utc() -> Option<i32> {
+    let read = |id| super::posix::clock_nanos(id).ok().map(i128::from);
+    let before = read(libc::CLOCK_REALTIME)?;
+    let tai = read(libc::CLOCK_TAI)?;
+    let after = read(libc::CLOCK_REALTIME)?;
+    let seconds = |realtime: i128| ((tai - realtime) as f64 / 1e9).round() as i32;
+    (seconds(before) == seconds(after)).then(|| seconds(before))
+}
+
 /// The kernel clock's rate against its nominal one, in ppb, from
 /// `adjtimex`'s `tick` and `freq`.
 #[cfg(target_os = "linux")]

@@ -20,6 +20,8 @@
 //!   `clock_name(KernelClock)`: the OS's clocks, in nanoseconds since their
 //!   origin, and how finely each moves;
 //! - `ntp()`: the OS's NTP state, or an error naming the OS;
+//! - `tai_minus_utc()`: TAI − UTC as the OS's clocks read it, where it has
+//!   a clock of TAI (Linux's CLOCK_TAI);
 //! - `allowed_cpus()`, `process_cpus()`, `pin_to_cpus()`, `current_cpu()`:
 //!   where a thread runs, or an error naming the OS;
 //! - `set_scheduling(Policy, priority)` and `set_minimal_timer_slack()`;
@@ -109,7 +111,7 @@ mod sched;
 
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 pub(crate) use family::refuse_threads_and_ntp;
-pub(crate) use family::{RealtimeNotice, kernel_rate, set_kernel_rate};
+pub(crate) use family::{RealtimeNotice, kernel_rate, set_kernel_rate, tai_minus_utc};
 pub(crate) use family::{
     allowed_cpus, clock_name, current_cpu, kernel_nanos, kernel_resolution, ntp, on_fork,
     outside_signal_handler, pin_to_cpus, process_cpus, set_minimal_timer_slack, set_scheduling,

@@ -7,7 +7,7 @@
 
 #[cfg(not(any(target_os = "illumos", target_os = "solaris")))]
 pub(crate) use super::absent::ntp;
-pub(crate) use super::absent::{RealtimeNotice, kernel_rate, set_kernel_rate};
+pub(crate) use super::absent::{RealtimeNotice, kernel_rate, set_kernel_rate, tai_minus_utc};
 pub(crate) use super::absent::{
     allowed_cpus, current_cpu, pin_to_cpus, process_cpus, set_minimal_timer_slack, set_scheduling,
 };
