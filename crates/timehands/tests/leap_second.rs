@@ -9,9 +9,10 @@
 //!
 //! Root only (CI runs as root); elsewhere it says why it is skipped. A test
 //! binary of its own, so that no other test of this crate runs while the
-//! machine's Realtime is moved (cargo runs test binaries one at a time);
-//! Realtime, the kernel's status and TAI − UTC are put back whatever
-//! happens.
+//! machine's Realtime is moved (cargo runs test binaries one at a time),
+//! and under the lock the project's other tests that change the clock take
+//! (`/run/lock/timehands-clock.lock`); Realtime, the kernel's status and
+//! TAI − UTC are put back whatever happens.
 #![cfg(target_os = "linux")]
 
 use std::time::Duration;
@@ -49,6 +50,27 @@ fn set_realtime(ns: i128) -> Result<(), String> {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error().to_string())
+    }
+}
+
+/// The lock every test that changes the machine's clock takes (`flock(1)`
+/// on this file in the scripts), so that no two change it at once: held
+/// until dropped.
+struct ClockLock {
+    /// The lock's file: the lock is let go when it closes.
+    _held: std::fs::File,
+}
+
+impl ClockLock {
+    fn take() -> Result<ClockLock, String> {
+        const PATH: &str = "/run/lock/timehands-clock.lock";
+        let file = std::fs::File::create(PATH).map_err(|e| format!("{PATH}: {e}"))?;
+        // SAFETY: flock on a descriptor this process owns; it waits for
+        // another holder, and the lock goes with the descriptor's close.
+        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) } != 0 {
+            return Err(format!("{PATH}: {}", std::io::Error::last_os_error()));
+        }
+        Ok(ClockLock { _held: file })
     }
 }
 
@@ -191,6 +213,7 @@ fn a_leap_second_inserted_or_deleted_by_the_kernel_steps_realtime_alone() {
         println!("skipped: setting the clock and the leap status needs root");
         return;
     }
+    let _lock = ClockLock::take().unwrap_or_else(|e| panic!("{e}"));
     // The clock starts, and its thread runs, before the leap.
     gettime(ClockId::Tai);
     for (flag, what) in [(libc::STA_INS, "inserted"), (libc::STA_DEL, "deleted")] {
