@@ -111,8 +111,9 @@ pub(super) fn read_nanos_slow<const REALTIME: bool, const ORDERED: bool>(
     }
 }
 
-/// A read that stood at its hands' promise: no windup for two intervals, so the counter may have run through a suspend that
-/// CLOCK_MONOTONIC did not count (see [`Timekeeper::windup_following`]).
+/// A read that stood at its hands' promise: no windup for two intervals,
+/// so the counter may have run through a suspend that CLOCK_MONOTONIC did
+/// not count (see [`Timekeeper::windup_following`]).
 /// It winds up once, which never waits: a windup that another thread
 /// holds, or that this thread's own code was in when a signal handler
 /// interrupted it, is that thread's to finish. A read that stands still
@@ -219,7 +220,7 @@ pub fn now_unordered() -> Instant {
     Instant::from_nanos(read_nanos::<false, false>())
 }
 
-/// The time of the last windup: no counter read at all, at most two
+/// The time of the last windup or tick: no counter read at all, at most two
 /// ticks of 4 ms and the clock's accuracy ([`getres`](crate::getres) says
 /// how much) behind [`now`], never ahead of it, never back, whatever the
 /// scheduler does. The first call (and the first after an idle spell)
@@ -229,7 +230,8 @@ pub fn now_unordered() -> Instant {
 /// process may not take one (or the operating system refuses the thread,
 /// or the thread was ever held up past a tick), each read checks ours
 /// against the kernel's coarse clock instead, and a precise read winds it
-/// up when it is stale: as fresh, at the kernel's coarse clock's cost.
+/// up when it is stale: as fresh, at about twice the kernel's coarse
+/// clock's cost.
 /// Async-signal-safe: a read never starts the thread in a handler.
 #[inline]
 pub fn now_coarse() -> Instant {
