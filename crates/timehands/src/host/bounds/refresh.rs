@@ -1,0 +1,529 @@
+//! The refresh thread: asks the sources (chronyd, ClockBound, the kernel)
+//! off the read path and publishes the state readers read (`state.rs`).
+//!
+//! It costs nothing while nobody asks. A read raises [`DEMAND`]; the upkeep
+//! thread, which runs while the clock is read, calls [`on_upkeep`] at each
+//! of its wakeups, which starts this thread the first time (never a read:
+//! a read may be a signal handler) and wakes it when it parked. The thread
+//! refreshes at most every [`REFRESH_INTERVAL`] while reads keep raising the
+//! demand, and parks, with no timeout, once a whole interval passed without
+//! one. A `fork()`ed child's upkeep thread is a new thread, whose
+//! thread-local handle is empty: it starts the child's own refresh thread.
+//!
+//! Why a thread of its own rather than the upkeep thread's time: a query
+//! may wait for chronyd (half a second at most, when it hangs), which the
+//! upkeep thread's ticks cannot afford.
+
+use std::cell::OnceCell;
+use std::io;
+#[cfg(target_os = "linux")]
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use super::chrony::{self, Chronyd, Tracking};
+#[cfg(target_os = "linux")]
+use super::clockbound::{self, ClockBoundStatus};
+use super::state::{PUBLISHED, State};
+use super::{BoundsSource, BoundsStatus, LeapSecond};
+use crate::os::{KernelClock, NtpState};
+
+/// How often the thread asks the sources while reads come.
+pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_millis(200);
+/// How long a state holds after it was taken: then reads ask the kernel.
+/// ClockBound's daemon gives its readings the same life (its `void_after`).
+pub(crate) const VALIDITY: Duration = Duration::from_secs(1000);
+/// The fastest a bound is allowed to grow, ppb: twice the kernel's 500 ppm.
+/// With [`VALIDITY`], `age * rate` fits a u64 on the read path.
+pub(crate) const MAX_RATE_PPB: u64 = 1_000_000;
+/// The kernel grows its `maxerror` by 500 µs each of its seconds.
+const KERNEL_RATE_PPB: u64 = 500_000;
+/// Readers count a state's age in Realtime, which chronyd slews as much as
+/// 8.33 % slow: a rate per true second is a tenth more per Realtime second.
+const SLEW_MARGIN_TENTHS: u64 = 11;
+/// chronyd does not report its `maxclockerror`; until two answers of the
+/// same update show how fast its dispersion grows, this much is assumed
+/// (chrony's default is 1 ppm; this covers a configuration's larger one).
+const ASSUMED_MAX_CLOCK_ERROR_PPB: u64 = 100_000;
+/// Two answers this far apart (at least) measure the dispersion's growth
+/// to better than 1 % (a loopback round trip is some tens of µs).
+const MEASURE_SPAN: Duration = Duration::from_millis(20);
+
+/// Some read wants the state since the last refresh.
+static DEMAND: AtomicBool = AtomicBool::new(false);
+/// The OS refused the thread: readers ask the kernel themselves.
+static REFUSED: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// The refresh thread, as the upkeep thread (the only caller of
+    /// [`on_upkeep`]) started it in this process.
+    static REFRESHER: OnceCell<std::thread::Thread> = const { OnceCell::new() };
+}
+
+/// A read wants the state: one load, and a store the first time.
+pub(crate) fn ask() {
+    if !DEMAND.load(Ordering::Relaxed) {
+        DEMAND.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The upkeep thread's hook, at each of its wakeups: when a read asked,
+/// starts the refresh thread the first time, or wakes it.
+pub(crate) fn on_upkeep() {
+    if !DEMAND.load(Ordering::Relaxed) || REFUSED.load(Ordering::Relaxed) {
+        return;
+    }
+    REFRESHER.with(|refresher| {
+        if let Some(thread) = refresher.get() {
+            thread.unpark();
+            return;
+        }
+        match std::thread::Builder::new()
+            .name("timehands-bounds".to_string())
+            .spawn(run)
+        {
+            Ok(handle) => {
+                let _ = refresher.set(handle.thread().clone());
+            }
+            Err(_) => REFUSED.store(true, Ordering::Relaxed),
+        }
+    });
+}
+
+/// The thread's life: refresh while asked, park when not.
+fn run() {
+    block_signals();
+    let mut sources = Sources::new();
+    loop {
+        if DEMAND.swap(false, Ordering::AcqRel) {
+            // Where no source answers and the kernel's state is not read
+            // (an OS without one), nothing is published: readers say so.
+            if let Some(state) = sources.refresh() {
+                PUBLISHED.publish(&state);
+                sources.published = Some(state);
+            }
+            std::thread::sleep(REFRESH_INTERVAL);
+        } else {
+            std::thread::park();
+        }
+    }
+}
+
+/// No signal handler runs on this thread: a handler that reads the bounds
+/// there would find the state half written (it gives up after a few tries
+/// and asks the kernel, but need not).
+fn block_signals() {
+    #[cfg(unix)]
+    // SAFETY: a zeroed sigset_t is valid storage for sigfillset, which
+    // fills it; pthread_sigmask changes only this thread's mask.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+}
+
+/// The kernel's NTP state, read now; on Linux a plain `adjtimex` with no
+/// allocation (even on failure), safe in a signal handler.
+#[cfg(target_os = "linux")]
+pub(crate) fn kernel_ntp() -> io::Result<NtpState> {
+    crate::os::ntp_errno()
+}
+
+/// The kernel's NTP state, read now (`ntp_gettime(2)` where the OS has it).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn kernel_ntp() -> io::Result<NtpState> {
+    crate::os::ntp()
+}
+
+/// A Realtime, ns (ours).
+fn realtime_now() -> u64 {
+    crate::gettime(crate::ClockId::Realtime).as_nanos() as u64
+}
+
+/// The kernel's clock `clock`, ns (0 if it cannot be read).
+fn kernel_now(clock: KernelClock) -> u64 {
+    crate::os::kernel_nanos(clock).unwrap_or(0)
+}
+
+/// `rate_ppb` as readers grow it: with the slew margin, at most
+/// [`MAX_RATE_PPB`].
+fn read_rate(rate_ppb: u64) -> u64 {
+    (rate_ppb.saturating_mul(SLEW_MARGIN_TENTHS) / 10).min(MAX_RATE_PPB)
+}
+
+/// `seconds` as whole ns, rounded up (for bounds: never narrower).
+fn ceil_ns(seconds: f64) -> u64 {
+    (seconds.max(0.0) * 1e9).ceil() as u64
+}
+
+/// One answer of chronyd, and when it came.
+#[derive(Clone, Copy)]
+struct Answer {
+    tracking: Tracking,
+    /// CLOCK_MONOTONIC_RAW, ns, as the answer arrived.
+    received: u64,
+}
+
+/// The sources, and what the thread keeps between refreshes.
+struct Sources {
+    /// chronyd's address (`TIMEHANDS_CHRONYD`, or its default port).
+    chronyd_address: String,
+    /// The socket to it, made at the first refresh that needs it.
+    chronyd: Option<Chronyd>,
+    /// chronyd's last answer.
+    last_answer: Option<Answer>,
+    /// chronyd's `maxclockerror`, ppb, as measured from its dispersion.
+    max_clock_error_ppb: Option<u64>,
+    /// The state published last.
+    published: Option<State>,
+}
+
+impl Sources {
+    fn new() -> Sources {
+        Sources {
+            chronyd_address: std::env::var("TIMEHANDS_CHRONYD")
+                .unwrap_or_else(|_| chrony::DEFAULT_ADDRESS.to_string()),
+            chronyd: None,
+            last_answer: None,
+            max_clock_error_ppb: None,
+            published: None,
+        }
+    }
+
+    /// The state from the best source present now.
+    fn refresh(&mut self) -> Option<State> {
+        let kernel = kernel_ntp().ok();
+        if let Some(state) = self.chronyd_state(kernel.as_ref()) {
+            return Some(state);
+        }
+        #[cfg(target_os = "linux")]
+        if let Some(state) = from_clockbound(Path::new(clockbound::DEFAULT_PATH), kernel.as_ref()) {
+            return Some(state);
+        }
+        kernel.map(|kernel| from_kernel(realtime_now(), &kernel))
+    }
+
+    /// chronyd's answer now: the tracking and its Realtime (taken before
+    /// the request, so that the dispersion it reports is no younger).
+    fn ask_chronyd(&mut self) -> io::Result<(Tracking, u64)> {
+        if self.chronyd.is_none() {
+            self.chronyd = Some(Chronyd::connect(&self.chronyd_address)?);
+        }
+        let chronyd = self.chronyd.as_mut().expect("connected above");
+        let sent = kernel_now(KernelClock::MonotonicRaw);
+        let as_of = realtime_now();
+        let tracking = chronyd.tracking()?;
+        let received = kernel_now(KernelClock::MonotonicRaw);
+        if let Some(last) = self.last_answer {
+            if let Some(ppb) = max_clock_error_ppb(&last, &tracking, sent) {
+                self.max_clock_error_ppb = Some(ppb);
+            }
+        }
+        self.last_answer = Some(Answer { tracking, received });
+        Ok((tracking, as_of))
+    }
+
+    /// The state from chronyd, or `None` when it does not answer and never
+    /// did (a chronyd that stopped answering leaves its last state
+    /// free-running).
+    fn chronyd_state(&mut self, kernel: Option<&NtpState>) -> Option<State> {
+        let mut answer = self.ask_chronyd();
+        if let Ok((tracking, _)) = &answer {
+            if tracking.synchronized() && self.max_clock_error_ppb.is_none() {
+                // A second answer measures the dispersion's growth.
+                std::thread::sleep(MEASURE_SPAN);
+                answer = self.ask_chronyd();
+            }
+        }
+        match answer {
+            Ok((tracking, as_of)) => Some(from_tracking(
+                &tracking,
+                as_of,
+                self.max_clock_error_ppb
+                    .unwrap_or(ASSUMED_MAX_CLOCK_ERROR_PPB),
+                kernel,
+            )),
+            Err(_) => {
+                self.last_answer = None;
+                let last = self.published?;
+                // Invariant: a free-running state keeps its `as_of` and
+                // rate, so it goes on growing from chronyd's last word
+                // until it is void.
+                (last.source == BoundsSource::Chronyd && last.status.is_some()).then_some(State {
+                    status: Some(BoundsStatus::FreeRunning),
+                    free_running_at: last.as_of,
+                    ..last
+                })
+            }
+        }
+    }
+}
+
+/// chronyd's `maxclockerror` (ppb) from two answers of the same update:
+/// the dispersion grew at skew + |residual frequency| + `maxclockerror`
+/// between them. The span between chronyd's two answers is at least the
+/// span from the first's arrival to the second's request (`sent`, both
+/// CLOCK_MONOTONIC_RAW, which no daemon slews): dividing by it gives a
+/// rate no smaller than the true one. `None` when the answers are of
+/// different updates, unsynchronized, or too close to measure.
+fn max_clock_error_ppb(last: &Answer, now: &Tracking, sent: u64) -> Option<u64> {
+    let span = sent.checked_sub(last.received)?;
+    if span < MEASURE_SPAN.as_nanos() as u64
+        || last.tracking.ref_time != now.ref_time
+        || !now.synchronized()
+        || !last.tracking.synchronized()
+    {
+        return None;
+    }
+    let growth = now.root_dispersion - last.tracking.root_dispersion;
+    let rate_ppb = growth / (span as f64 * 1e-9) * 1e9;
+    let stated_ppb = (now.skew_ppm + now.resid_freq_ppm.abs()) * 1e3;
+    Some((rate_ppb - stated_ppb).max(0.0).ceil() as u64)
+}
+
+/// The kernel's leap second, TAI offset and errors for a state.
+fn kernel_fields(kernel: Option<&NtpState>) -> (LeapSecond, i32, u32, u32) {
+    kernel.map_or((LeapSecond::None, 0, 0, 0), |k| {
+        (
+            k.leap,
+            k.tai_offset_s,
+            u32::try_from(k.maxerror_us).unwrap_or(u32::MAX),
+            u32::try_from(k.esterror_us).unwrap_or(u32::MAX),
+        )
+    })
+}
+
+/// The state chronyd's `tracking` gives at Realtime `as_of`, with its
+/// `maxclockerror` (ppb).
+///
+/// UTC is within the root distance of chronyd's estimate of true time,
+/// which is the Realtime plus the correction still to come; the kernel
+/// only closes that correction (slewing, or stepping it away) until
+/// chronyd's next update, so it widens the side it is on, and only that.
+fn from_tracking(
+    tracking: &Tracking,
+    as_of: u64,
+    max_clock_error_ppb: u64,
+    kernel: Option<&NtpState>,
+) -> State {
+    let (kernel_leap, tai_offset_s, max_error, estimated_error) = kernel_fields(kernel);
+    let leap = match (tracking.leap_status, kernel_leap) {
+        (_, LeapSecond::InProgress) => LeapSecond::InProgress,
+        (1, _) => LeapSecond::Insert,
+        (2, _) => LeapSecond::Delete,
+        _ => LeapSecond::None,
+    };
+    let distance = ceil_ns(tracking.root_distance());
+    let correction = ceil_ns(tracking.current_correction.abs());
+    let (below, above) = if tracking.current_correction > 0.0 {
+        // The Realtime is behind chronyd's estimate: UTC may be ahead.
+        (distance, distance.saturating_add(correction))
+    } else {
+        (distance.saturating_add(correction), distance)
+    };
+    let stated_ppb = ((tracking.skew_ppm + tracking.resid_freq_ppm.abs()) * 1e3).ceil() as u64;
+    // ClockBound's rule: no update for eight update intervals is free
+    // running (the interval is 0 before chronyd's second update).
+    let quiet = ceil_ns(8.0 * tracking.last_update_interval.max(1.0));
+    State {
+        as_of,
+        below,
+        above,
+        rate_ppb: read_rate(stated_ppb.saturating_add(max_clock_error_ppb)),
+        void_at: as_of.saturating_add(VALIDITY.as_nanos() as u64),
+        free_running_at: ceil_ns(tracking.ref_time).saturating_add(quiet),
+        source: BoundsSource::Chronyd,
+        status: tracking
+            .synchronized()
+            .then_some(BoundsStatus::Synchronized),
+        leap,
+        tai_offset_s,
+        kernel_max_error_us: max_error,
+        kernel_estimated_error_us: estimated_error,
+    }
+}
+
+/// The state from ClockBound's segment at `path`, or `None` where there is
+/// none (no daemon).
+#[cfg(target_os = "linux")]
+fn from_clockbound(path: &Path, kernel: Option<&NtpState>) -> Option<State> {
+    let reading = clockbound::read(path).ok()?;
+    // ClockBound's times are CLOCK_MONOTONIC_COARSE; the precise clock is
+    // at or after it, so the age it gives is no smaller.
+    let monotonic = Duration::from_nanos(kernel_now(KernelClock::Monotonic));
+    let as_of = realtime_now();
+    let (leap, tai_offset_s, max_error, estimated_error) = kernel_fields(kernel);
+    let bound = reading.bound_at(monotonic);
+    let left = reading.void_after.saturating_sub(monotonic);
+    Some(State {
+        as_of,
+        below: bound.map_or(0, |b| b.as_nanos() as u64),
+        above: bound.map_or(0, |b| b.as_nanos() as u64),
+        rate_ppb: read_rate(u64::from(reading.max_drift_ppb)),
+        void_at: as_of.saturating_add(left.min(VALIDITY).as_nanos() as u64),
+        free_running_at: if reading.status == ClockBoundStatus::FreeRunning {
+            as_of
+        } else {
+            u64::MAX
+        },
+        source: BoundsSource::ClockBound,
+        status: bound.map(|_| BoundsStatus::Synchronized),
+        leap,
+        tai_offset_s,
+        kernel_max_error_us: max_error,
+        kernel_estimated_error_us: estimated_error,
+    })
+}
+
+/// The state from the kernel's NTP state at Realtime `as_of`.
+fn from_kernel(as_of: u64, kernel: &NtpState) -> State {
+    let (leap, tai_offset_s, max_error, estimated_error) = kernel_fields(Some(kernel));
+    let max_error_ns = u64::from(max_error) * 1_000;
+    State {
+        as_of,
+        below: max_error_ns,
+        above: max_error_ns,
+        // The kernel counts its own seconds: no slew margin.
+        rate_ppb: KERNEL_RATE_PPB,
+        void_at: as_of.saturating_add(VALIDITY.as_nanos() as u64),
+        free_running_at: u64::MAX,
+        source: BoundsSource::Kernel,
+        status: kernel.synchronized.then_some(BoundsStatus::Synchronized),
+        leap,
+        tai_offset_s,
+        kernel_max_error_us: max_error,
+        kernel_estimated_error_us: estimated_error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2026-11-23 12:00:00 UTC, in ns.
+    const NOON: u64 = 1_795_435_200_000_000_000;
+
+    fn tracking(correction: f64, dispersion: f64) -> Tracking {
+        Tracking {
+            ref_id: 0x7f00_0001,
+            leap_status: 0,
+            ref_time: 1_795_435_199.5,
+            current_correction: correction,
+            resid_freq_ppm: -0.25,
+            skew_ppm: 0.5,
+            root_delay: 100e-6,
+            root_dispersion: dispersion,
+            last_update_interval: 2.0,
+        }
+    }
+
+    /// The correction still to slew widens the side it is on, and only
+    /// that; the rate is chronyd's skew, residual frequency and
+    /// `maxclockerror`, a tenth more for the slew.
+    #[test]
+    fn chronyd_s_correction_widens_its_own_side() {
+        let behind = from_tracking(&tracking(20e-6, 40e-6), NOON, 1_000, None);
+        assert_eq!((behind.below, behind.above), (90_000, 110_000));
+        assert_eq!(behind.rate_ppb, 1_925, "(500 + 250 + 1000) * 1.1");
+        assert_eq!(behind.status, Some(BoundsStatus::Synchronized));
+        assert_eq!(behind.source, BoundsSource::Chronyd);
+        assert_eq!(
+            behind.free_running_at,
+            NOON - SECOND + 16 * SECOND + SECOND / 2
+        );
+        let ahead = from_tracking(&tracking(-20e-6, 40e-6), NOON, 1_000, None);
+        assert_eq!((ahead.below, ahead.above), (110_000, 90_000));
+        let unsynchronized = from_tracking(
+            &Tracking {
+                leap_status: 3,
+                ..tracking(0.0, 0.0)
+            },
+            NOON,
+            1_000,
+            None,
+        );
+        assert_eq!(unsynchronized.status, None);
+    }
+
+    const SECOND: u64 = 1_000_000_000;
+
+    /// Two answers of one update, 1 s apart, whose dispersion grew by
+    /// 1.75 µs: 0.75 ppm of it stated, so `maxclockerror` is 1 ppm.
+    #[test]
+    fn maxclockerror_is_read_off_the_dispersion_s_growth() {
+        let first = Answer {
+            tracking: tracking(0.0, 40e-6),
+            received: 5 * SECOND,
+        };
+        let second = tracking(0.0, 41.75e-6);
+        let ppb = max_clock_error_ppb(&first, &second, 6 * SECOND).expect("measured");
+        assert!((999..=1_001).contains(&ppb), "{ppb}");
+        // Another update, answers too close, or unsynchronized: no measure.
+        let other = Tracking {
+            ref_time: 1_795_435_201.0,
+            ..second
+        };
+        assert_eq!(max_clock_error_ppb(&first, &other, 6 * SECOND), None);
+        assert_eq!(
+            max_clock_error_ppb(&first, &second, 5 * SECOND + 1_000),
+            None
+        );
+        let lost = Tracking {
+            leap_status: 3,
+            ..second
+        };
+        assert_eq!(max_clock_error_ppb(&first, &lost, 6 * SECOND), None);
+    }
+
+    #[test]
+    fn the_kernel_s_maxerror_grows_at_500_ppm_and_an_unsynchronized_kernel_gives_none() {
+        let ntp = |synchronized| NtpState {
+            synchronized,
+            maxerror_us: 1_500,
+            esterror_us: 20,
+            tai_offset_s: 37,
+            leap: LeapSecond::None,
+            rate_ppb: None,
+        };
+        let state = from_kernel(NOON, &ntp(true));
+        assert_eq!(
+            (state.below, state.above, state.rate_ppb),
+            (1_500_000, 1_500_000, 500_000)
+        );
+        assert_eq!(state.status, Some(BoundsStatus::Synchronized));
+        assert_eq!(from_kernel(NOON, &ntp(false)).status, None);
+    }
+
+    /// ClockBound's bound, grown to now, on both sides; its drift with the
+    /// slew's tenth.
+    #[cfg(target_os = "linux")]
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the kernel's clocks")]
+    fn clockbound_s_segment_gives_its_bound() {
+        let monotonic = kernel_now(KernelClock::Monotonic);
+        let mut segment = vec![0u8; 80];
+        segment[0..4].copy_from_slice(&0x414D_5A4Eu32.to_ne_bytes());
+        segment[4..8].copy_from_slice(&0x4342_0200u32.to_ne_bytes());
+        segment[12..14].copy_from_slice(&2u16.to_ne_bytes());
+        segment[14..16].copy_from_slice(&2u16.to_ne_bytes());
+        let as_of = monotonic / SECOND;
+        segment[16..24].copy_from_slice(&(as_of as i64).to_ne_bytes());
+        segment[32..40].copy_from_slice(&(as_of as i64 + 1000).to_ne_bytes());
+        segment[48..56].copy_from_slice(&91_000i64.to_ne_bytes());
+        segment[64..68].copy_from_slice(&1_000u32.to_ne_bytes());
+        segment[68..72].copy_from_slice(&1i32.to_ne_bytes());
+        let path =
+            std::env::temp_dir().join(format!("timehands-clockbound-{}", std::process::id()));
+        std::fs::write(&path, &segment).expect("a temporary file");
+        let state = from_clockbound(&path, None).expect("a reading");
+        std::fs::remove_file(&path).expect("removed");
+        assert_eq!(state.source, BoundsSource::ClockBound);
+        assert_eq!(state.status, Some(BoundsStatus::Synchronized));
+        assert_eq!(state.below, state.above);
+        // 91 µs, and 1 ppm for at most a few seconds since.
+        assert!((91_000..100_000).contains(&state.below), "{state:?}");
+        assert_eq!(state.rate_ppb, 1_100);
+        assert_eq!(from_clockbound(Path::new("/nonexistent/shm0"), None), None);
+    }
+}
