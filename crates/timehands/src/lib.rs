@@ -79,7 +79,7 @@ pub use host::{
     ClockId, CounterKind, Info, Resolution, Verdict,
     bounds::{
         BoundsSource, BoundsStatus, LeapSecond, RealtimeBounds, clockbound, commit_wait,
-        realtime_bounds, surely_not_yet, surely_past,
+        realtime_bounds, realtime_bounds_when_ready, surely_not_yet, surely_past,
     },
     getres, gettime, info,
     instant::{AtomicInstant, Instant},

@@ -104,11 +104,11 @@ mod ntp_model;
 ))]
 mod sched;
 
+#[cfg(target_os = "linux")]
+pub(crate) use family::ntp_errno;
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 pub(crate) use family::refuse_threads_and_ntp;
 pub(crate) use family::{RealtimeNotice, kernel_rate, set_kernel_rate};
-#[cfg(target_os = "linux")]
-pub(crate) use family::ntp_errno;
 pub(crate) use family::{
     allowed_cpus, clock_name, current_cpu, kernel_nanos, ntp, on_fork, pin_to_cpus, process_cpus,
     set_minimal_timer_slack, set_scheduling, thread_cpu_nanos,

@@ -33,9 +33,13 @@
 //! slow: rates are taken 10 % higher. A status goes with it, as
 //! ClockBound's: [`BoundsStatus::Synchronized`], or
 //! [`BoundsStatus::FreeRunning`] when the source has not updated the clock
-//! for eight of its update intervals, or chronyd stopped answering (the
-//! bound holds and grows, for 1000 s at most); where the source does not
-//! know, there is no bound ([`Error::Unsynchronized`]).
+//! for eight of its update intervals, or chronyd stopped answering or
+//! restarts (its last bound holds and grows, for 1000 s at most, as long as
+//! nobody steps the clock: a change of CLOCK_REALTIME − CLOCK_MONOTONIC,
+//! which no slew makes, ends it); where the source does not know, there is
+//! no bound ([`Error::Unsynchronized`]). A ClockBound segment not written
+//! for 10 s (its daemon writes every second) has no daemon behind it, and
+//! is passed over, though its status still says synchronized.
 //!
 //! # Cost, and who refreshes
 //!
@@ -45,7 +49,7 @@
 //! waiting, so it is safe in a signal handler. A read says it wants the
 //! state (one flag); the upkeep thread, which runs while the clock is read,
 //! starts the refresh thread (`refresh.rs`) the first time and wakes it
-//! when it parked. That thread asks the sources every 200 ms while reads
+//! when it parked. That thread asks the sources every 100 ms while reads
 //! come, and parks when they stop: nothing wakes while nobody asks. Until
 //! the first refresh, and after the state is void, a read asks the kernel
 //! itself (one `adjtimex`, no lock, no allocation; still safe in a handler).
@@ -159,14 +163,22 @@ impl RealtimeBounds {
     }
 }
 
-/// `age` ns times `rate_ppb`, in ns.
+/// A rate in ppb as the read path multiplies it: ns of growth per 2^32 ns,
+/// rounded up (so never slower).
+pub(crate) const fn q32(rate_ppb: u64) -> u64 {
+    (rate_ppb << 32).div_ceil(SECOND_NS)
+}
+
+/// `age` ns at `rate_q32` (see [`q32`]), in ns, rounded up: one multiply
+/// and a shift.
 ///
-/// Invariant (kept by `refresh.rs`, checked in its tests): a state's rate
-/// is at most [`refresh::MAX_RATE_PPB`] and it is void after
-/// [`refresh::VALIDITY`], so `age * rate_ppb` (at most 10^12 × 10^6) fits a
-/// u64: no 128-bit division on the read path.
-fn grown(age: u64, rate_ppb: u64) -> u64 {
-    age.saturating_mul(rate_ppb) / SECOND_NS
+/// Invariant (kept by `refresh.rs`, checked in the tests): a state's rates
+/// are at most [`refresh::MAX_RATE_PPB`] each and it is void after
+/// [`refresh::VALIDITY`], so `age * rate_q32` (under 2^40 × 2^24) fits a
+/// u64.
+#[inline]
+fn grown(age: u64, rate_q32: u64) -> u64 {
+    age.saturating_mul(rate_q32).div_ceil(1 << 32)
 }
 
 /// Whether `realtime` is within a second of a midnight UTC.
@@ -175,31 +187,53 @@ fn near_midnight(realtime: u64) -> bool {
     into_day < SECOND_NS || DAY_NS - into_day <= SECOND_NS
 }
 
-/// The bounds of `realtime` from a published `state` that is not void.
-fn from_state(realtime: u64, accuracy: Duration, state: &State) -> Result<RealtimeBounds, Error> {
+/// `ns` as a Duration, without a division when it is under a second (as
+/// bounds are): the read path's conversions.
+#[inline]
+fn short(ns: u64) -> Duration {
+    match u32::try_from(ns) {
+        Ok(ns) if ns < SECOND_NS as u32 => Duration::new(0, ns),
+        _ => Duration::from_nanos(ns),
+    }
+}
+
+/// `realtime` in ns (u64 holds them until 2554): a multiply and an add.
+#[inline]
+fn nanos(realtime: Duration) -> u64 {
+    realtime.as_secs() * SECOND_NS + u64::from(realtime.subsec_nanos())
+}
+
+/// The bounds of `realtime` (ours) from a published `state` that is not
+/// void.
+#[inline]
+fn from_state(realtime: Duration, state: &State) -> Result<RealtimeBounds, Error> {
+    let realtime_ns = nanos(realtime);
     let Some(mut status) = state.status else {
         return Err(Error::Unsynchronized);
     };
-    if realtime >= state.free_running_at {
+    if realtime_ns >= state.free_running_at {
         status = BoundsStatus::FreeRunning;
     }
     // A chronyd step back may put the Realtime before `as_of`: no growth
     // then (the step closed the correction the bounds already hold).
-    let growth = grown(realtime.saturating_sub(state.as_of), state.rate_ppb);
-    let ours = accuracy.as_nanos() as u64;
-    let mut below = state.below.saturating_add(growth).saturating_add(ours);
-    let mut above = state.above.saturating_add(growth).saturating_add(ours);
-    if state.leap != LeapSecond::None && near_midnight(realtime) {
+    let age = realtime_ns.saturating_sub(state.as_of);
+    let accuracy_ns = u64::from(state.accuracy_ns);
+    let ours = accuracy_ns + grown(age, u64::from(state.accuracy_q32));
+    // One multiply for both rates, on the way to the bounds.
+    let widening = accuracy_ns + grown(age, state.rate_q32 + u64::from(state.accuracy_q32));
+    let mut below = state.below.saturating_add(widening);
+    let mut above = state.above.saturating_add(widening);
+    if state.leap != LeapSecond::None && near_midnight(realtime_ns) {
         below = below.saturating_add(SECOND_NS);
         above = above.saturating_add(SECOND_NS);
     }
     Ok(RealtimeBounds {
-        earliest: Duration::from_nanos(realtime.saturating_sub(below)),
-        realtime: Duration::from_nanos(realtime),
-        latest: Duration::from_nanos(realtime.saturating_add(above)),
+        earliest: realtime.saturating_sub(short(below)),
+        realtime,
+        latest: realtime.saturating_add(short(above)),
         kernel_max_error: Duration::from_micros(u64::from(state.kernel_max_error_us)),
         kernel_estimated_error: Duration::from_micros(u64::from(state.kernel_estimated_error_us)),
-        accuracy,
+        accuracy: short(ours),
         tai_offset_s: state.tai_offset_s,
         leap: state.leap,
         source: state.source,
@@ -242,8 +276,12 @@ pub(crate) fn bounds(
 }
 
 /// The bounds from the kernel's NTP state, read now (before the first
-/// refresh, or after the state went void).
-fn from_kernel_now(realtime: u64, accuracy: Duration) -> Result<RealtimeBounds, Error> {
+/// refresh, or after the state went void), around the kernel's own
+/// CLOCK_REALTIME (accuracy 0: ours is not stated without a lock). Out of
+/// line: the read carries only the common path.
+#[cold]
+#[inline(never)]
+fn from_kernel_now() -> Result<RealtimeBounds, Error> {
     let ntp = refresh::kernel_ntp().map_err(|e| match e.kind() {
         std::io::ErrorKind::Unsupported => Error::NoNtpState {
             os: std::env::consts::OS,
@@ -252,7 +290,7 @@ fn from_kernel_now(realtime: u64, accuracy: Duration) -> Result<RealtimeBounds, 
             errno: e.raw_os_error().unwrap_or(0),
         },
     })?;
-    bounds(realtime, accuracy, &ntp)
+    bounds(refresh::kernel_realtime(), Duration::ZERO, &ntp)
 }
 
 /// The earliest and the latest UTC the true time can be, now: our Realtime,
@@ -281,13 +319,44 @@ fn from_kernel_now(realtime: u64, accuracy: Duration) -> Result<RealtimeBounds, 
 /// when `adjtimex(2)` (or `ntp_gettime(2)`) fails; [`Error::NoNtpState`] on
 /// an OS whose NTP state timehands does not read (Android, Windows,
 /// OpenBSD, wasm) where no chronyd or ClockBound answers.
+// Inlined, as `now()` is: the caller keeps the fields it uses.
+#[inline]
 pub fn realtime_bounds() -> Result<RealtimeBounds, Error> {
-    let realtime = crate::gettime(crate::ClockId::Realtime).as_nanos() as u64;
-    let accuracy = crate::getres(crate::ClockId::Realtime).accuracy;
+    let realtime = crate::gettime(crate::ClockId::Realtime);
     refresh::ask();
     match state::PUBLISHED.load() {
-        Some(state) if realtime < state.void_at => from_state(realtime, accuracy, &state),
-        _ => from_kernel_now(realtime, accuracy),
+        Some(state) if nanos(realtime) < state.void_at => from_state(realtime, &state),
+        _ => from_kernel_now(),
+    }
+}
+
+/// [`realtime_bounds`], once the sources have been asked: waits (sleeping,
+/// at most `timeout`) until the refresh thread has asked them for the
+/// first time, so that the bounds are chronyd's or ClockBound's where they
+/// run rather than the kernel's (which gives none where chronyd leaves
+/// `STA_UNSYNC` set). For a program's start, as ClockBound's client is
+/// opened once: a read returns at once, with the kernel's word until then.
+/// Not for a signal handler: it sleeps.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// match timehands::realtime_bounds_when_ready(Duration::from_millis(500)) {
+///     Ok(bounds) => println!("± {:?} from {:?}", bounds.half_width(), bounds.source),
+///     Err(e) => println!("no bound: {e}"),
+/// }
+/// ```
+///
+/// # Errors
+/// As [`realtime_bounds`].
+pub fn realtime_bounds_when_ready(timeout: Duration) -> Result<RealtimeBounds, Error> {
+    let start = std::time::Instant::now();
+    loop {
+        let bounds = realtime_bounds();
+        if state::PUBLISHED.ever_published() || start.elapsed() >= timeout {
+            return bounds;
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -418,13 +487,15 @@ mod tests {
             as_of: NOON,
             below: 90_000,
             above: 100_000,
-            rate_ppb: 2_000,
+            rate_q32: q32(2_000),
             void_at: NOON + 1_000 * SECOND_NS,
             free_running_at: NOON + 16 * SECOND_NS,
             source: BoundsSource::Chronyd,
             status: Some(BoundsStatus::Synchronized),
             leap: LeapSecond::None,
             tai_offset_s: 37,
+            accuracy_ns: 300,
+            accuracy_q32: q32(100) as u32,
             kernel_max_error_us: 16_000_000,
             kernel_estimated_error_us: 16_000_000,
         }
@@ -435,7 +506,7 @@ mod tests {
     #[test]
     fn a_state_grows_at_its_rate_and_turns_free_running() {
         let state = chronyd_state();
-        let at = |t: u64| from_state(t, Duration::from_nanos(300), &state).expect("a bound");
+        let at = |t: u64| from_state(Duration::from_nanos(t), &state).expect("a bound");
         let b = at(NOON);
         assert_eq!(b.realtime - b.earliest, Duration::from_nanos(90_300));
         assert_eq!(b.latest - b.realtime, Duration::from_nanos(100_300));
@@ -444,11 +515,19 @@ mod tests {
             (b.source, b.status),
             (BoundsSource::Chronyd, BoundsStatus::Synchronized)
         );
-        // 2 ppm over 10 s: 20 µs more on each side.
+        // 2 ppm over 10 s: 20 µs more on each side; our accuracy's 0.1
+        // ppm: 1 µs.
         let later = at(NOON + 10 * SECOND_NS);
-        assert_eq!(
-            later.realtime - later.earliest,
-            Duration::from_nanos(110_300)
+        // (Each growth rounds up, the slower rates by up to 0.25 %.)
+        let below = later.realtime - later.earliest;
+        assert!(
+            (Duration::from_nanos(111_300)..=Duration::from_nanos(111_305)).contains(&below),
+            "{below:?}"
+        );
+        let accuracy = later.accuracy;
+        assert!(
+            (Duration::from_nanos(1_300)..=Duration::from_nanos(1_303)).contains(&accuracy),
+            "{accuracy:?}"
         );
         assert_eq!(later.status, BoundsStatus::Synchronized);
         assert_eq!(at(NOON + 16 * SECOND_NS).status, BoundsStatus::FreeRunning);
@@ -467,7 +546,7 @@ mod tests {
             ..chronyd_state()
         };
         assert_eq!(
-            from_state(NOON, Duration::ZERO, &unknown),
+            from_state(Duration::from_nanos(NOON), &unknown),
             Err(Error::Unsynchronized)
         );
     }
@@ -480,9 +559,9 @@ mod tests {
             ..chronyd_state()
         };
         let midnight = NOON + DAY_NS / 2;
-        let b = from_state(midnight, Duration::ZERO, &state).expect("a bound");
+        let b = from_state(Duration::from_nanos(midnight), &state).expect("a bound");
         assert!(b.latest - b.realtime > Duration::from_secs(1), "{b:?}");
-        let noon = from_state(NOON, Duration::ZERO, &state).expect("a bound");
+        let noon = from_state(Duration::from_nanos(NOON), &state).expect("a bound");
         assert!(
             noon.latest - noon.realtime < Duration::from_millis(1),
             "{noon:?}"
@@ -493,7 +572,7 @@ mod tests {
     /// earliest, surely not yet only after the latest.
     #[test]
     fn the_verbs_hold_at_the_edges() {
-        let b = from_state(NOON, Duration::ZERO, &chronyd_state()).expect("a bound");
+        let b = from_state(Duration::from_nanos(NOON), &chronyd_state()).expect("a bound");
         assert!(b.surely_past(b.earliest - Duration::from_nanos(1)));
         assert!(!b.surely_past(b.earliest));
         assert!(!b.surely_past(b.realtime));
@@ -502,13 +581,28 @@ mod tests {
         assert!(!b.surely_not_yet(b.realtime));
     }
 
-    /// The read path's product never overflows: the largest rate over the
-    /// whole validity.
+    /// The read path's product never overflows, at the largest rates (a
+    /// source's and our accuracy's) over the whole validity; and it never
+    /// grows slower than the rate.
     #[test]
-    fn growth_fits_at_the_largest_rate_and_age() {
+    fn growth_fits_at_the_largest_rates_and_age_and_rounds_up() {
         let age = refresh::VALIDITY.as_nanos() as u64;
-        assert!(age.checked_mul(refresh::MAX_RATE_PPB).is_some());
-        assert_eq!(grown(age, refresh::MAX_RATE_PPB), age / 1_000);
+        let rate = 2 * q32(refresh::MAX_RATE_PPB);
+        assert!(age.checked_mul(rate).is_some());
+        assert!(grown(age, q32(refresh::MAX_RATE_PPB)) >= age / 1_000);
+        for (age, ppb) in [
+            (1, 1),
+            (999_999_999, 1_000),
+            (10 * SECOND_NS, 2_000),
+            (12_345, 500_000),
+        ] {
+            let exact = (age as u128 * ppb as u128).div_ceil(SECOND_NS as u128) as u64;
+            let fast = grown(age, q32(ppb));
+            assert!(
+                fast >= exact && fast <= exact + 1,
+                "{age} ns at {ppb} ppb: {fast}, not {exact}"
+            );
+        }
     }
 
     /// A commit wait on this machine returns once its instant is surely

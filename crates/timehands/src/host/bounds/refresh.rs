@@ -25,11 +25,11 @@ use super::chrony::{self, Chronyd, Tracking};
 #[cfg(target_os = "linux")]
 use super::clockbound::{self, ClockBoundStatus};
 use super::state::{PUBLISHED, State};
-use super::{BoundsSource, BoundsStatus, LeapSecond};
+use super::{BoundsSource, BoundsStatus, LeapSecond, q32};
 use crate::os::{KernelClock, NtpState};
 
 /// How often the thread asks the sources while reads come.
-pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_millis(200);
+pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_millis(100);
 /// How long a state holds after it was taken: then reads ask the kernel.
 /// ClockBound's daemon gives its readings the same life (its `void_after`).
 pub(crate) const VALIDITY: Duration = Duration::from_secs(1000);
@@ -45,6 +45,14 @@ const SLEW_MARGIN_TENTHS: u64 = 11;
 /// same update show how fast its dispersion grows, this much is assumed
 /// (chrony's default is 1 ppm; this covers a configuration's larger one).
 const ASSUMED_MAX_CLOCK_ERROR_PPB: u64 = 100_000;
+/// A change of CLOCK_REALTIME − CLOCK_MONOTONIC this large is a step (the
+/// three reads that measure it take well under a microsecond).
+const STEP_TOLERANCE_NS: u64 = 1_000;
+/// ClockBound's daemon writes its segment every second: one not written
+/// for this long has no daemon behind it (its status would still say
+/// synchronized), and is taken as absent.
+#[cfg(target_os = "linux")]
+const CLOCKBOUND_STALE: Duration = Duration::from_secs(10);
 /// Two answers this far apart (at least) measure the dispersion's growth
 /// to better than 1 % (a loopback round trip is some tens of µs).
 const MEASURE_SPAN: Duration = Duration::from_millis(20);
@@ -98,9 +106,9 @@ fn run() {
         if DEMAND.swap(false, Ordering::AcqRel) {
             // Where no source answers and the kernel's state is not read
             // (an OS without one), nothing is published: readers say so.
-            if let Some(state) = sources.refresh() {
+            if let Some(mut state) = sources.refresh() {
+                (state.accuracy_ns, state.accuracy_q32) = our_accuracy();
                 PUBLISHED.publish(&state);
-                sources.published = Some(state);
             }
             std::thread::sleep(REFRESH_INTERVAL);
         } else {
@@ -130,10 +138,34 @@ pub(crate) fn kernel_ntp() -> io::Result<NtpState> {
     crate::os::ntp_errno()
 }
 
+/// The kernel's CLOCK_REALTIME, ns: `clock_gettime(2)` (the vDSO), safe in
+/// a signal handler.
+pub(crate) fn kernel_realtime() -> u64 {
+    kernel_now(KernelClock::Realtime)
+}
+
 /// The kernel's NTP state, read now (`ntp_gettime(2)` where the OS has it).
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn kernel_ntp() -> io::Result<NtpState> {
     crate::os::ntp()
+}
+
+/// Our Realtime's bound against the kernel's, ns, and how fast it grows,
+/// ppb: what [`getres`](crate::getres) states (which asks the kernel
+/// whether it changed its rate, and follows a change), and the rate's
+/// uncertainty it grows at. Readers grow it from the state's `as_of`
+/// (earlier than now): never less than `getres` would say while the
+/// kernel keeps its rate. A rate change between windups that no windup
+/// saw yet leaves our Realtime behind the kernel's slew, on the side of
+/// chronyd's correction, which the bounds hold already.
+fn our_accuracy() -> (u32, u32) {
+    let ns = crate::getres(crate::ClockId::Realtime).accuracy.as_nanos();
+    let ppb = crate::host::clock().bound_lock().ppb;
+    (
+        u32::try_from(ns).unwrap_or(u32::MAX),
+        // At most q32(MAX_RATE_PPB), some 2^22: a u32.
+        read_rate(ppb) as u32,
+    )
 }
 
 /// A Realtime, ns (ours).
@@ -147,9 +179,9 @@ fn kernel_now(clock: KernelClock) -> u64 {
 }
 
 /// `rate_ppb` as readers grow it: with the slew margin, at most
-/// [`MAX_RATE_PPB`].
+/// [`MAX_RATE_PPB`], as [`q32`].
 fn read_rate(rate_ppb: u64) -> u64 {
-    (rate_ppb.saturating_mul(SLEW_MARGIN_TENTHS) / 10).min(MAX_RATE_PPB)
+    q32((rate_ppb.saturating_mul(SLEW_MARGIN_TENTHS) / 10).min(MAX_RATE_PPB))
 }
 
 /// `seconds` as whole ns, rounded up (for bounds: never narrower).
@@ -175,8 +207,9 @@ struct Sources {
     last_answer: Option<Answer>,
     /// chronyd's `maxclockerror`, ppb, as measured from its dispersion.
     max_clock_error_ppb: Option<u64>,
-    /// The state published last.
-    published: Option<State>,
+    /// chronyd's last synchronized state, and CLOCK_REALTIME −
+    /// CLOCK_MONOTONIC when it was taken.
+    held: Option<(State, i64)>,
 }
 
 impl Sources {
@@ -187,7 +220,7 @@ impl Sources {
             chronyd: None,
             last_answer: None,
             max_clock_error_ppb: None,
-            published: None,
+            held: None,
         }
     }
 
@@ -224,9 +257,8 @@ impl Sources {
         Ok((tracking, as_of))
     }
 
-    /// The state from chronyd, or `None` when it does not answer and never
-    /// did (a chronyd that stopped answering leaves its last state
-    /// free-running).
+    /// The state from chronyd, or `None` when it does not answer and its
+    /// last state cannot be carried on (see [`Sources::carried_on`]).
     fn chronyd_state(&mut self, kernel: Option<&NtpState>) -> Option<State> {
         let mut answer = self.ask_chronyd();
         if let Ok((tracking, _)) = &answer {
@@ -236,28 +268,64 @@ impl Sources {
                 answer = self.ask_chronyd();
             }
         }
+        let offset = realtime_offset();
         match answer {
-            Ok((tracking, as_of)) => Some(from_tracking(
-                &tracking,
-                as_of,
-                self.max_clock_error_ppb
-                    .unwrap_or(ASSUMED_MAX_CLOCK_ERROR_PPB),
-                kernel,
-            )),
+            Ok((tracking, as_of)) => {
+                let state = from_tracking(
+                    &tracking,
+                    as_of,
+                    self.max_clock_error_ppb
+                        .unwrap_or(ASSUMED_MAX_CLOCK_ERROR_PPB),
+                    kernel,
+                );
+                if state.status.is_some() {
+                    self.held = Some((state, offset));
+                    return Some(state);
+                }
+                // A chronyd (re)starting, not synchronized yet, leaves the
+                // clock alone until it is.
+                Some(self.carried_on(offset).unwrap_or(state))
+            }
             Err(_) => {
                 self.last_answer = None;
-                let last = self.published?;
-                // Invariant: a free-running state keeps its `as_of` and
-                // rate, so it goes on growing from chronyd's last word
-                // until it is void.
-                (last.source == BoundsSource::Chronyd && last.status.is_some()).then_some(State {
-                    status: Some(BoundsStatus::FreeRunning),
-                    free_running_at: last.as_of,
-                    ..last
-                })
+                self.carried_on(offset)
             }
         }
     }
+
+    /// chronyd's last synchronized state, free-running, while chronyd does
+    /// not answer or is not synchronized (stopped, restarting): it holds as
+    /// long as nobody stepped the clock since, and grows at the rate
+    /// chronyd stated. A step changes CLOCK_REALTIME − CLOCK_MONOTONIC,
+    /// which no slew does; one larger than [`STEP_TOLERANCE_NS`] (the
+    /// measure's own error is far below it) drops the state for good.
+    fn carried_on(&mut self, offset: i64) -> Option<State> {
+        let (held, held_offset) = self.held?;
+        if offset.abs_diff(held_offset) > STEP_TOLERANCE_NS {
+            self.held = None;
+            return None;
+        }
+        // Invariant: computed from the held state each time, so that the
+        // tolerance is added once, and the growth runs from chronyd's
+        // last word.
+        Some(State {
+            status: Some(BoundsStatus::FreeRunning),
+            free_running_at: held.as_of,
+            below: held.below.saturating_add(STEP_TOLERANCE_NS),
+            above: held.above.saturating_add(STEP_TOLERANCE_NS),
+            ..held
+        })
+    }
+}
+
+/// CLOCK_REALTIME − CLOCK_MONOTONIC, ns: Realtime read between two reads
+/// of Monotonic, against their midpoint. Slews move both clocks alike;
+/// only a step changes it.
+fn realtime_offset() -> i64 {
+    let before = kernel_now(KernelClock::Monotonic);
+    let realtime = kernel_now(KernelClock::Realtime);
+    let after = kernel_now(KernelClock::Monotonic);
+    realtime as i64 - (before / 2 + after / 2) as i64
 }
 
 /// chronyd's `maxclockerror` (ppb) from two answers of the same update:
@@ -330,7 +398,7 @@ fn from_tracking(
         as_of,
         below,
         above,
-        rate_ppb: read_rate(stated_ppb.saturating_add(max_clock_error_ppb)),
+        rate_q32: read_rate(stated_ppb.saturating_add(max_clock_error_ppb)),
         void_at: as_of.saturating_add(VALIDITY.as_nanos() as u64),
         free_running_at: ceil_ns(tracking.ref_time).saturating_add(quiet),
         source: BoundsSource::Chronyd,
@@ -339,6 +407,9 @@ fn from_tracking(
             .then_some(BoundsStatus::Synchronized),
         leap,
         tai_offset_s,
+        // Stamped by `run` at each publication (`our_accuracy`).
+        accuracy_ns: 0,
+        accuracy_q32: 0,
         kernel_max_error_us: max_error,
         kernel_estimated_error_us: estimated_error,
     }
@@ -352,6 +423,9 @@ fn from_clockbound(path: &Path, kernel: Option<&NtpState>) -> Option<State> {
     // ClockBound's times are CLOCK_MONOTONIC_COARSE; the precise clock is
     // at or after it, so the age it gives is no smaller.
     let monotonic = Duration::from_nanos(kernel_now(KernelClock::Monotonic));
+    if monotonic.saturating_sub(reading.as_of) > CLOCKBOUND_STALE {
+        return None;
+    }
     let as_of = realtime_now();
     let (leap, tai_offset_s, max_error, estimated_error) = kernel_fields(kernel);
     let bound = reading.bound_at(monotonic);
@@ -360,7 +434,7 @@ fn from_clockbound(path: &Path, kernel: Option<&NtpState>) -> Option<State> {
         as_of,
         below: bound.map_or(0, |b| b.as_nanos() as u64),
         above: bound.map_or(0, |b| b.as_nanos() as u64),
-        rate_ppb: read_rate(u64::from(reading.max_drift_ppb)),
+        rate_q32: read_rate(u64::from(reading.max_drift_ppb)),
         void_at: as_of.saturating_add(left.min(VALIDITY).as_nanos() as u64),
         free_running_at: if reading.status == ClockBoundStatus::FreeRunning {
             as_of
@@ -371,6 +445,9 @@ fn from_clockbound(path: &Path, kernel: Option<&NtpState>) -> Option<State> {
         status: bound.map(|_| BoundsStatus::Synchronized),
         leap,
         tai_offset_s,
+        // Stamped by `run` at each publication (`our_accuracy`).
+        accuracy_ns: 0,
+        accuracy_q32: 0,
         kernel_max_error_us: max_error,
         kernel_estimated_error_us: estimated_error,
     })
@@ -385,13 +462,16 @@ fn from_kernel(as_of: u64, kernel: &NtpState) -> State {
         below: max_error_ns,
         above: max_error_ns,
         // The kernel counts its own seconds: no slew margin.
-        rate_ppb: KERNEL_RATE_PPB,
+        rate_q32: q32(KERNEL_RATE_PPB),
         void_at: as_of.saturating_add(VALIDITY.as_nanos() as u64),
         free_running_at: u64::MAX,
         source: BoundsSource::Kernel,
         status: kernel.synchronized.then_some(BoundsStatus::Synchronized),
         leap,
         tai_offset_s,
+        // Stamped by `run` at each publication (`our_accuracy`).
+        accuracy_ns: 0,
+        accuracy_q32: 0,
         kernel_max_error_us: max_error,
         kernel_estimated_error_us: estimated_error,
     }
@@ -425,7 +505,7 @@ mod tests {
     fn chronyd_s_correction_widens_its_own_side() {
         let behind = from_tracking(&tracking(20e-6, 40e-6), NOON, 1_000, None);
         assert_eq!((behind.below, behind.above), (90_000, 110_000));
-        assert_eq!(behind.rate_ppb, 1_925, "(500 + 250 + 1000) * 1.1");
+        assert_eq!(behind.rate_q32, q32(1_925), "(500 + 250 + 1000) * 1.1");
         assert_eq!(behind.status, Some(BoundsStatus::Synchronized));
         assert_eq!(behind.source, BoundsSource::Chronyd);
         assert_eq!(
@@ -476,6 +556,28 @@ mod tests {
         assert_eq!(max_clock_error_ppb(&first, &lost, 6 * SECOND), None);
     }
 
+    /// chronyd's last synchronized state is carried on, free-running and
+    /// wider by the step tolerance once, while the clock is not stepped;
+    /// a step drops it for good.
+    #[test]
+    fn a_stopped_chronyd_s_state_is_carried_on_until_a_step() {
+        let mut sources = Sources::new();
+        assert_eq!(sources.carried_on(0), None, "nothing held");
+        let held = from_tracking(&tracking(20e-6, 40e-6), NOON, 1_000, None);
+        sources.held = Some((held, 5_000));
+        for _ in 0..2 {
+            let carried = sources.carried_on(5_400).expect("no step");
+            assert_eq!(carried.status, Some(BoundsStatus::FreeRunning));
+            assert_eq!((carried.below, carried.above), (91_000, 111_000));
+            assert_eq!(
+                (carried.as_of, carried.rate_q32),
+                (held.as_of, held.rate_q32)
+            );
+        }
+        assert_eq!(sources.carried_on(5_000 + 1_001), None, "a step");
+        assert_eq!(sources.carried_on(5_000), None, "dropped for good");
+    }
+
     #[test]
     fn the_kernel_s_maxerror_grows_at_500_ppm_and_an_unsynchronized_kernel_gives_none() {
         let ntp = |synchronized| NtpState {
@@ -488,8 +590,8 @@ mod tests {
         };
         let state = from_kernel(NOON, &ntp(true));
         assert_eq!(
-            (state.below, state.above, state.rate_ppb),
-            (1_500_000, 1_500_000, 500_000)
+            (state.below, state.above, state.rate_q32),
+            (1_500_000, 1_500_000, q32(500_000))
         );
         assert_eq!(state.status, Some(BoundsStatus::Synchronized));
         assert_eq!(from_kernel(NOON, &ntp(false)).status, None);
@@ -523,7 +625,7 @@ mod tests {
         assert_eq!(state.below, state.above);
         // 91 µs, and 1 ppm for at most a few seconds since.
         assert!((91_000..100_000).contains(&state.below), "{state:?}");
-        assert_eq!(state.rate_ppb, 1_100);
+        assert_eq!(state.rate_q32, q32(1_100));
         assert_eq!(from_clockbound(Path::new("/nonexistent/shm0"), None), None);
     }
 }

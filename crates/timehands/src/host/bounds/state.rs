@@ -25,9 +25,10 @@ pub(crate) struct State {
     pub below: u64,
     /// How far above it UTC can be at `as_of`, ns.
     pub above: u64,
-    /// How fast both grow after `as_of`, ppb of the Realtime elapsed.
-    pub rate_ppb: u64,
-    /// From this Realtime on, the state holds nothing.
+    /// How fast both grow after `as_of`: ns per 2^32 ns of Realtime
+    /// ([`q32`](super::q32) of the rate in ppb).
+    pub rate_q32: u64,
+    /// From this Realtime (ns) on, the state holds nothing.
     pub void_at: u64,
     /// From this Realtime on, the status is [`BoundsStatus::FreeRunning`]
     /// (the source has not updated the clock for too long).
@@ -40,6 +41,11 @@ pub(crate) struct State {
     pub leap: LeapSecond,
     /// TAI − UTC, s.
     pub tai_offset_s: i32,
+    /// Our Realtime's bound against the kernel's at `as_of`, ns (as
+    /// [`getres`](crate::getres) states it).
+    pub accuracy_ns: u32,
+    /// How fast that grows after `as_of` (as `rate_q32`).
+    pub accuracy_q32: u32,
     /// The kernel's maxerror and esterror at the refresh, µs.
     pub kernel_max_error_us: u32,
     /// See `kernel_max_error_us`.
@@ -54,13 +60,15 @@ pub(crate) struct Published {
     as_of: AtomicU64,
     below: AtomicU64,
     above: AtomicU64,
-    rate_ppb: AtomicU64,
+    rate_q32: AtomicU64,
     void_at: AtomicU64,
     free_running_at: AtomicU64,
     /// source, status, leap (a byte each), TAI − UTC (the high half).
     meta: AtomicU64,
     /// maxerror (low half), esterror (high half), µs.
     kernel: AtomicU64,
+    /// Our accuracy, ns (low half), and its growth, ppb (high half).
+    accuracy: AtomicU64,
 }
 
 /// The process's state: void (all zeros) until the first refresh.
@@ -98,11 +106,12 @@ impl Published {
             as_of: AtomicU64::new(0),
             below: AtomicU64::new(0),
             above: AtomicU64::new(0),
-            rate_ppb: AtomicU64::new(0),
+            rate_q32: AtomicU64::new(0),
             void_at: AtomicU64::new(0),
             free_running_at: AtomicU64::new(0),
             meta: AtomicU64::new(0),
             kernel: AtomicU64::new(0),
+            accuracy: AtomicU64::new(0),
         }
     }
 
@@ -118,7 +127,7 @@ impl Published {
         self.as_of.store(state.as_of, Ordering::Relaxed);
         self.below.store(state.below, Ordering::Relaxed);
         self.above.store(state.above, Ordering::Relaxed);
-        self.rate_ppb.store(state.rate_ppb, Ordering::Relaxed);
+        self.rate_q32.store(state.rate_q32, Ordering::Relaxed);
         self.void_at.store(state.void_at, Ordering::Relaxed);
         self.free_running_at
             .store(state.free_running_at, Ordering::Relaxed);
@@ -130,12 +139,20 @@ impl Published {
         let kernel =
             u64::from(state.kernel_max_error_us) | u64::from(state.kernel_estimated_error_us) << 32;
         self.kernel.store(kernel, Ordering::Relaxed);
+        let accuracy = u64::from(state.accuracy_ns) | u64::from(state.accuracy_q32) << 32;
+        self.accuracy.store(accuracy, Ordering::Relaxed);
         self.sequence
             .store(sequence.wrapping_add(2), Ordering::Release);
     }
 
+    /// Whether anything was published yet.
+    pub(crate) fn ever_published(&self) -> bool {
+        self.sequence.load(Ordering::Acquire) != 0
+    }
+
     /// The state last published, whole; `None` when the writer was writing
     /// at each of a few tries. Lock-free and wait-free: loads only.
+    #[inline]
     pub(crate) fn load(&self) -> Option<State> {
         for _ in 0..READ_TRIES {
             let before = self.sequence.load(Ordering::Acquire);
@@ -146,11 +163,12 @@ impl Published {
             let as_of = self.as_of.load(Ordering::Relaxed);
             let below = self.below.load(Ordering::Relaxed);
             let above = self.above.load(Ordering::Relaxed);
-            let rate_ppb = self.rate_ppb.load(Ordering::Relaxed);
+            let rate_q32 = self.rate_q32.load(Ordering::Relaxed);
             let void_at = self.void_at.load(Ordering::Relaxed);
             let free_running_at = self.free_running_at.load(Ordering::Relaxed);
             let meta = self.meta.load(Ordering::Relaxed);
             let kernel = self.kernel.load(Ordering::Relaxed);
+            let accuracy = self.accuracy.load(Ordering::Relaxed);
             fence(Ordering::Acquire);
             if self.sequence.load(Ordering::Relaxed) != before {
                 continue;
@@ -159,7 +177,7 @@ impl Published {
                 as_of,
                 below,
                 above,
-                rate_ppb,
+                rate_q32,
                 void_at,
                 free_running_at,
                 source: match meta & 0xff {
@@ -179,6 +197,8 @@ impl Published {
                     _ => LeapSecond::None,
                 },
                 tai_offset_s: (meta >> 32) as u32 as i32,
+                accuracy_ns: accuracy as u32,
+                accuracy_q32: (accuracy >> 32) as u32,
                 kernel_max_error_us: kernel as u32,
                 kernel_estimated_error_us: (kernel >> 32) as u32,
             });
@@ -196,13 +216,15 @@ mod tests {
             as_of: 1_795_435_200_000_000_000,
             below: 90_000,
             above: 95_000,
-            rate_ppb: 1_500,
+            rate_q32: 6_443,
             void_at: 1_795_436_200_000_000_000,
             free_running_at: 1_795_435_216_000_000_000,
             source: BoundsSource::Chronyd,
             status: Some(BoundsStatus::Synchronized),
             leap: LeapSecond::Delete,
             tai_offset_s: -37,
+            accuracy_ns: 80,
+            accuracy_q32: 13,
             kernel_max_error_us: 16_000_000,
             kernel_estimated_error_us: 7,
         }
@@ -238,13 +260,15 @@ mod tests {
             as_of: 7,
             below: 8,
             above: 9,
-            rate_ppb: 10,
+            rate_q32: 10,
             void_at: 11,
             free_running_at: 12,
             source: BoundsSource::ClockBound,
             status: Some(BoundsStatus::FreeRunning),
             leap: LeapSecond::None,
             tai_offset_s: 37,
+            accuracy_ns: 4,
+            accuracy_q32: 5,
             kernel_max_error_us: 1,
             kernel_estimated_error_us: 2,
         };
