@@ -212,6 +212,9 @@ fn sample(k: i64, seconds: f64, phase: &str, interval: Duration) -> Result<()> {
     let mut max_kernel_offset = 0i64;
     let samples = (seconds * 1000.0 / interval.as_millis() as f64) as u64;
     let path = std::path::Path::new(clockbound::DEFAULT_PATH);
+    // As ClockBound's client opens its segment first: the sources asked.
+    let _ = timehands::realtime_bounds_when_ready(Duration::from_secs(2));
+    let mut clockbound_only = 0u64;
     for _ in 0..samples {
         let reading = clockbound::read(path).ok();
         let lo = truth(k);
@@ -237,6 +240,7 @@ fn sample(k: i64, seconds: f64, phase: &str, interval: Duration) -> Result<()> {
         if theirs.count(cb, lo, hi) {
             eprintln!("{phase}: ClockBound false: {cb:?} {reading:?}, truth {lo}..{hi}");
         }
+        clockbound_only += u64::from(our_interval.is_none() && cb.is_some());
         if let (Some(o), Some(c)) = (our_interval, cb) {
             both_ours.push(((o.1 - o.0) / 2) as u64);
             both_theirs.push(((c.1 - c.0) / 2) as u64);
@@ -261,6 +265,7 @@ fn sample(k: i64, seconds: f64, phase: &str, interval: Duration) -> Result<()> {
             "timehands": side(&mut ours),
             "clockbound": side(&mut theirs),
             "both": both_ours.len(),
+            "clockbound_only": clockbound_only,
             "median_half_width_ratio": mo.zip(mc).map(|(o, c)| o as f64 / c.max(1) as f64),
             "sources": sources,
             "max_kernel_offset_ns": max_kernel_offset,

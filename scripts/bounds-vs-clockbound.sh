@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# timehands' bounds on UTC beside AWS ClockBound's, on one real chronyd,
+# against an NTP server on loopback whose true time is known: root only.
+#
+# The truth is CLOCK_MONOTONIC_RAW plus the offset CLOCK_REALTIME had from
+# it when the script started (`bounds_truth save`); the server
+# (`bounds_truth serve`) answers NTP on 127.0.0.1 with it. chronyd runs
+# with a private config (no `rtcsync`: the kernel keeps STA_UNSYNC, so the
+# kernel alone gives no bound), its pidfile and log in a private directory,
+# its command socket at /run/chrony/chronyd.sock (where ClockBound's daemon
+# asks) and its UDP command port on 127.0.0.1 (where timehands asks).
+# ClockBound's daemon (`clockbound -d`, from `cargo install clock-bound-d`)
+# runs beside it when installed. `bounds_truth sample` samples both every
+# 20 ms, one process a phase, and prints a JSON line of figures a phase:
+#
+#   start     the clock is put 0.3 s behind the truth, chronyd starts and
+#             steps it (makestep), unsynchronized until it says otherwise
+#   steady    synchronized
+#   restart   the server's replies leave 4 ms late (an asymmetric path that
+#             NTP cannot see, but its delay bounds), and chronyd is stopped
+#             and started again: the new one slews the clock 2 ms off
+#   slew      as it goes on so
+#   back      the path symmetric again, chronyd restarted: it slews back
+#   stopped   chronyd is stopped: free-running, the bounds still hold
+#
+# Every phase with a false bound of timehands' fails the script (exit 1);
+# ClockBound's false bounds are reported. Whatever happens, the kernel's
+# tick, frequency and status are set back as found and CLOCK_REALTIME is
+# stepped onto the truth (the timeline it would have kept), and the
+# daemons stopped. No leap second: the kernel would insert it at the next
+# midnight UTC, on a clock others share.
+#
+#   sudo scripts/bounds-vs-clockbound.sh
+#   sudo BOUNDS_TRUTH=target/release/examples/bounds_truth scripts/bounds-vs-clockbound.sh
+#   BOUNDS_SECONDS=10 ...   seconds a phase (20)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fail() {
+    printf 'bounds-vs-clockbound: %s\n' "$*" >&2
+    exit 2
+}
+[ "$(id -u)" = 0 ] || fail "root only: chronyd steps and slews the kernel's clock"
+[ "$(uname -s)" = Linux ] || fail "Linux only (adjtimex, CLOCK_MONOTONIC_RAW)"
+command -v chronyd >/dev/null && command -v chronyc >/dev/null ||
+    fail "chronyd and chronyc are not installed (apt: chrony)"
+for daemon in chronyd ntpd systemd-timesyncd ptp4l phc2sys clockbound; do
+    pgrep -x "${daemon:0:15}" >/dev/null &&
+        fail "$daemon runs already: it keeps this machine's time (or its bound), stop it first"
+done
+[ -e /run/chrony/chronyd.sock ] && fail "/run/chrony/chronyd.sock exists: another chronyd's socket"
+
+truth=${BOUNDS_TRUTH:-}
+if [ -z "$truth" ]; then
+    command -v cargo >/dev/null ||
+        fail "no cargo here: build the example first and give it as BOUNDS_TRUTH=path"
+    cargo build --release -q -p timehands-cli --example bounds_truth
+    truth=${CARGO_TARGET_DIR:-target}/release/examples/bounds_truth
+fi
+[ -x "$truth" ] || fail "BOUNDS_TRUTH=$truth: not an executable"
+clockbound=$(command -v clockbound || true)
+[ -n "$clockbound" ] || echo "ClockBound's daemon is not installed (cargo install clock-bound-d): timehands alone"
+seconds=${BOUNDS_SECONDS:-20}
+port=12323
+
+dir=$(mktemp -d)
+chmod 700 "$dir"
+read -r tick freq status k < <("$truth" save)
+server= cbd= sampler=
+results=$dir/results.jsonl
+
+# Stops what runs, sets the kernel's clock back on the truth, as found.
+restore() {
+    for pid in $sampler $server $cbd; do kill "$pid" 2>/dev/null || true; done
+    [ -f "$dir/chronyd.pid" ] && kill "$(cat "$dir/chronyd.pid")" 2>/dev/null && sleep 0.5
+    "$truth" restore "$tick" "$freq" "$status" "$k" ||
+        echo "bounds-vs-clockbound: could not restore the clock (tick $tick freq $freq status $status)" >&2
+    [ -n "$cbd" ] && rm -f /var/run/clockbound/shm0
+    rm -rf "$dir"
+}
+trap restore EXIT
+trap 'exit 130' INT TERM
+
+serve() { # reply delay, µs
+    [ -n "$server" ] && kill "$server" && wait "$server" 2>/dev/null || true
+    "$truth" serve --port "$port" --k "$k" --reply-delay-us "$1" &
+    server=$!
+}
+
+start_chronyd() {
+    cat >"$dir/chrony.conf" <<EOF
+server 127.0.0.1 port $port minpoll 0 maxpoll 0 iburst
+makestep 0.1 3
+port 0
+pidfile $dir/chronyd.pid
+bindcmdaddress 127.0.0.1
+bindcmdaddress /run/chrony/chronyd.sock
+EOF
+    # chronyd refuses a socket directory others can write to.
+    mkdir -p /run/chrony && chmod 750 /run/chrony
+    chronyd -u root -f "$dir/chrony.conf" -l "$dir/chronyd.log"
+}
+
+stop_chronyd() {
+    kill "$(cat "$dir/chronyd.pid")"
+    for _ in $(seq 50); do [ -f "$dir/chronyd.pid" ] || break; sleep 0.1; done
+}
+
+# One phase: the sampler in the background, `action` a second into it.
+phase() { # name action...
+    local name=$1
+    shift
+    "$truth" sample --k "$k" --seconds "$seconds" --phase "$name" >>"$results" &
+    sampler=$!
+    sleep 1
+    "$@"
+    wait "$sampler"
+    sampler=
+    tail -n 1 "$results"
+}
+
+# The clock 0.3 s behind the truth: a step for chronyd to make.
+"$truth" restore "$tick" "$freq" "$status" "$((k - 300000000))"
+serve 0
+if [ -n "$clockbound" ]; then
+    # A segment no daemon writes (a run killed before) would be read.
+    mkdir -p /var/run/clockbound && rm -f /var/run/clockbound/shm0
+    "$clockbound" -d >"$dir/clockbound.log" 2>&1 &
+    cbd=$!
+fi
+restart_chronyd() { # the server's reply delay, µs
+    serve "$1"
+    stop_chronyd
+    start_chronyd
+}
+phase start start_chronyd
+phase steady true
+phase restart restart_chronyd 4000
+phase slew true
+phase back restart_chronyd 0
+phase stopped stop_chronyd
+
+echo "chronyd's log:"
+sed 's/^/  /' "$dir/chronyd.log"
+# The verdict: timehands' false bounds, and how its bound compares.
+awk '{ if (match($0, /"timehands":\{[^}]*"false":[0-9]+/)) { s = substr($0, RSTART, RLENGTH); sub(/.*"false":/, "", s); f += s } }
+     END { printf "timehands false bounds, all phases: %d\n", f; exit f > 0 }' "$results"
