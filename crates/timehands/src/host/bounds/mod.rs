@@ -59,8 +59,11 @@
 //! Around a leap second the kernel's Realtime repeats (or skips) a second at
 //! midnight UTC: within a second of a midnight with a leap announced, the
 //! bounds widen by that second. A step of the clock by chronyd closes its
-//! correction, which the bounds already hold; a step by anyone else (`date
-//! -s`) is not seen until the next refresh.
+//! correction, which the bounds already hold. A step by anyone else (`date
+//! -s`) moves CLOCK_REALTIME − CLOCK_MONOTONIC beyond chronyd's bound while
+//! chronyd made no update: the next refresh sees it, and chronyd's answers
+//! give no bound until its next update (reads between the step and that
+//! refresh, 100 ms at most while reads come, are not protected).
 //!
 //! # Verbs
 //!

@@ -189,6 +189,21 @@ fn ceil_ns(seconds: f64) -> u64 {
     (seconds.max(0.0) * 1e9).ceil() as u64
 }
 
+/// chronyd's last synchronized state, and the kernel's clock when it was
+/// taken.
+#[derive(Clone, Copy)]
+struct Held {
+    state: State,
+    /// CLOCK_REALTIME − CLOCK_MONOTONIC, ns (see [`realtime_offset`]).
+    offset: i64,
+    /// chronyd's update it came from (its `ref_time`).
+    ref_time: f64,
+    /// The kernel clock's rate, ppb, as `adjtimex` says it.
+    rate_ppb: Option<i64>,
+    /// The largest change of that rate seen since, ppb.
+    rate_change_ppb: u64,
+}
+
 /// One answer of chronyd, and when it came.
 #[derive(Clone, Copy)]
 struct Answer {
@@ -207,9 +222,11 @@ struct Sources {
     last_answer: Option<Answer>,
     /// chronyd's `maxclockerror`, ppb, as measured from its dispersion.
     max_clock_error_ppb: Option<u64>,
-    /// chronyd's last synchronized state, and CLOCK_REALTIME −
-    /// CLOCK_MONOTONIC when it was taken.
-    held: Option<(State, i64)>,
+    /// chronyd's last synchronized state, as it was taken.
+    held: Option<Held>,
+    /// An update of chronyd's (its `ref_time`) that a step by someone else
+    /// came after: its answers give no bound until its next update.
+    stepped_after: Option<f64>,
 }
 
 impl Sources {
@@ -221,6 +238,7 @@ impl Sources {
             last_answer: None,
             max_clock_error_ppb: None,
             held: None,
+            stepped_after: None,
         }
     }
 
@@ -278,33 +296,84 @@ impl Sources {
                         .unwrap_or(ASSUMED_MAX_CLOCK_ERROR_PPB),
                     kernel,
                 );
+                let rate_ppb = kernel.and_then(|k| k.rate_ppb);
                 if state.status.is_some() {
-                    self.held = Some((state, offset));
+                    if self.stepped_since(&tracking, offset) {
+                        self.held = None;
+                        return Some(State {
+                            status: None,
+                            ..state
+                        });
+                    }
+                    self.held = Some(Held {
+                        state,
+                        offset,
+                        ref_time: tracking.ref_time,
+                        rate_ppb,
+                        rate_change_ppb: 0,
+                    });
                     return Some(state);
                 }
                 // A chronyd (re)starting, not synchronized yet, leaves the
                 // clock alone until it is.
-                Some(self.carried_on(offset).unwrap_or(state))
+                Some(self.carried_on(offset, rate_ppb).unwrap_or(state))
             }
             Err(_) => {
                 self.last_answer = None;
-                self.carried_on(offset)
+                self.carried_on(offset, kernel.and_then(|k| k.rate_ppb))
             }
         }
+    }
+
+    /// Whether someone other than chronyd stepped the clock since chronyd's
+    /// update that `tracking` reports: CLOCK_REALTIME − CLOCK_MONOTONIC
+    /// (`offset` now) moved by more than the bound chronyd gave while
+    /// chronyd made no update (chronyd steps only at an update, by its
+    /// correction). Its answers give no bound until its next update, which
+    /// measures the step. A step and an update of chronyd's between two
+    /// refreshes go unseen until chronyd measures the step.
+    fn stepped_since(&mut self, tracking: &Tracking, offset: i64) -> bool {
+        if self.stepped_after == Some(tracking.ref_time) {
+            return true;
+        }
+        self.stepped_after = None;
+        let Some(held) = &self.held else {
+            return false;
+        };
+        let bound = held.state.below.max(held.state.above);
+        let stepped = held.ref_time == tracking.ref_time
+            && offset.abs_diff(held.offset) > STEP_TOLERANCE_NS.saturating_add(bound);
+        if stepped {
+            self.stepped_after = Some(tracking.ref_time);
+        }
+        stepped
     }
 
     /// chronyd's last synchronized state, free-running, while chronyd does
     /// not answer or is not synchronized (stopped, restarting): it holds as
     /// long as nobody stepped the clock since, and grows at the rate
-    /// chronyd stated. A step changes CLOCK_REALTIME − CLOCK_MONOTONIC,
-    /// which no slew does; one larger than [`STEP_TOLERANCE_NS`] (the
-    /// measure's own error is far below it) drops the state for good.
-    fn carried_on(&mut self, offset: i64) -> Option<State> {
-        let (held, held_offset) = self.held?;
-        if offset.abs_diff(held_offset) > STEP_TOLERANCE_NS {
+    /// chronyd stated, plus any change of the kernel clock's rate since
+    /// (`rate_ppb`, now: chronyd's exit, or a new chronyd's slew, changes
+    /// it; the largest change seen counts from the state's time on). A step
+    /// changes CLOCK_REALTIME − CLOCK_MONOTONIC, which no slew does; one
+    /// larger than [`STEP_TOLERANCE_NS`] (the measure's own error is far
+    /// below it) drops the state for good.
+    fn carried_on(&mut self, offset: i64, rate_ppb: Option<i64>) -> Option<State> {
+        let held = self.held.as_mut()?;
+        if offset.abs_diff(held.offset) > STEP_TOLERANCE_NS {
             self.held = None;
             return None;
         }
+        if let (Some(then), Some(now)) = (held.rate_ppb, rate_ppb) {
+            held.rate_change_ppb = held.rate_change_ppb.max(now.abs_diff(then));
+        }
+        // A rate past MAX_RATE_PPB (a slew) is no bound the read can grow:
+        // none then.
+        let rate_q32 = held.state.rate_q32 + read_rate(held.rate_change_ppb);
+        if rate_q32 > q32(MAX_RATE_PPB) {
+            return None;
+        }
+        let held = held.state;
         // Invariant: computed from the held state each time, so that the
         // tolerance is added once, and the growth runs from chronyd's
         // last word.
@@ -313,6 +382,7 @@ impl Sources {
             free_running_at: held.as_of,
             below: held.below.saturating_add(STEP_TOLERANCE_NS),
             above: held.above.saturating_add(STEP_TOLERANCE_NS),
+            rate_q32,
             ..held
         })
     }
@@ -557,16 +627,26 @@ mod tests {
     }
 
     /// chronyd's last synchronized state is carried on, free-running and
-    /// wider by the step tolerance once, while the clock is not stepped;
-    /// a step drops it for good.
+    /// wider by the step tolerance once, growing faster by a change of the
+    /// kernel's rate, while the clock is not stepped; a step, or a slew's
+    /// rate, ends it.
     #[test]
     fn a_stopped_chronyd_s_state_is_carried_on_until_a_step() {
         let mut sources = Sources::new();
-        assert_eq!(sources.carried_on(0), None, "nothing held");
+        assert_eq!(sources.carried_on(0, None), None, "nothing held");
         let held = from_tracking(&tracking(20e-6, 40e-6), NOON, 1_000, None);
-        sources.held = Some((held, 5_000));
+        let hold = |sources: &mut Sources| {
+            sources.held = Some(Held {
+                state: held,
+                offset: 5_000,
+                ref_time: 1.0,
+                rate_ppb: Some(1_000),
+                rate_change_ppb: 0,
+            });
+        };
+        hold(&mut sources);
         for _ in 0..2 {
-            let carried = sources.carried_on(5_400).expect("no step");
+            let carried = sources.carried_on(5_400, Some(1_000)).expect("no step");
             assert_eq!(carried.status, Some(BoundsStatus::FreeRunning));
             assert_eq!((carried.below, carried.above), (91_000, 111_000));
             assert_eq!(
@@ -574,8 +654,59 @@ mod tests {
                 (held.as_of, held.rate_q32)
             );
         }
-        assert_eq!(sources.carried_on(5_000 + 1_001), None, "a step");
-        assert_eq!(sources.carried_on(5_000), None, "dropped for good");
+        // The kernel's rate moved by 2 ppm, and back: 2 ppm more growth
+        // (with the slew's tenth), for good.
+        let moved = sources.carried_on(5_000, Some(3_000)).expect("no step");
+        assert_eq!(moved.rate_q32, held.rate_q32 + q32(2_200));
+        let back = sources.carried_on(5_000, Some(1_000)).expect("no step");
+        assert_eq!(back.rate_q32, moved.rate_q32);
+        // A slew's rate is past what the read grows: no bound from then on.
+        assert_eq!(sources.carried_on(5_000, Some(83_333_000)), None, "a slew");
+        assert_eq!(sources.carried_on(5_000, Some(1_000)), None, "after a slew");
+        hold(&mut sources);
+        assert_eq!(
+            sources.carried_on(5_000 + 1_001, Some(1_000)),
+            None,
+            "a step"
+        );
+        assert_eq!(
+            sources.carried_on(5_000, Some(1_000)),
+            None,
+            "dropped for good"
+        );
+    }
+
+    /// A step by someone else while chronyd made no update: no bound from
+    /// that update, until chronyd's next; chronyd's own step (at an update)
+    /// is no such step.
+    #[test]
+    fn a_step_by_someone_else_ends_chronyd_s_bound_until_its_next_update() {
+        let mut sources = Sources::new();
+        let answer = tracking(20e-6, 40e-6);
+        sources.held = Some(Held {
+            state: from_tracking(&answer, NOON, 1_000, None),
+            offset: 5_000,
+            ref_time: answer.ref_time,
+            rate_ppb: None,
+            rate_change_ppb: 0,
+        });
+        assert!(
+            !sources.stepped_since(&answer, 5_000 + 100_000),
+            "within the bound"
+        );
+        assert!(
+            sources.stepped_since(&answer, 5_000 + 300_000_000),
+            "a step"
+        );
+        assert!(sources.stepped_since(&answer, 5_000), "the same update");
+        let next = Tracking {
+            ref_time: answer.ref_time + 1.0,
+            ..answer
+        };
+        assert!(
+            !sources.stepped_since(&next, 5_000 + 300_000_000),
+            "chronyd's update"
+        );
     }
 
     #[test]
