@@ -22,6 +22,10 @@
 #   slew      as it goes on so
 #   back      the path symmetric again, chronyd restarted: it slews back
 #   stopped   chronyd is stopped: free-running, the bounds still hold
+#   via-clockbound  chronyd again, with `rtcsync` and no UDP command port:
+#             timehands takes ClockBound's bound (where its daemon runs)
+#   kernel    ClockBound's daemon stopped: timehands takes the kernel's
+#             maxerror, which chronyd keeps with `rtcsync`
 #
 # Every phase with a false bound of timehands' fails the script (exit 1);
 # ClockBound's false bounds are reported. Whatever happens, the kernel's
@@ -87,7 +91,7 @@ serve() { # reply delay, µs
     server=$!
 }
 
-start_chronyd() {
+start_chronyd() { # extra config lines
     cat >"$dir/chrony.conf" <<EOF
 server 127.0.0.1 port $port minpoll 0 maxpoll 0 iburst
 makestep 0.1 3
@@ -96,6 +100,7 @@ pidfile $dir/chronyd.pid
 bindcmdaddress 127.0.0.1
 bindcmdaddress /run/chrony/chronyd.sock
 EOF
+    for line in "$@"; do echo "$line" >>"$dir/chrony.conf"; done
     # chronyd refuses a socket directory others can write to.
     mkdir -p /run/chrony && chmod 750 /run/chrony
     chronyd -u root -f "$dir/chrony.conf" -l "$dir/chronyd.log"
@@ -110,7 +115,7 @@ stop_chronyd() {
 phase() { # name action...
     local name=$1
     shift
-    "$truth" sample --k "$k" --seconds "$seconds" --phase "$name" >>"$results" &
+    "$truth" sample --k "$k" --seconds "$seconds" --phase "$name" --pairs "$dir/pairs" >>"$results" &
     sampler=$!
     sleep 1
     "$@"
@@ -128,10 +133,16 @@ if [ -n "$clockbound" ]; then
     "$clockbound" -d >"$dir/clockbound.log" 2>&1 &
     cbd=$!
 fi
-restart_chronyd() { # the server's reply delay, µs
+restart_chronyd() { # the server's reply delay, µs; extra config lines
     serve "$1"
+    shift
     stop_chronyd
-    start_chronyd
+    start_chronyd "$@"
+}
+stop_clockbound() {
+    kill "$cbd" && wait "$cbd" 2>/dev/null
+    cbd=
+    rm -f /var/run/clockbound/shm0
 }
 phase start start_chronyd
 phase steady true
@@ -139,9 +150,17 @@ phase restart restart_chronyd 4000
 phase slew true
 phase back restart_chronyd 0
 phase stopped stop_chronyd
+phase via-clockbound start_chronyd rtcsync "cmdport 0"
+[ -n "$cbd" ] && phase kernel stop_clockbound
 
 echo "chronyd's log:"
 sed 's/^/  /' "$dir/chronyd.log"
+# Over every sample of every phase where both gave a bound.
+if [ -s "$dir/pairs" ]; then
+    sort -n -k1,1 "$dir/pairs" | awk '{ a[NR] = $1 } END { printf "half-width median, all phases: timehands %d ns", a[int(NR / 2) + 1] }'
+    sort -n -k2,2 "$dir/pairs" | awk '{ b[NR] = $2 } END { printf ", ClockBound %d ns, over %d samples
+", b[int(NR / 2) + 1], NR }'
+fi
 # The verdict: timehands' false bounds, and how its bound compares.
 awk '{ if (match($0, /"timehands":\{[^}]*"false":[0-9]+/)) { s = substr($0, RSTART, RLENGTH); sub(/.*"false":/, "", s); f += s } }
      END { printf "timehands false bounds, all phases: %d\n", f; exit f > 0 }' "$results"

@@ -72,6 +72,10 @@ mod linux {
             phase: String,
             #[arg(long, default_value_t = 20)]
             interval_ms: u64,
+            /// Appends a line "timehands ClockBound" of half-widths (ns) to
+            /// this file for each sample where both gave a bound.
+            #[arg(long)]
+            pairs: Option<std::path::PathBuf>,
         },
         /// Sets the tick, frequency and status saved, and steps CLOCK_REALTIME
         /// onto the truth.
@@ -225,7 +229,13 @@ mod linux {
         Some((ns(now.earliest.as_ref()), ns(now.latest.as_ref())))
     }
 
-    fn sample(k: i64, seconds: f64, phase: &str, interval: Duration) -> Result<()> {
+    fn sample(
+        k: i64,
+        seconds: f64,
+        phase: &str,
+        interval: Duration,
+        pairs: Option<&std::path::Path>,
+    ) -> Result<()> {
         let (mut ours, mut theirs) = (Side::default(), Side::default());
         let (mut both_ours, mut both_theirs) = (Vec::new(), Vec::new());
         let mut sources = std::collections::BTreeMap::<String, u64>::new();
@@ -280,6 +290,17 @@ mod linux {
                 "max_half_width_ns": s.half_widths.iter().max(),
             })
         };
+        if let Some(path) = pairs {
+            use std::io::Write;
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("{}", path.display()))?;
+            for (o, c) in both_ours.iter().zip(&both_theirs) {
+                writeln!(file, "{o} {c}")?;
+            }
+        }
         let (mo, mc) = (median(&mut both_ours), median(&mut both_theirs));
         println!(
             "{}",
@@ -312,7 +333,14 @@ mod linux {
                 seconds,
                 phase,
                 interval_ms,
-            } => sample(k, seconds, &phase, Duration::from_millis(interval_ms)),
+                pairs,
+            } => sample(
+                k,
+                seconds,
+                &phase,
+                Duration::from_millis(interval_ms),
+                pairs.as_deref(),
+            ),
             Command::Restore {
                 tick,
                 freq,

@@ -146,9 +146,20 @@ pub(crate) fn parse(segment: &[u8]) -> io::Result<ClockBoundReading> {
 /// ClockBound's last reading from the segment at `path`: read until two
 /// reads in a row agree, a few times at most.
 ///
+/// ```
+/// use std::path::Path;
+/// use timehands::clockbound;
+///
+/// match clockbound::read(Path::new(clockbound::DEFAULT_PATH)) {
+///     Ok(reading) => println!("ClockBound: ± {:?} at {:?}, {:?}", reading.bound, reading.as_of, reading.status),
+///     Err(e) => println!("no ClockBound here: {e}"),
+/// }
+/// ```
+///
 /// # Errors
 /// The file cannot be read (no daemon: it is absent), or holds no reading
-/// (see [`parse`]), in one line naming the file.
+/// (too short, not ClockBound's, another version, being written), in one
+/// line naming the file.
 pub fn read(path: &Path) -> io::Result<ClockBoundReading> {
     let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     let mut last = std::fs::read(path).map_err(named)?;

@@ -92,7 +92,7 @@ const DAY_NS: u64 = 86_400 * 1_000_000_000;
 /// Nanoseconds in a second.
 const SECOND_NS: u64 = 1_000_000_000;
 
-/// Where the bounds come from; see the [module docs](self).
+/// Where the bounds come from; see [`realtime_bounds`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
