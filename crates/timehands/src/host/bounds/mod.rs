@@ -36,17 +36,20 @@
 //! for eight of its update intervals, or chronyd stopped answering or
 //! restarts (its last bound holds and grows, for 1000 s at most, as long as
 //! nobody steps the clock: a change of CLOCK_REALTIME − CLOCK_MONOTONIC,
-//! which no slew makes, ends it); where the source does not know, there is
+//! which no slew makes, ends it; a change of the kernel clock's rate since
+//! adds to its growth, and one past 1000 ppm ends it); where the source does not know, there is
 //! no bound ([`Error::Unsynchronized`]). A ClockBound segment not written
 //! for 10 s (its daemon writes every second) has no daemon behind it, and
 //! is passed over, though its status still says synchronized.
 //!
 //! # Cost, and who refreshes
 //!
-//! A read ([`realtime_bounds`] and the verbs on it) is our Realtime, our
-//! accuracy, and a few loads of a state published by a thread of its own
-//! (`state.rs`, a seqlock): no system call, no lock, no allocation, no
-//! waiting, so it is safe in a signal handler. A read says it wants the
+//! A read ([`realtime_bounds`] and the verbs on it) is our Realtime and a
+//! few loads of a state published by a thread of its own (`state.rs`, a
+//! seqlock): no system call, no lock, no allocation, no waiting, so it is
+//! safe in a signal handler. The state carries our accuracy too, as
+//! [`getres`](crate::getres) stated it at the refresh and the rate it grows
+//! at (`getres` itself takes a lock and asks the kernel). A read says it wants the
 //! state (one flag); the upkeep thread, which runs while the clock is read,
 //! starts the refresh thread (`refresh.rs`) the first time and wakes it
 //! when it parked. That thread asks the sources every 100 ms while reads
