@@ -9,6 +9,8 @@ use anyhow::Result;
 use serde::Serialize;
 use timehands::{BoundsSource, BoundsStatus, RealtimeBounds};
 
+use crate::output;
+
 /// Flags of `timehands bounds`.
 #[derive(clap::Args)]
 #[command(
@@ -174,7 +176,7 @@ pub fn run(args: &Args) -> Result<()> {
         return bench(args, &mut clockbound);
     }
     if !args.json && !clockbound.present() {
-        println!("{}", clockbound.absent);
+        output::print(&format!("{}\n", clockbound.absent))?;
     }
     for i in 0..args.count {
         let bounds = timehands::realtime_bounds();
@@ -187,18 +189,18 @@ pub fn run(args: &Args) -> Result<()> {
             clockbound: clockbound.now(),
         };
         if args.json {
-            println!("{}", serde_json::to_string(&line)?);
+            output::print(&format!("{}\n", serde_json::to_string(&line)?))?;
         } else {
             let theirs = line
                 .clockbound
                 .as_ref()
                 .map_or_else(String::new, |c| format!("   ClockBound {}", side(c)));
-            println!(
-                "{}.{:09}  timehands {}{theirs}",
+            output::print(&format!(
+                "{}.{:09}  timehands {}{theirs}\n",
                 line.realtime_ns / 1_000_000_000,
                 line.realtime_ns % 1_000_000_000,
                 side(&line.timehands),
-            );
+            ))?;
         }
         if i + 1 < args.count {
             std::thread::sleep(Duration::from_millis(args.interval));
@@ -274,32 +276,32 @@ fn bench(args: &Args, clockbound: &mut ClockBound) -> Result<()> {
         timehands_source: source,
     };
     if args.json {
-        println!("{}", serde_json::to_string(&figures)?);
-        return Ok(());
+        return output::print(&format!("{}\n", serde_json::to_string(&figures)?));
     }
     let hw = |m: Option<u128>| m.map_or_else(|| "no bound".to_string(), micros);
-    println!("{:<30} {:>10}  {:>14}", "", "ns/call", "half-width");
-    println!("{:<30} {:>10.1}", "timehands::now()", now_ns);
-    println!(
-        "{:<30} {:>10.1}  {:>14}  ({}; {:.2}x now())",
+    let mut text = format!("{:<30} {:>10}  {:>14}\n", "", "ns/call", "half-width");
+    text += &format!("{:<30} {:>10.1}\n", "timehands::now()", now_ns);
+    text += &format!(
+        "{:<30} {:>10.1}  {:>14}  ({}; {:.2}x now())\n",
         "timehands::realtime_bounds()",
         realtime_bounds_ns,
         hw(figures.timehands_half_width_median_ns),
         figures.timehands_source.as_deref().unwrap_or("no bound"),
         figures.realtime_bounds_over_now
     );
-    match clockbound_ns {
-        Some(ns) => println!(
-            "{:<30} {:>10.1}  {:>14}",
+    text += &match clockbound_ns {
+        Some(ns) => format!(
+            "{:<30} {:>10.1}  {:>14}\n",
             "ClockBound client now()",
             ns,
             hw(figures.clockbound_half_width_median_ns)
         ),
-        None => println!("{}", clockbound.absent),
-    }
-    println!(
-        "half-widths: medians of {} samples {} ms apart",
+        None => format!("{}\n", clockbound.absent),
+    };
+    text += &format!(
+        "half-widths: medians of {} samples {} ms apart\n",
         args.count, args.interval
     );
+    output::print(&text)?;
     Ok(())
 }
