@@ -168,8 +168,7 @@ sed 's/^/  /' "$dir/chronyd.log"
 # Over every sample of every phase where both gave a bound.
 if [ -s "$dir/pairs" ]; then
     sort -n -k1,1 "$dir/pairs" | awk '{ a[NR] = $1 } END { printf "half-width median, all phases: timehands %d ns", a[int(NR / 2) + 1] }'
-    sort -n -k2,2 "$dir/pairs" | awk '{ b[NR] = $2 } END { printf ", ClockBound %d ns, over %d samples
-", b[int(NR / 2) + 1], NR }'
+    sort -n -k2,2 "$dir/pairs" | awk '{ b[NR] = $2 } END { printf ", ClockBound %d ns, over %d samples\n", b[int(NR / 2) + 1], NR }'
 fi
 # The verdict: timehands' false bounds, and how its bound compares.
 awk '{ if (match($0, /"timehands":\{[^}]*"false":[0-9]+/)) { s = substr($0, RSTART, RLENGTH); sub(/.*"false":/, "", s); f += s } }

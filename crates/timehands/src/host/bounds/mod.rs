@@ -33,11 +33,13 @@
 //! slow: rates are taken 10 % higher. A status goes with it, as
 //! ClockBound's: [`BoundsStatus::Synchronized`], or
 //! [`BoundsStatus::FreeRunning`] when the source has not updated the clock
-//! for eight of its update intervals, or chronyd stopped answering or
-//! restarts (its last bound holds and grows, for 1000 s at most, as long as
+//! for eight of its update intervals, or chronyd stopped answering (its
+//! last bound holds and grows, for 1000 s at most, as long as
 //! nobody steps the clock: a change of CLOCK_REALTIME − CLOCK_MONOTONIC,
 //! which no slew makes, ends it; a change of the kernel clock's rate since
-//! adds to its growth, and one past 1000 ppm ends it); where the source does not know, there is
+//! adds to its growth, and one past 1000 ppm ends it; a chronyd that
+//! answers unsynchronized, as one restarting does, ends it too: its first
+//! update may slew the clock at 8.3 %, faster than a bound grows); where the source does not know, there is
 //! no bound ([`Error::Unsynchronized`]). A ClockBound segment not written
 //! for 10 s (its daemon writes every second) has no daemon behind it, and
 //! is passed over, though its status still says synchronized.

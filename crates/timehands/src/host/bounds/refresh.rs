@@ -314,9 +314,11 @@ impl Sources {
                     });
                     return Some(state);
                 }
-                // A chronyd (re)starting, not synchronized yet, leaves the
-                // clock alone until it is.
-                Some(self.carried_on(offset, rate_ppb).unwrap_or(state))
+                // A chronyd (re)starting, not synchronized yet, may start
+                // slewing at its first update, faster than any bound grows
+                // (8.3 %): its predecessor's bound is not carried on.
+                self.held = None;
+                Some(state)
             }
             Err(_) => {
                 self.last_answer = None;
@@ -350,8 +352,8 @@ impl Sources {
     }
 
     /// chronyd's last synchronized state, free-running, while chronyd does
-    /// not answer or is not synchronized (stopped, restarting): it holds as
-    /// long as nobody stepped the clock since, and grows at the rate
+    /// not answer (stopped): it holds as long as nobody stepped the clock
+    /// since, and grows at the rate
     /// chronyd stated, plus any change of the kernel clock's rate since
     /// (`rate_ppb`, now: chronyd's exit, or a new chronyd's slew, changes
     /// it; the largest change seen counts from the state's time on). A step
