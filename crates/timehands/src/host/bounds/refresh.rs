@@ -45,8 +45,8 @@ const SLEW_MARGIN_TENTHS: u64 = 11;
 /// same update show how fast its dispersion grows, this much is assumed
 /// (chrony's default is 1 ppm; this covers a configuration's larger one).
 const ASSUMED_MAX_CLOCK_ERROR_PPB: u64 = 100_000;
-/// A change of CLOCK_REALTIME − CLOCK_MONOTONIC this large is a step (the
-/// three reads that measure it take well under a microsecond).
+/// A change of CLOCK_REALTIME − CLOCK_MONOTONIC this large, beyond both
+/// measures' own uncertainty (see [`Offset::moved_from`]), is a step.
 const STEP_TOLERANCE_NS: u64 = 1_000;
 /// ClockBound's daemon writes its segment every second: one not written
 /// for this long has no daemon behind it (its status would still say
@@ -194,8 +194,8 @@ fn ceil_ns(seconds: f64) -> u64 {
 #[derive(Clone, Copy)]
 struct Held {
     state: State,
-    /// CLOCK_REALTIME − CLOCK_MONOTONIC, ns (see [`realtime_offset`]).
-    offset: i64,
+    /// CLOCK_REALTIME − CLOCK_MONOTONIC (see [`realtime_offset`]).
+    offset: Offset,
     /// chronyd's update it came from (its `ref_time`).
     ref_time: f64,
     /// The kernel clock's rate, ppb, as `adjtimex` says it.
@@ -334,7 +334,7 @@ impl Sources {
     /// correction). Its answers give no bound until its next update, which
     /// measures the step. A step and an update of chronyd's between two
     /// refreshes go unseen until chronyd measures the step.
-    fn stepped_since(&mut self, tracking: &Tracking, offset: i64) -> bool {
+    fn stepped_since(&mut self, tracking: &Tracking, offset: Offset) -> bool {
         if self.stepped_after == Some(tracking.ref_time) {
             return true;
         }
@@ -344,7 +344,7 @@ impl Sources {
         };
         let bound = held.state.below.max(held.state.above);
         let stepped = held.ref_time == tracking.ref_time
-            && offset.abs_diff(held.offset) > STEP_TOLERANCE_NS.saturating_add(bound);
+            && offset.moved_from(&held.offset) > STEP_TOLERANCE_NS.saturating_add(bound);
         if stepped {
             self.stepped_after = Some(tracking.ref_time);
         }
@@ -358,11 +358,11 @@ impl Sources {
     /// (`rate_ppb`, now: chronyd's exit, or a new chronyd's slew, changes
     /// it; the largest change seen counts from the state's time on). A step
     /// changes CLOCK_REALTIME − CLOCK_MONOTONIC, which no slew does; one
-    /// larger than [`STEP_TOLERANCE_NS`] (the measure's own error is far
-    /// below it) drops the state for good.
-    fn carried_on(&mut self, offset: i64, rate_ppb: Option<i64>) -> Option<State> {
+    /// larger than [`STEP_TOLERANCE_NS`] beyond the measures' uncertainty
+    /// drops the state for good.
+    fn carried_on(&mut self, offset: Offset, rate_ppb: Option<i64>) -> Option<State> {
         let held = self.held.as_mut()?;
-        if offset.abs_diff(held.offset) > STEP_TOLERANCE_NS {
+        if offset.moved_from(&held.offset) > STEP_TOLERANCE_NS {
             self.held = None;
             return None;
         }
@@ -390,14 +390,42 @@ impl Sources {
     }
 }
 
-/// CLOCK_REALTIME − CLOCK_MONOTONIC, ns: Realtime read between two reads
-/// of Monotonic, against their midpoint. Slews move both clocks alike;
-/// only a step changes it.
-fn realtime_offset() -> i64 {
-    let before = kernel_now(KernelClock::Monotonic);
-    let realtime = kernel_now(KernelClock::Realtime);
-    let after = kernel_now(KernelClock::Monotonic);
-    realtime as i64 - (before / 2 + after / 2) as i64
+/// CLOCK_REALTIME − CLOCK_MONOTONIC, as measured: slews move both clocks
+/// alike; only a step changes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Offset {
+    /// Realtime against the midpoint of two reads of Monotonic around it, ns.
+    ns: i64,
+    /// Half the span of those two reads, ns: the measure is this close.
+    uncertainty: u64,
+}
+
+impl Offset {
+    /// How far the offset surely moved since `then`, ns: the difference
+    /// less both measures' uncertainty (a refresh thread preempted between
+    /// its reads measures wide, and is not taken for a step).
+    fn moved_from(&self, then: &Offset) -> u64 {
+        self.ns
+            .abs_diff(then.ns)
+            .saturating_sub(self.uncertainty + then.uncertainty)
+    }
+}
+
+/// The offset now: the narrowest of a few measures (Realtime read between
+/// two reads of Monotonic).
+fn realtime_offset() -> Offset {
+    (0..3)
+        .map(|_| {
+            let before = kernel_now(KernelClock::Monotonic);
+            let realtime = kernel_now(KernelClock::Realtime);
+            let after = kernel_now(KernelClock::Monotonic);
+            Offset {
+                ns: realtime as i64 - (before / 2 + after / 2) as i64,
+                uncertainty: after.saturating_sub(before).div_ceil(2) + 1,
+            }
+        })
+        .min_by_key(|o| o.uncertainty)
+        .expect("three measures")
 }
 
 /// chronyd's `maxclockerror` (ppb) from two answers of the same update:
@@ -556,6 +584,29 @@ mod tests {
     /// 2026-11-23 12:00:00 UTC, in ns.
     const NOON: u64 = 1_795_435_200_000_000_000;
 
+    /// An offset measured to 100 ns.
+    fn at(ns: i64) -> Offset {
+        Offset {
+            ns,
+            uncertainty: 100,
+        }
+    }
+
+    /// A measure wide by a preemption is no step; a step beyond both
+    /// measures' uncertainty is.
+    #[test]
+    fn an_offset_moved_only_beyond_both_measures() {
+        let wide = Offset {
+            ns: 2_000_000,
+            uncertainty: 2_500_000,
+        };
+        assert_eq!(wide.moved_from(&at(0)), 0);
+        assert_eq!(at(5_000).moved_from(&at(0)), 4_800);
+        assert_eq!(at(0).moved_from(&at(5_000)), 4_800);
+        let now = realtime_offset();
+        assert!(now.uncertainty >= 1, "{now:?}");
+    }
+
     fn tracking(correction: f64, dispersion: f64) -> Tracking {
         Tracking {
             ref_id: 0x7f00_0001,
@@ -635,12 +686,12 @@ mod tests {
     #[test]
     fn a_stopped_chronyd_s_state_is_carried_on_until_a_step() {
         let mut sources = Sources::new();
-        assert_eq!(sources.carried_on(0, None), None, "nothing held");
+        assert_eq!(sources.carried_on(at(0), None), None, "nothing held");
         let held = from_tracking(&tracking(20e-6, 40e-6), NOON, 1_000, None);
         let hold = |sources: &mut Sources| {
             sources.held = Some(Held {
                 state: held,
-                offset: 5_000,
+                offset: at(5_000),
                 ref_time: 1.0,
                 rate_ppb: Some(1_000),
                 rate_change_ppb: 0,
@@ -648,7 +699,7 @@ mod tests {
         };
         hold(&mut sources);
         for _ in 0..2 {
-            let carried = sources.carried_on(5_400, Some(1_000)).expect("no step");
+            let carried = sources.carried_on(at(5_400), Some(1_000)).expect("no step");
             assert_eq!(carried.status, Some(BoundsStatus::FreeRunning));
             assert_eq!((carried.below, carried.above), (91_000, 111_000));
             assert_eq!(
@@ -658,21 +709,29 @@ mod tests {
         }
         // The kernel's rate moved by 2 ppm, and back: 2 ppm more growth
         // (with the slew's tenth), for good.
-        let moved = sources.carried_on(5_000, Some(3_000)).expect("no step");
+        let moved = sources.carried_on(at(5_000), Some(3_000)).expect("no step");
         assert_eq!(moved.rate_q32, held.rate_q32 + q32(2_200));
-        let back = sources.carried_on(5_000, Some(1_000)).expect("no step");
+        let back = sources.carried_on(at(5_000), Some(1_000)).expect("no step");
         assert_eq!(back.rate_q32, moved.rate_q32);
         // A slew's rate is past what the read grows: no bound from then on.
-        assert_eq!(sources.carried_on(5_000, Some(83_333_000)), None, "a slew");
-        assert_eq!(sources.carried_on(5_000, Some(1_000)), None, "after a slew");
+        assert_eq!(
+            sources.carried_on(at(5_000), Some(83_333_000)),
+            None,
+            "a slew"
+        );
+        assert_eq!(
+            sources.carried_on(at(5_000), Some(1_000)),
+            None,
+            "after a slew"
+        );
         hold(&mut sources);
         assert_eq!(
-            sources.carried_on(5_000 + 1_001, Some(1_000)),
+            sources.carried_on(at(5_000 + 1_201), Some(1_000)),
             None,
             "a step"
         );
         assert_eq!(
-            sources.carried_on(5_000, Some(1_000)),
+            sources.carried_on(at(5_000), Some(1_000)),
             None,
             "dropped for good"
         );
@@ -687,26 +746,26 @@ mod tests {
         let answer = tracking(20e-6, 40e-6);
         sources.held = Some(Held {
             state: from_tracking(&answer, NOON, 1_000, None),
-            offset: 5_000,
+            offset: at(5_000),
             ref_time: answer.ref_time,
             rate_ppb: None,
             rate_change_ppb: 0,
         });
         assert!(
-            !sources.stepped_since(&answer, 5_000 + 100_000),
+            !sources.stepped_since(&answer, at(5_000 + 100_000)),
             "within the bound"
         );
         assert!(
-            sources.stepped_since(&answer, 5_000 + 300_000_000),
+            sources.stepped_since(&answer, at(5_000 + 300_000_000)),
             "a step"
         );
-        assert!(sources.stepped_since(&answer, 5_000), "the same update");
+        assert!(sources.stepped_since(&answer, at(5_000)), "the same update");
         let next = Tracking {
             ref_time: answer.ref_time + 1.0,
             ..answer
         };
         assert!(
-            !sources.stepped_since(&next, 5_000 + 300_000_000),
+            !sources.stepped_since(&next, at(5_000 + 300_000_000)),
             "chronyd's update"
         );
     }
