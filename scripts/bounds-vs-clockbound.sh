@@ -68,9 +68,26 @@ clockbound=$(command -v clockbound || true)
 seconds=${BOUNDS_SECONDS:-20}
 port=12323
 
+# One test that changes the machine's clock at a time: the others that do
+# take the same lock (flock(1) on it, as here).
+lock=/run/lock/timehands-clock.lock
+exec 9>"$lock"
+flock -w 600 9 || fail "$lock: another test has held the machine's clock for 10 minutes"
+
+read -r tick freq status k < <("$truth" save)
+# The truth is taken from the clock as found: a clock someone else is
+# stepping now (another test) would make a wrong truth, which chronyd
+# would then step the machine onto. It must hold still for 2 s.
+for _ in 1 2; do
+    sleep 1
+    read -r _ _ _ again < <("$truth" save)
+    moved=$((again - k))
+    [ "${moved#-}" -lt 1000000 ] ||
+        fail "CLOCK_REALTIME moved ${moved} ns against CLOCK_MONOTONIC_RAW in a second: someone else steps the clock now"
+done
+
 dir=$(mktemp -d)
 chmod 700 "$dir"
-read -r tick freq status k < <("$truth" save)
 server= cbd= sampler=
 results=$dir/results.jsonl
 

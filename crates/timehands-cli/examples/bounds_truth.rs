@@ -126,7 +126,14 @@ mod linux {
     fn restore(tick: i64, freq: i64, status: i32, k: i64) -> Result<()> {
         // SAFETY: a zeroed timex is valid; the modes say which fields are set.
         let mut tx: libc::timex = unsafe { std::mem::zeroed() };
-        tx.modes = libc::ADJ_TICK | libc::ADJ_FREQUENCY | libc::ADJ_STATUS;
+        // STA_NANO is no status bit to set: ADJ_NANO or ADJ_MICRO sets it
+        // (chronyd leaves the kernel in nanoseconds).
+        let unit = if status & libc::STA_NANO != 0 {
+            libc::ADJ_NANO
+        } else {
+            libc::ADJ_MICRO
+        };
+        tx.modes = libc::ADJ_TICK | libc::ADJ_FREQUENCY | libc::ADJ_STATUS | unit;
         tx.tick = tick;
         tx.freq = freq;
         tx.status = status;
