@@ -6,6 +6,7 @@
 //! panics on user input.
 
 mod bench;
+mod bounds;
 mod bracket;
 mod clocks;
 mod discipline;
@@ -104,7 +105,13 @@ enum Command {
     /// The engine's PPS discipline and NTP control in simulation: each
     /// scenario's figures beside a model of hardpps and the physical limit.
     Discipline(discipline::Args),
+    /// Every clock read in SIGPROF handlers under a POSIX timer, in
+    /// processes that allocate and read: how many hang (Linux).
     Signals(signals::Args),
+    /// Bounds on UTC, live: the earliest and the latest the true time can
+    /// be, from chronyd, ClockBound or the kernel, with ClockBound's own
+    /// beside them where its daemon runs; --bench: their costs.
+    Bounds(bounds::Args),
 }
 
 fn main() -> ExitCode {
@@ -125,6 +132,7 @@ fn main() -> ExitCode {
         Some(Command::Load(args)) => load::run(&args),
         Some(Command::Discipline(args)) => discipline::run(&args),
         Some(Command::Signals(args)) => signals::run(&args),
+        Some(Command::Bounds(args)) => bounds::run(&args),
         None => report::run(&cli.report),
     };
     match result {

@@ -31,6 +31,8 @@ fn quick_runs() -> Vec<&'static [&'static str]> {
         &["track", "-D", "0.01", "--interval", "5", "--json"],
         &["stat", "tests/fixtures/ministat/data/a.txt"],
         &["timers", "-m", "10", "-D", "0.1", "-p", "0"],
+        &["bounds", "-n", "2", "--interval", "1"],
+        &["bounds", "-n", "1", "--json"],
     ];
     // Elsewhere these refuse (tests/linux_only.rs).
     if cfg!(target_os = "linux") {
@@ -56,7 +58,7 @@ fn every_subcommand_has_help_with_examples() {
         "no examples in\n{text}"
     );
     for sub in [
-        "info", "report", "bench", "stat", "scale", "tsc-sync", "track", "timers",
+        "info", "report", "bench", "stat", "scale", "tsc-sync", "track", "timers", "bounds",
     ] {
         let text = support::stdout(&[sub, "--help"]);
         let examples = text

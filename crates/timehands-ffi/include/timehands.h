@@ -15,7 +15,9 @@
  * clocks, the auxiliary clocks), with its errors for the ids it refuses, so
  * that `#define clock_gettime th_clock_gettime` works for all of them;
  * th_clock_getaccuracy serves timehands' clocks only. th_clock_getbounds
- * bounds real time against UTC from the kernel's NTP state.
+ * bounds real time against UTC from the best source on the machine (chronyd,
+ * AWS ClockBound, the kernel's NTP state); th_clock_surely_past,
+ * th_clock_surely_not_yet and th_clock_commit_wait are TrueTime's verbs on it.
  *
  * The shared library's SONAME is libtimehands.so.0.
  *
@@ -54,7 +56,7 @@ struct th_realtime_bounds {
   struct timespec latest;
   /**
    * The kernel's bound on its CLOCK_REALTIME's error against UTC
-   * (adjtimex's maxerror), in ns.
+   * (adjtimex's maxerror), in ns, as last read.
    */
   uint64_t kernel_max_error_ns;
   /**
@@ -75,10 +77,20 @@ struct th_realtime_bounds {
    */
   int leap;
   /**
-   * Whether an NTP daemon keeps the kernel synchronized to UTC. If not,
-   * no bound exists: earliest and latest are zero, the rest is filled.
+   * Whether a source bounds real time at all. If not, no bound exists:
+   * only `realtime` is filled, the rest is zero.
    */
   bool synchronized;
+  /**
+   * Where the bound comes from: 0 the kernel, 1 chronyd, 2 ClockBound.
+   */
+  int source;
+  /**
+   * As ClockBound's status: 0 unknown (no bound), 1 synchronized, 2
+   * free-running (the source stopped updating the clock; the bound still
+   * holds, and grows).
+   */
+  int status;
 };
 
 /**
@@ -161,20 +173,63 @@ extern "C" {
 /**
  * Fills `*bounds` with the earliest and the latest UTC the true time can be
  * now: timehands' CLOCK_REALTIME widened by its bound against the kernel's
- * and by the kernel's own bound against UTC (which an NTP daemon keeps);
- * within a second of midnight UTC with a leap second announced, by that
- * second too. When no NTP daemon keeps the kernel synchronized, `synchronized`
- * is false and no bound is given.
+ * and by the bound the best source on the machine gives (chronyd's
+ * tracking, AWS ClockBound's shared memory, the kernel's maxerror), grown
+ * at the rate the source states since it said it; within a second of
+ * midnight UTC with a leap second announced, by that second too. When no
+ * source bounds real time, `synchronized` is false and no bound is given.
+ * Safe in a signal handler on Linux: no lock, no allocation, no socket (a
+ * thread of the library asks the sources).
  *
  * Returns 0, or -1 with errno EFAULT if `bounds` is NULL, ENOTSUP on an OS
- * whose NTP state timehands does not read (Android, OpenBSD), or the errno
- * of adjtimex(2) or ntp_gettime(2) if it fails (EIO should the library hit
- * a bug).
+ * whose NTP state timehands does not read (Android, OpenBSD) where no
+ * source answers, or the errno of adjtimex(2) or ntp_gettime(2) if it
+ * fails (EIO should the library hit a bug).
  *
  * # Safety
  * `bounds` is NULL or points to a writable `struct th_realtime_bounds`.
  */
 int th_clock_getbounds(struct th_realtime_bounds *bounds);
+
+/**
+ * Whether the UTC instant `*instant` (CLOCK_REALTIME's scale) has surely
+ * passed: it is before the earliest the true time can be now (TrueTime's
+ * `after`). Safe in a signal handler on Linux, as th_clock_getbounds.
+ *
+ * Returns 1 if it surely passed, 0 if not or if no source bounds real time
+ * (nothing is sure then), or -1 with errno EFAULT if `instant` is NULL,
+ * EINVAL if it is not a valid time since the epoch (a negative second,
+ * nanoseconds outside 0 to 999999999), or th_clock_getbounds' errors.
+ *
+ * # Safety
+ * `instant` is NULL or points to a readable `struct timespec`.
+ */
+int th_clock_surely_past(const struct timespec *instant);
+
+/**
+ * Whether the UTC instant `*instant` has surely not come yet: it is after
+ * the latest the true time can be now (TrueTime's `before`). Returns and
+ * errors as th_clock_surely_past.
+ *
+ * # Safety
+ * `instant` is NULL or points to a readable `struct timespec`.
+ */
+int th_clock_surely_not_yet(const struct timespec *instant);
+
+/**
+ * Commit wait: sleeps until the UTC instant `*instant` is surely past (the
+ * earliest the true time can be is after it), then fills `*bounds` (if not
+ * NULL) with the bounds that say so. Not for a signal handler: it sleeps.
+ *
+ * Returns 0, or -1 with errno EFAULT if `instant` is NULL, EINVAL if it is
+ * not a valid time since the epoch, EAGAIN if no source bounds real time
+ * (now, or as the wait goes on), or th_clock_getbounds' errors.
+ *
+ * # Safety
+ * `instant` is NULL or points to a readable `struct timespec`; `bounds` is
+ * NULL or points to a writable `struct th_realtime_bounds`.
+ */
+int th_clock_commit_wait(const struct timespec *instant, struct th_realtime_bounds *bounds);
 
 /**
  * Reads clock `clock_id` into `*tp`, as clock_gettime(2) does, for every id

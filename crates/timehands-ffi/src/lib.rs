@@ -15,7 +15,9 @@
 //!   CPU-time clocks, the alarm and auxiliary clocks) to the kernel, so that
 //!   they can stand in for `clock_gettime` and `clock_getres`;
 //! - `th_clock_getbounds` gives the earliest and the latest UTC the true time
-//!   can be, from the kernel's NTP state;
+//!   can be, from chronyd, AWS ClockBound or the kernel's NTP state, and
+//!   `th_clock_surely_past`, `th_clock_surely_not_yet` and
+//!   `th_clock_commit_wait` are TrueTime's verbs on it;
 //! - a call returns 0, or -1 with `errno` set (EINVAL for an id refused,
 //!   EFAULT for a null pointer, the id checked first as Linux does);
 //! - every function may be called from any thread at any time; the first call
@@ -56,7 +58,10 @@ mod info;
 mod trace;
 
 #[cfg(unix)]
-pub use bounds::{th_clock_getbounds, th_realtime_bounds};
+pub use bounds::{
+    th_clock_commit_wait, th_clock_getbounds, th_clock_surely_not_yet, th_clock_surely_past,
+    th_realtime_bounds,
+};
 #[cfg(unix)]
 pub use clock::{
     th_clock_getaccuracy, th_clock_getres, th_clock_gettime, th_now_ns, th_now_unordered_ns,

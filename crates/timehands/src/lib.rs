@@ -89,7 +89,10 @@ pub use engine::{
 #[cfg(feature = "std")]
 pub use host::{
     ClockId, CounterKind, Info, Resolution, Verdict,
-    bounds::{LeapSecond, RealtimeBounds, realtime_bounds},
+    bounds::{
+        BoundsSource, BoundsStatus, LeapSecond, RealtimeBounds, clockbound, commit_wait,
+        realtime_bounds, realtime_bounds_when_ready, surely_not_yet, surely_past,
+    },
     getres, gettime, info,
     instant::{AtomicInstant, Instant},
     mock::{Clock, Mock},

@@ -327,8 +327,8 @@ every_other_id_is_the_kernels(void)
 
 /*
  * th_clock_getbounds: around our CLOCK_REALTIME (read between two of the
- * kernel's) by at least the kernel's own bound where an NTP daemon keeps
- * the kernel synchronized; no bound, and the reading, where none does.
+ * kernel's), by at least the kernel's own bound where the kernel is the
+ * source; no bound, and the reading, where no source bounds real time.
  */
 static void
 realtime_is_bounded_or_said_unsynchronized(void)
@@ -347,17 +347,60 @@ realtime_is_bounded_or_said_unsynchronized(void)
 		    ns(b.realtime) <= ns(b.latest),
 		    "bounds [%lld, %lld] around %lld", ns(b.earliest),
 		    ns(b.latest), ns(b.realtime));
-		CHECK(ns(b.latest) - ns(b.realtime) >=
-		    (long long)b.kernel_max_error_ns,
-		    "bound %lld ns under the kernel's %llu",
-		    ns(b.latest) - ns(b.realtime),
-		    (unsigned long long)b.kernel_max_error_ns);
+		CHECK(b.status == 1 || b.status == 2, "status %d", b.status);
+		CHECK(b.source >= 0 && b.source <= 2, "source %d", b.source);
+		if (b.source == 0)
+			CHECK(ns(b.latest) - ns(b.realtime) >=
+			    (long long)b.kernel_max_error_ns,
+			    "bound %lld ns under the kernel's %llu",
+			    ns(b.latest) - ns(b.realtime),
+			    (unsigned long long)b.kernel_max_error_ns);
 	} else {
-		CHECK(ns(b.earliest) == 0 && ns(b.latest) == 0,
-		    "unsynchronized, yet bounds [%lld, %lld]", ns(b.earliest),
-		    ns(b.latest));
+		CHECK(ns(b.earliest) == 0 && ns(b.latest) == 0 &&
+		    b.status == 0,
+		    "unsynchronized, yet bounds [%lld, %lld], status %d",
+		    ns(b.earliest), ns(b.latest), b.status);
 	}
 	FAILS_WITH(EFAULT, th_clock_getbounds(NULL), -1);
+}
+
+/*
+ * TrueTime's verbs: an instant long past is surely past and one far ahead
+ * surely not yet where a source bounds real time, neither where none does;
+ * a commit wait returns with its instant surely past, or EAGAIN without a
+ * bound; NULL and invalid instants are refused.
+ */
+static void
+the_verbs_hold_and_refuse_bad_instants(void)
+{
+	struct th_realtime_bounds b;
+	struct timespec long_ago = { 1, 0 }, far_ahead = { 4000000000, 0 };
+	struct timespec bad = { 1, 1000000000 }, stamp;
+	int synchronized, rc;
+
+	CHECK(th_clock_getbounds(&b) == 0, "th_clock_getbounds: errno %d", errno);
+	synchronized = b.synchronized;
+	CHECK(th_clock_surely_past(&long_ago) == synchronized,
+	    "surely past 1 s after the epoch, synchronized %d", synchronized);
+	CHECK(th_clock_surely_not_yet(&far_ahead) == synchronized,
+	    "surely not yet in 2096, synchronized %d", synchronized);
+	CHECK(th_clock_surely_past(&far_ahead) == 0, "2096 surely past");
+	CHECK(th_clock_surely_not_yet(&long_ago) == 0, "1970 surely not yet");
+	stamp = b.realtime;
+	stamp.tv_nsec = stamp.tv_nsec / 2;
+	errno = 0;
+	rc = th_clock_commit_wait(&stamp, &b);
+	if (synchronized)
+		CHECK(rc == 0 && ns(b.earliest) > ns(stamp),
+		    "commit wait returned %d, errno %d, earliest %lld, stamp %lld",
+		    rc, errno, ns(b.earliest), ns(stamp));
+	else
+		CHECK(rc == -1 && errno == EAGAIN,
+		    "commit wait without a bound: %d, errno %d", rc, errno);
+	FAILS_WITH(EFAULT, th_clock_surely_past(NULL), -1);
+	FAILS_WITH(EINVAL, th_clock_surely_not_yet(&bad), -1);
+	FAILS_WITH(EINVAL, th_clock_commit_wait(&bad, NULL), -1);
+	FAILS_WITH(EFAULT, th_clock_commit_wait(NULL, &b), -1);
 }
 
 /* The errors of clock_gettime: EFAULT for NULL, after the id. */
@@ -465,6 +508,7 @@ main(void)
 	every_other_id_is_the_kernels();
 	errors_are_those_of_clock_gettime();
 	realtime_is_bounded_or_said_unsynchronized();
+	the_verbs_hold_and_refuse_bad_instants();
 	if (info_says_what_the_clock_runs_on(&info))
 		the_ctf_description_is_copied_like_snprintf(&info);
 

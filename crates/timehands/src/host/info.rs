@@ -111,10 +111,8 @@ fn coarse_lag() -> Duration {
 /// midnight UTC, where the kernel repeats (or skips) one and ours follows
 /// at its next windup; nothing elsewhere.
 pub(crate) fn leap_margin(realtime: Duration, leap: LeapSecond) -> Duration {
-    const DAY: u64 = 86_400;
-    let into_day = realtime.as_secs() % DAY;
-    let near_midnight = into_day == 0 || into_day == DAY - 1;
-    if leap != LeapSecond::None && near_midnight {
+    let realtime = u64::try_from(realtime.as_nanos()).unwrap_or(u64::MAX);
+    if leap != LeapSecond::None && super::bounds::near_midnight(realtime) {
         Duration::from_secs(1)
     } else {
         Duration::ZERO

@@ -34,12 +34,19 @@ pub(super) const CLOCKS: posix::Clocks = posix::Clocks {
 /// and needs no privilege.
 #[cfg(target_os = "linux")]
 pub(crate) fn ntp() -> io::Result<NtpState> {
+    ntp_errno().map_err(|e| io::Error::new(e.kind(), format!("adjtimex: {e}")))
+}
+
+/// [`ntp`] with a bare errno on failure: no allocation on either path, so
+/// safe in a signal handler.
+#[cfg(target_os = "linux")]
+pub(crate) fn ntp_errno() -> io::Result<NtpState> {
     // SAFETY: a zeroed timex is a valid argument (modes 0: read only).
     let mut tx: libc::timex = unsafe { std::mem::zeroed() };
     // SAFETY: `tx` is a valid timex to write; modes 0 changes nothing.
     let state = unsafe { libc::adjtimex(&mut tx) };
     if state < 0 {
-        return Err(super::last_error("adjtimex"));
+        return Err(io::Error::last_os_error());
     }
     Ok(NtpState {
         rate_ppb: Some(kernel_rate_ppb(tx.tick as i64, tx.freq as i64)),

@@ -109,6 +109,8 @@ mod ntp_model;
 ))]
 mod sched;
 
+#[cfg(target_os = "linux")]
+pub(crate) use family::ntp_errno;
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 pub(crate) use family::refuse_threads_and_ntp;
 pub(crate) use family::{RealtimeNotice, kernel_rate, set_kernel_rate, tai_minus_utc};

@@ -1,0 +1,649 @@
+//! Bounds on real time: the earliest and the latest UTC the true time can
+//! be, now, from the best source on the machine, at the cost of a read.
+//!
+//! # Sources
+//!
+//! Our Realtime is the kernel's CLOCK_REALTIME to within our own error bound
+//! (the one [`getres`](crate::getres) reports). How far the kernel's
+//! Realtime is from UTC, the first of these that is present says:
+//!
+//! 1. **chronyd**, asked for its tracking over its command port (`chrony.rs`;
+//!    UDP `127.0.0.1:323`, which answers without privilege, or the address
+//!    in `TIMEHANDS_CHRONYD`): UTC is within chronyd's root distance (half
+//!    the root delay plus the root dispersion) of chronyd's own estimate of
+//!    true time, which is the kernel's Realtime plus the correction chronyd
+//!    still has to slew (or step). Between chronyd's updates the kernel only
+//!    closes that correction, so UTC lies between the Realtime and the
+//!    Realtime plus the correction, widened by the root distance on each
+//!    side: the correction counts on its own side only. The bound grows at
+//!    chronyd's own rate: its skew, its residual frequency and its
+//!    `maxclockerror`, which chronyd does not report and timehands reads off
+//!    the growth of the root dispersion between two answers. This holds
+//!    whether or not chronyd keeps the kernel's `STA_UNSYNC` clear (its
+//!    `rtcsync`).
+//! 2. **ClockBound** (`clockbound.rs`): the bound AWS's `clock-bound-d`
+//!    publishes in shared memory, growing at its `max_drift`.
+//! 3. **The kernel** (`adjtimex(2)`): its `maxerror`, which an NTP daemon
+//!    (ntpd, systemd-timesyncd, a PTP daemon, chronyd with `rtcsync`) keeps,
+//!    growing at 500 ppm; none while the kernel says `STA_UNSYNC`.
+//!
+//! Each bound is a promise the source makes; timehands adds its own
+//! accuracy against the kernel's Realtime on both sides and never narrows
+//! it. The growth is counted in Realtime, which chronyd may slew 8.3 %
+//! slow: rates are taken 10 % higher. A status goes with it, as
+//! ClockBound's: [`BoundsStatus::Synchronized`], or
+//! [`BoundsStatus::FreeRunning`] when the source has not updated the clock
+//! for eight of its update intervals, or chronyd stopped answering (its
+//! last bound holds and grows, for 1000 s at most, as long as
+//! nobody steps the clock: a change of CLOCK_REALTIME − CLOCK_MONOTONIC,
+//! which no slew makes, ends it; a change of the kernel clock's rate since
+//! adds to its growth, and one past 1000 ppm ends it; a chronyd that
+//! answers unsynchronized, as one restarting does, ends it too: its first
+//! update may slew the clock at 8.3 %, faster than a bound grows); where the source does not know, there is
+//! no bound ([`Error::Unsynchronized`]). A ClockBound segment not written
+//! for 10 s (its daemon writes every second) has no daemon behind it, and
+//! is passed over, though its status still says synchronized.
+//!
+//! # Cost, and who refreshes
+//!
+//! A read ([`realtime_bounds`] and the verbs on it) is our Realtime and a
+//! few loads of a state published by a thread of its own (`state.rs`, a
+//! seqlock): no system call, no lock, no allocation, no waiting, so it is
+//! safe in a signal handler. The state carries our accuracy too, as
+//! [`getres`](crate::getres) stated it at the refresh and the rate it grows
+//! at (`getres` itself takes a lock and asks the kernel). A read says it wants the
+//! state (one flag); the upkeep thread, which runs while the clock is read,
+//! starts the refresh thread (`refresh.rs`) the first time and wakes it
+//! when it parked. That thread asks the sources every 100 ms while reads
+//! come, and parks when they stop: nothing wakes while nobody asks. Until
+//! the first refresh, and after the state is void, a read asks the kernel
+//! itself (one `adjtimex`, no lock, no allocation; still safe in a handler).
+//!
+//! # Leap seconds, steps
+//!
+//! Around a leap second the kernel's Realtime repeats (or skips) a second at
+//! midnight UTC: within a second of a midnight with a leap announced, the
+//! bounds widen by that second. A step of the clock by chronyd closes its
+//! correction, which the bounds already hold. A step by anyone else (`date
+//! -s`) moves CLOCK_REALTIME − CLOCK_MONOTONIC beyond chronyd's bound while
+//! chronyd made no update: the next refresh sees it, and chronyd's answers
+//! give no bound until its next update (reads between the step and that
+//! refresh, 100 ms at most while reads come, are not protected).
+//!
+//! # Verbs
+//!
+//! As Spanner's TrueTime: [`RealtimeBounds::earliest`] and
+//! [`RealtimeBounds::latest`], [`surely_past`] and [`surely_not_yet`] for an
+//! instant, and [`commit_wait`], which sleeps until an instant is surely
+//! past. The repository's `docs/bounds.md` tells the model and the
+//! measurements beside ClockBound.
+
+mod chrony;
+pub mod clockbound;
+mod refresh;
+mod state;
+
+pub(crate) use refresh::on_upkeep;
+
+use std::time::Duration;
+
+use crate::Error;
+pub use crate::os::LeapSecond;
+use crate::os::NtpState;
+use state::State;
+
+/// Nanoseconds in a UTC day without a leap second, as Unix time counts it.
+const DAY_NS: u64 = 86_400 * 1_000_000_000;
+/// Nanoseconds in a second.
+const SECOND_NS: u64 = 1_000_000_000;
+
+/// Where the bounds come from; see [`realtime_bounds`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub enum BoundsSource {
+    /// The kernel's `maxerror` (`adjtimex(2)`, `ntp_gettime(2)`).
+    Kernel,
+    /// chronyd's tracking, over its command port.
+    Chronyd,
+    /// AWS ClockBound's shared memory.
+    ClockBound,
+}
+
+/// How the source keeps the clock, when it gives a bound (as ClockBound's
+/// status; where the source does not know, there is no bound).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub enum BoundsStatus {
+    /// The source keeps the clock synchronized.
+    Synchronized,
+    /// The source has stopped updating the clock (or answering): the bound
+    /// holds, and grows at the rate it stated.
+    FreeRunning,
+}
+
+/// Where real time is, and how sure of it the machine is; see
+/// [`realtime_bounds`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct RealtimeBounds {
+    /// The earliest UTC the true time can be, since the Unix epoch.
+    pub earliest: Duration,
+    /// Our Realtime, read for these bounds.
+    pub realtime: Duration,
+    /// The latest UTC the true time can be.
+    pub latest: Duration,
+    /// The kernel's bound on its Realtime's error against UTC (`maxerror`),
+    /// as last read (at the last refresh, or by this call).
+    pub kernel_max_error: Duration,
+    /// The NTP daemon's estimate of that error (`esterror`): not a bound.
+    pub kernel_estimated_error: Duration,
+    /// Our bound against the kernel's Realtime.
+    pub accuracy: Duration,
+    /// TAI − UTC, in seconds, as the kernel has it (0 where no daemon set it).
+    pub tai_offset_s: i32,
+    /// The leap second announced.
+    pub leap: LeapSecond,
+    /// Where the bound comes from.
+    pub source: BoundsSource,
+    /// How the source keeps the clock.
+    pub status: BoundsStatus,
+}
+
+impl RealtimeBounds {
+    /// Half the interval's width: `(latest − earliest) / 2`.
+    pub fn half_width(&self) -> Duration {
+        (self.latest - self.earliest) / 2
+    }
+
+    /// Whether UTC `instant` (since the epoch) has surely passed: it is
+    /// before the earliest the true time can be (TrueTime's `after`).
+    pub fn surely_past(&self, instant: Duration) -> bool {
+        instant < self.earliest
+    }
+
+    /// Whether UTC `instant` has surely not come yet: it is after the latest
+    /// the true time can be (TrueTime's `before`).
+    pub fn surely_not_yet(&self, instant: Duration) -> bool {
+        instant > self.latest
+    }
+}
+
+/// A rate in ppb as the read path multiplies it: ns of growth per 2^32 ns,
+/// rounded up (so never slower).
+pub(crate) const fn q32(rate_ppb: u64) -> u64 {
+    (rate_ppb << 32).div_ceil(SECOND_NS)
+}
+
+/// `age` ns at `rate_q32` (see [`q32`]), in ns, rounded up: one multiply
+/// and a shift.
+///
+/// Invariant (kept by `refresh.rs`, checked in the tests): a state's rates
+/// are at most [`refresh::MAX_RATE_PPB`] each and it is void after
+/// [`refresh::VALIDITY`], so `age * rate_q32` (under 2^40 × 2^24) fits a
+/// u64.
+#[inline]
+fn grown(age: u64, rate_q32: u64) -> u64 {
+    age.saturating_mul(rate_q32).div_ceil(1 << 32)
+}
+
+/// Whether `realtime` (ns since the epoch) is within a second of a
+/// midnight UTC.
+pub(crate) fn near_midnight(realtime: u64) -> bool {
+    let into_day = realtime % DAY_NS;
+    into_day < SECOND_NS || DAY_NS - into_day <= SECOND_NS
+}
+
+/// `ns` as a Duration, without a division when it is under a second (as
+/// bounds are): the read path's conversions.
+#[inline]
+fn short(ns: u64) -> Duration {
+    match u32::try_from(ns) {
+        Ok(ns) if ns < SECOND_NS as u32 => Duration::new(0, ns),
+        _ => Duration::from_nanos(ns),
+    }
+}
+
+/// `realtime` in ns (u64 holds them until 2554): a multiply and an add.
+#[inline]
+fn nanos(realtime: Duration) -> u64 {
+    realtime.as_secs() * SECOND_NS + u64::from(realtime.subsec_nanos())
+}
+
+/// The bounds of `realtime` (ours) from a published `state` that is not
+/// void.
+#[inline]
+fn from_state(realtime: Duration, state: &State) -> Result<RealtimeBounds, Error> {
+    let realtime_ns = nanos(realtime);
+    let Some(mut status) = state.status else {
+        return Err(Error::Unsynchronized);
+    };
+    if realtime_ns >= state.free_running_at {
+        status = BoundsStatus::FreeRunning;
+    }
+    // A chronyd step back may put the Realtime before `as_of`: no growth
+    // then (the step closed the correction the bounds already hold).
+    let age = realtime_ns.saturating_sub(state.as_of);
+    let accuracy_ns = u64::from(state.accuracy_ns);
+    let ours = accuracy_ns + grown(age, u64::from(state.accuracy_q32));
+    // One multiply for both rates, on the way to the bounds.
+    let widening = accuracy_ns + grown(age, state.rate_q32 + u64::from(state.accuracy_q32));
+    let mut below = state.below.saturating_add(widening);
+    let mut above = state.above.saturating_add(widening);
+    if state.leap != LeapSecond::None && near_midnight(realtime_ns) {
+        below = below.saturating_add(SECOND_NS);
+        above = above.saturating_add(SECOND_NS);
+    }
+    Ok(RealtimeBounds {
+        earliest: realtime.saturating_sub(short(below)),
+        realtime,
+        latest: realtime.saturating_add(short(above)),
+        kernel_max_error: Duration::from_micros(u64::from(state.kernel_max_error_us)),
+        kernel_estimated_error: Duration::from_micros(u64::from(state.kernel_estimated_error_us)),
+        accuracy: short(ours),
+        tai_offset_s: state.tai_offset_s,
+        leap: state.leap,
+        source: state.source,
+        status,
+    })
+}
+
+/// The bounds of `realtime` (ns since the epoch), with our `accuracy` against
+/// the kernel's Realtime and the kernel's `ntp` state read just now.
+///
+/// # Errors
+/// [`Error::Unsynchronized`] when no NTP daemon keeps the kernel synchronized.
+pub(crate) fn bounds(
+    realtime: u64,
+    accuracy: Duration,
+    ntp: &NtpState,
+) -> Result<RealtimeBounds, Error> {
+    if !ntp.synchronized {
+        return Err(Error::Unsynchronized);
+    }
+    let kernel_max_error = Duration::from_micros(ntp.maxerror_us);
+    let mut half_width = (kernel_max_error + accuracy).as_nanos() as u64;
+    // Within a second of midnight UTC with a leap second announced (or
+    // under way), the kernel's Realtime may stand a second off.
+    if ntp.leap != LeapSecond::None && near_midnight(realtime) {
+        half_width = half_width.saturating_add(SECOND_NS);
+    }
+    Ok(RealtimeBounds {
+        earliest: Duration::from_nanos(realtime.saturating_sub(half_width)),
+        realtime: Duration::from_nanos(realtime),
+        latest: Duration::from_nanos(realtime.saturating_add(half_width)),
+        kernel_max_error,
+        kernel_estimated_error: Duration::from_micros(ntp.esterror_us),
+        accuracy,
+        tai_offset_s: ntp.tai_offset_s,
+        leap: ntp.leap,
+        source: BoundsSource::Kernel,
+        status: BoundsStatus::Synchronized,
+    })
+}
+
+/// The bounds from the kernel's NTP state, read now (before the first
+/// refresh, or after the state went void), around the kernel's own
+/// CLOCK_REALTIME (accuracy 0: ours is not stated without a lock). Out of
+/// line: the read carries only the common path.
+#[cold]
+#[inline(never)]
+fn from_kernel_now() -> Result<RealtimeBounds, Error> {
+    let ntp = refresh::kernel_ntp().map_err(|e| match e.kind() {
+        std::io::ErrorKind::Unsupported => Error::NoNtpState {
+            os: std::env::consts::OS,
+        },
+        _ => Error::Ntp {
+            errno: e.raw_os_error().unwrap_or(0),
+        },
+    })?;
+    bounds(refresh::kernel_realtime(), Duration::ZERO, &ntp)
+}
+
+/// The earliest and the latest UTC the true time can be, now: our Realtime,
+/// widened by our bound against the kernel's CLOCK_REALTIME and by the
+/// bound the best source on the machine gives for it (chronyd, ClockBound,
+/// the kernel), grown since that source said it. See the module docs.
+///
+/// Safe in a signal handler on Linux: loads, arithmetic, and (before the
+/// first refresh) one `adjtimex`.
+///
+/// ```
+/// match timehands::realtime_bounds() {
+///     Ok(bounds) => {
+///         assert!(bounds.earliest <= bounds.realtime && bounds.realtime <= bounds.latest);
+///         println!("{:?} ± {:?}, from {:?}", bounds.realtime, bounds.half_width(), bounds.source);
+///     }
+///     Err(timehands::Error::Unsynchronized) => println!("no daemon keeps this machine's time"),
+///     Err(timehands::Error::NoNtpState { os }) => println!("no NTP state is read on {os}"),
+///     Err(other) => panic!("{other}"),
+/// }
+/// ```
+///
+/// # Errors
+/// [`Error::Unsynchronized`] when the source does not know the time (no
+/// daemon, or it lost its sources), so that no bound exists; [`Error::Ntp`]
+/// when `adjtimex(2)` (or `ntp_gettime(2)`) fails; [`Error::NoNtpState`] on
+/// an OS whose NTP state timehands does not read (Android, Windows,
+/// OpenBSD, wasm) where no chronyd or ClockBound answers.
+// Inlined, as `now()` is: the caller keeps the fields it uses.
+#[inline]
+pub fn realtime_bounds() -> Result<RealtimeBounds, Error> {
+    let realtime = crate::gettime(crate::ClockId::Realtime);
+    refresh::ask();
+    match state::PUBLISHED.load() {
+        Some(state) if nanos(realtime) < state.void_at => from_state(realtime, &state),
+        _ => from_kernel_now(),
+    }
+}
+
+/// [`realtime_bounds`], once the sources have been asked: waits (sleeping,
+/// at most `timeout`) until the refresh thread has asked them for the
+/// first time, so that the bounds are chronyd's or ClockBound's where they
+/// run rather than the kernel's (which gives none where chronyd leaves
+/// `STA_UNSYNC` set). For a program's start, as ClockBound's client is
+/// opened once: a read returns at once, with the kernel's word until then.
+/// Not for a signal handler: it sleeps.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// match timehands::realtime_bounds_when_ready(Duration::from_millis(500)) {
+///     Ok(bounds) => println!("± {:?} from {:?}", bounds.half_width(), bounds.source),
+///     Err(e) => println!("no bound: {e}"),
+/// }
+/// ```
+///
+/// # Errors
+/// As [`realtime_bounds`].
+pub fn realtime_bounds_when_ready(timeout: Duration) -> Result<RealtimeBounds, Error> {
+    let start = std::time::Instant::now();
+    loop {
+        let bounds = realtime_bounds();
+        if state::PUBLISHED.ever_published() || start.elapsed() >= timeout {
+            return bounds;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Whether UTC `instant` (since the epoch) has surely passed, now
+/// (TrueTime's `after`): see [`RealtimeBounds::surely_past`].
+///
+/// ```
+/// let an_hour_ago = std::time::SystemTime::now()
+///     .duration_since(std::time::UNIX_EPOCH)
+///     .expect("after 1970")
+///     - std::time::Duration::from_secs(3600);
+/// if let Ok(past) = timehands::surely_past(an_hour_ago) {
+///     assert!(past, "a synchronized clock is surely an hour past");
+/// }
+/// ```
+///
+/// # Errors
+/// As [`realtime_bounds`].
+pub fn surely_past(instant: Duration) -> Result<bool, Error> {
+    realtime_bounds().map(|b| b.surely_past(instant))
+}
+
+/// Whether UTC `instant` has surely not come yet, now (TrueTime's
+/// `before`): see [`RealtimeBounds::surely_not_yet`].
+///
+/// # Errors
+/// As [`realtime_bounds`].
+pub fn surely_not_yet(instant: Duration) -> Result<bool, Error> {
+    realtime_bounds().map(|b| b.surely_not_yet(instant))
+}
+
+/// Commit wait: sleeps until UTC `instant` is surely past (its earliest is
+/// after it), and returns the bounds that say so. A transaction stamped
+/// `instant` that waits so is visible only once every machine's clock is
+/// past it. Not for a signal handler: it sleeps.
+///
+/// ```
+/// if let Ok(now) = timehands::realtime_bounds() {
+///     let stamp = now.latest;
+///     let after = timehands::commit_wait(stamp).expect("still synchronized");
+///     assert!(after.earliest > stamp);
+/// }
+/// ```
+///
+/// # Errors
+/// As [`realtime_bounds`], at any of its reads: the source may lose the
+/// time while it waits.
+pub fn commit_wait(instant: Duration) -> Result<RealtimeBounds, Error> {
+    loop {
+        let bounds = realtime_bounds()?;
+        if bounds.surely_past(instant) {
+            return Ok(bounds);
+        }
+        // The earliest advances a little slower than time (the bound
+        // grows): sleep the distance and look again.
+        std::thread::sleep(instant - bounds.earliest + Duration::from_nanos(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ntp(synchronized: bool, maxerror_us: u64, leap: LeapSecond) -> NtpState {
+        NtpState {
+            synchronized,
+            maxerror_us,
+            esterror_us: maxerror_us / 10,
+            tai_offset_s: 37,
+            leap,
+            rate_ppb: None,
+        }
+    }
+
+    /// 2026-11-23 12:00:00 UTC, in ns.
+    const NOON: u64 = 1_795_435_200 * SECOND_NS;
+
+    #[test]
+    fn synchronized_bounds_add_the_two_errors() {
+        let b = bounds(
+            NOON,
+            Duration::from_nanos(300),
+            &ntp(true, 5_000, LeapSecond::None),
+        )
+        .expect("synchronized");
+        assert_eq!(b.latest - b.realtime, Duration::from_nanos(5_000_300));
+        assert_eq!(b.realtime - b.earliest, Duration::from_nanos(5_000_300));
+        assert_eq!(b.kernel_estimated_error, Duration::from_micros(500));
+        assert_eq!((b.tai_offset_s, b.leap), (37, LeapSecond::None));
+    }
+
+    #[test]
+    fn an_unsynchronized_kernel_has_no_bounds() {
+        assert_eq!(
+            bounds(
+                NOON,
+                Duration::ZERO,
+                &ntp(false, 16_000_000, LeapSecond::None)
+            ),
+            Err(Error::Unsynchronized)
+        );
+    }
+
+    /// A leap second announced widens the bounds by a second within a second
+    /// of midnight UTC, on either side, and not at noon.
+    #[test]
+    fn a_pending_leap_second_widens_the_bounds_at_midnight() {
+        let leap = ntp(true, 1_000, LeapSecond::Insert);
+        let at_noon = bounds(NOON, Duration::ZERO, &leap).expect("synchronized");
+        assert_eq!(at_noon.latest - at_noon.realtime, Duration::from_millis(1));
+        let midnight = NOON + DAY_NS / 2;
+        for t in [midnight - SECOND_NS / 2, midnight, midnight + SECOND_NS / 2] {
+            let b = bounds(t, Duration::ZERO, &leap).expect("synchronized");
+            assert_eq!(b.latest - b.realtime, Duration::from_millis(1_001), "{t}");
+            assert_eq!(b.realtime - b.earliest, Duration::from_millis(1_001), "{t}");
+        }
+        let no_leap = bounds(
+            midnight,
+            Duration::ZERO,
+            &ntp(true, 1_000, LeapSecond::None),
+        )
+        .expect("synchronized");
+        assert_eq!(no_leap.latest - no_leap.realtime, Duration::from_millis(1));
+    }
+
+    fn chronyd_state() -> State {
+        State {
+            as_of: NOON,
+            below: 90_000,
+            above: 100_000,
+            rate_q32: q32(2_000),
+            void_at: NOON + 1_000 * SECOND_NS,
+            free_running_at: NOON + 16 * SECOND_NS,
+            source: BoundsSource::Chronyd,
+            status: Some(BoundsStatus::Synchronized),
+            leap: LeapSecond::None,
+            tai_offset_s: 37,
+            accuracy_ns: 300,
+            accuracy_q32: q32(100) as u32,
+            kernel_max_error_us: 16_000_000,
+            kernel_estimated_error_us: 16_000_000,
+        }
+    }
+
+    /// A published state's bounds grow at its rate from `as_of`, our
+    /// accuracy on both sides; its status turns free-running at its time.
+    #[test]
+    fn a_state_grows_at_its_rate_and_turns_free_running() {
+        let state = chronyd_state();
+        let at = |t: u64| from_state(Duration::from_nanos(t), &state).expect("a bound");
+        let b = at(NOON);
+        assert_eq!(b.realtime - b.earliest, Duration::from_nanos(90_300));
+        assert_eq!(b.latest - b.realtime, Duration::from_nanos(100_300));
+        assert_eq!(b.half_width(), Duration::from_nanos(95_300));
+        assert_eq!(
+            (b.source, b.status),
+            (BoundsSource::Chronyd, BoundsStatus::Synchronized)
+        );
+        // 2 ppm over 10 s: 20 µs more on each side; our accuracy's 0.1
+        // ppm: 1 µs.
+        let later = at(NOON + 10 * SECOND_NS);
+        // (Each growth rounds up, the slower rates by up to 0.25 %.)
+        let below = later.realtime - later.earliest;
+        assert!(
+            (Duration::from_nanos(111_300)..=Duration::from_nanos(111_305)).contains(&below),
+            "{below:?}"
+        );
+        let accuracy = later.accuracy;
+        assert!(
+            (Duration::from_nanos(1_300)..=Duration::from_nanos(1_303)).contains(&accuracy),
+            "{accuracy:?}"
+        );
+        assert_eq!(later.status, BoundsStatus::Synchronized);
+        assert_eq!(at(NOON + 16 * SECOND_NS).status, BoundsStatus::FreeRunning);
+        // A Realtime stepped back before `as_of` does not shrink it.
+        let before = at(NOON - SECOND_NS);
+        assert_eq!(
+            before.realtime - before.earliest,
+            Duration::from_nanos(90_300)
+        );
+    }
+
+    #[test]
+    fn a_state_that_does_not_know_gives_no_bound() {
+        let unknown = State {
+            status: None,
+            ..chronyd_state()
+        };
+        assert_eq!(
+            from_state(Duration::from_nanos(NOON), &unknown),
+            Err(Error::Unsynchronized)
+        );
+    }
+
+    #[test]
+    fn a_state_with_a_leap_second_widens_at_midnight() {
+        let state = State {
+            leap: LeapSecond::Insert,
+            void_at: u64::MAX,
+            ..chronyd_state()
+        };
+        let midnight = NOON + DAY_NS / 2;
+        let b = from_state(Duration::from_nanos(midnight), &state).expect("a bound");
+        assert!(b.latest - b.realtime > Duration::from_secs(1), "{b:?}");
+        let noon = from_state(Duration::from_nanos(NOON), &state).expect("a bound");
+        assert!(
+            noon.latest - noon.realtime < Duration::from_millis(1),
+            "{noon:?}"
+        );
+    }
+
+    /// The verbs, at the edges: an instant is surely past only before the
+    /// earliest, surely not yet only after the latest.
+    #[test]
+    fn the_verbs_hold_at_the_edges() {
+        let b = from_state(Duration::from_nanos(NOON), &chronyd_state()).expect("a bound");
+        assert!(b.surely_past(b.earliest - Duration::from_nanos(1)));
+        assert!(!b.surely_past(b.earliest));
+        assert!(!b.surely_past(b.realtime));
+        assert!(b.surely_not_yet(b.latest + Duration::from_nanos(1)));
+        assert!(!b.surely_not_yet(b.latest));
+        assert!(!b.surely_not_yet(b.realtime));
+    }
+
+    /// The read path's product never overflows, at the largest rates (a
+    /// source's and our accuracy's) over the whole validity; and it never
+    /// grows slower than the rate.
+    #[test]
+    fn growth_fits_at_the_largest_rates_and_age_and_rounds_up() {
+        let age = refresh::VALIDITY.as_nanos() as u64;
+        let rate = 2 * q32(refresh::MAX_RATE_PPB);
+        assert!(age.checked_mul(rate).is_some());
+        assert!(grown(age, q32(refresh::MAX_RATE_PPB)) >= age / 1_000);
+        for (age, ppb) in [
+            (1, 1),
+            (999_999_999, 1_000),
+            (10 * SECOND_NS, 2_000),
+            (12_345, 500_000),
+        ] {
+            let exact = (age as u128 * ppb as u128).div_ceil(SECOND_NS as u128) as u64;
+            let fast = grown(age, q32(ppb));
+            assert!(
+                fast >= exact && fast <= exact + 1,
+                "{age} ns at {ppb} ppb: {fast}, not {exact}"
+            );
+        }
+    }
+
+    /// A commit wait on this machine returns once its instant is surely
+    /// past, or says why there is no bound.
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the CPU's counter and calls adjtimex")]
+    fn commit_wait_returns_once_the_instant_is_surely_past() {
+        let Ok(now) = realtime_bounds() else {
+            return;
+        };
+        let stamp = now.realtime + Duration::from_millis(2);
+        match commit_wait(stamp) {
+            Ok(after) => assert!(
+                after.earliest > stamp && after.surely_past(stamp),
+                "{after:?}"
+            ),
+            Err(e) => assert_eq!(e, Error::Unsynchronized),
+        }
+    }
+
+    /// On this machine: bounds around our Realtime if its kernel is
+    /// synchronized, the error that says so if not.
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the CPU's counter and calls adjtimex")]
+    fn the_machine_reports_bounds_or_says_it_is_unsynchronized() {
+        match realtime_bounds() {
+            Ok(b) => {
+                assert!(b.earliest < b.realtime && b.realtime < b.latest, "{b:?}");
+                assert!(b.latest - b.realtime >= b.kernel_max_error, "{b:?}");
+            }
+            Err(Error::NoNtpState { os }) => assert_eq!(os, std::env::consts::OS),
+            Err(e) => assert_eq!(e, Error::Unsynchronized),
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! The bounds' state, published by the refresh thread (`refresh.rs`) and
+//! read by [`realtime_bounds`](super::realtime_bounds) without a lock: a
+//! seqlock of our own over a few atomic words, so that a read is a handful
+//! of loads and some arithmetic, and safe in a signal handler.
+//!
+//! Everything is against the kernel's CLOCK_REALTIME, in nanoseconds: how
+//! far below and above it UTC can be at `as_of` (a Realtime), how fast that
+//! grows after it, and when the state is void.
+
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+
+use super::{BoundsSource, BoundsStatus, LeapSecond};
+
+/// How often a read tries to find the state still while the writer writes,
+/// before it takes the kernel's word instead: a read never waits for the
+/// writer (a signal handler may have interrupted it, on its own thread).
+const READ_TRIES: usize = 4;
+
+/// One published state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct State {
+    /// The Realtime (ns) at which `below` and `above` hold.
+    pub as_of: u64,
+    /// How far below the kernel's Realtime UTC can be at `as_of`, ns.
+    pub below: u64,
+    /// How far above it UTC can be at `as_of`, ns.
+    pub above: u64,
+    /// How fast both grow after `as_of`: ns per 2^32 ns of Realtime
+    /// ([`q32`](super::q32) of the rate in ppb).
+    pub rate_q32: u64,
+    /// From this Realtime (ns) on, the state holds nothing.
+    pub void_at: u64,
+    /// From this Realtime on, the status is [`BoundsStatus::FreeRunning`]
+    /// (the source has not updated the clock for too long).
+    pub free_running_at: u64,
+    /// Where it comes from.
+    pub source: BoundsSource,
+    /// Whether a bound exists at all (`None`: the source does not know).
+    pub status: Option<BoundsStatus>,
+    /// The leap second announced.
+    pub leap: LeapSecond,
+    /// TAI − UTC, s.
+    pub tai_offset_s: i32,
+    /// Our Realtime's bound against the kernel's at `as_of`, ns (as
+    /// [`getres`](crate::getres) states it).
+    pub accuracy_ns: u32,
+    /// How fast that grows after `as_of` (as `rate_q32`).
+    pub accuracy_q32: u32,
+    /// The kernel's maxerror and esterror at the refresh, µs.
+    pub kernel_max_error_us: u32,
+    /// See `kernel_max_error_us`.
+    pub kernel_estimated_error_us: u32,
+}
+
+/// The published words. One writer (the refresh thread), any readers.
+#[repr(align(64))]
+pub(crate) struct Published {
+    /// Odd while the writer writes; each publication adds 2.
+    sequence: AtomicU64,
+    as_of: AtomicU64,
+    below: AtomicU64,
+    above: AtomicU64,
+    rate_q32: AtomicU64,
+    void_at: AtomicU64,
+    free_running_at: AtomicU64,
+    /// source, status, leap (a byte each), TAI − UTC (the high half).
+    meta: AtomicU64,
+    /// maxerror (low half), esterror (high half), µs.
+    kernel: AtomicU64,
+    /// Our accuracy, ns (low half), and its growth, ppb (high half).
+    accuracy: AtomicU64,
+}
+
+/// The process's state: void (all zeros) until the first refresh.
+pub(crate) static PUBLISHED: Published = Published::new();
+
+fn source_code(source: BoundsSource) -> u64 {
+    match source {
+        BoundsSource::Kernel => 0,
+        BoundsSource::Chronyd => 1,
+        BoundsSource::ClockBound => 2,
+    }
+}
+
+fn status_code(status: Option<BoundsStatus>) -> u64 {
+    match status {
+        None => 0,
+        Some(BoundsStatus::Synchronized) => 1,
+        Some(BoundsStatus::FreeRunning) => 2,
+    }
+}
+
+fn leap_code(leap: LeapSecond) -> u64 {
+    match leap {
+        LeapSecond::None => 0,
+        LeapSecond::Insert => 1,
+        LeapSecond::Delete => 2,
+        LeapSecond::InProgress => 3,
+    }
+}
+
+impl Published {
+    pub(crate) const fn new() -> Published {
+        Published {
+            sequence: AtomicU64::new(0),
+            as_of: AtomicU64::new(0),
+            below: AtomicU64::new(0),
+            above: AtomicU64::new(0),
+            rate_q32: AtomicU64::new(0),
+            void_at: AtomicU64::new(0),
+            free_running_at: AtomicU64::new(0),
+            meta: AtomicU64::new(0),
+            kernel: AtomicU64::new(0),
+            accuracy: AtomicU64::new(0),
+        }
+    }
+
+    /// Publishes `state`. One writer at a time (the refresh thread, or a
+    /// test's own `Published`): the sequence is not a lock.
+    pub(crate) fn publish(&self, state: &State) {
+        let sequence = self.sequence.load(Ordering::Relaxed);
+        // Invariant: odd while the words change, so that a reader that
+        // saw it even before and after its loads saw one whole state.
+        self.sequence
+            .store(sequence.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.as_of.store(state.as_of, Ordering::Relaxed);
+        self.below.store(state.below, Ordering::Relaxed);
+        self.above.store(state.above, Ordering::Relaxed);
+        self.rate_q32.store(state.rate_q32, Ordering::Relaxed);
+        self.void_at.store(state.void_at, Ordering::Relaxed);
+        self.free_running_at
+            .store(state.free_running_at, Ordering::Relaxed);
+        let meta = source_code(state.source)
+            | status_code(state.status) << 8
+            | leap_code(state.leap) << 16
+            | u64::from(state.tai_offset_s as u32) << 32;
+        self.meta.store(meta, Ordering::Relaxed);
+        let kernel =
+            u64::from(state.kernel_max_error_us) | u64::from(state.kernel_estimated_error_us) << 32;
+        self.kernel.store(kernel, Ordering::Relaxed);
+        let accuracy = u64::from(state.accuracy_ns) | u64::from(state.accuracy_q32) << 32;
+        self.accuracy.store(accuracy, Ordering::Relaxed);
+        self.sequence
+            .store(sequence.wrapping_add(2), Ordering::Release);
+    }
+
+    /// Whether anything was published yet.
+    pub(crate) fn ever_published(&self) -> bool {
+        self.sequence.load(Ordering::Acquire) != 0
+    }
+
+    /// The state last published, whole; `None` when the writer was writing
+    /// at each of a few tries. Lock-free and wait-free: loads only.
+    #[inline]
+    pub(crate) fn load(&self) -> Option<State> {
+        for _ in 0..READ_TRIES {
+            let before = self.sequence.load(Ordering::Acquire);
+            if before % 2 == 1 {
+                core::hint::spin_loop();
+                continue;
+            }
+            let as_of = self.as_of.load(Ordering::Relaxed);
+            let below = self.below.load(Ordering::Relaxed);
+            let above = self.above.load(Ordering::Relaxed);
+            let rate_q32 = self.rate_q32.load(Ordering::Relaxed);
+            let void_at = self.void_at.load(Ordering::Relaxed);
+            let free_running_at = self.free_running_at.load(Ordering::Relaxed);
+            let meta = self.meta.load(Ordering::Relaxed);
+            let kernel = self.kernel.load(Ordering::Relaxed);
+            let accuracy = self.accuracy.load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            if self.sequence.load(Ordering::Relaxed) != before {
+                continue;
+            }
+            return Some(State {
+                as_of,
+                below,
+                above,
+                rate_q32,
+                void_at,
+                free_running_at,
+                source: match meta & 0xff {
+                    1 => BoundsSource::Chronyd,
+                    2 => BoundsSource::ClockBound,
+                    _ => BoundsSource::Kernel,
+                },
+                status: match (meta >> 8) & 0xff {
+                    1 => Some(BoundsStatus::Synchronized),
+                    2 => Some(BoundsStatus::FreeRunning),
+                    _ => None,
+                },
+                leap: match (meta >> 16) & 0xff {
+                    1 => LeapSecond::Insert,
+                    2 => LeapSecond::Delete,
+                    3 => LeapSecond::InProgress,
+                    _ => LeapSecond::None,
+                },
+                tai_offset_s: (meta >> 32) as u32 as i32,
+                accuracy_ns: accuracy as u32,
+                accuracy_q32: (accuracy >> 32) as u32,
+                kernel_max_error_us: kernel as u32,
+                kernel_estimated_error_us: (kernel >> 32) as u32,
+            });
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn sample() -> State {
+        State {
+            as_of: 1_795_435_200_000_000_000,
+            below: 90_000,
+            above: 95_000,
+            rate_q32: 6_443,
+            void_at: 1_795_436_200_000_000_000,
+            free_running_at: 1_795_435_216_000_000_000,
+            source: BoundsSource::Chronyd,
+            status: Some(BoundsStatus::Synchronized),
+            leap: LeapSecond::Delete,
+            tai_offset_s: -37,
+            accuracy_ns: 80,
+            accuracy_q32: 13,
+            kernel_max_error_us: 16_000_000,
+            kernel_estimated_error_us: 7,
+        }
+    }
+
+    #[test]
+    fn a_state_reads_back_as_published() {
+        let published = Published::new();
+        assert_eq!(
+            published.load().map(|s| s.void_at),
+            Some(0),
+            "void at first"
+        );
+        let state = sample();
+        published.publish(&state);
+        assert_eq!(published.load(), Some(state));
+        let unknown = State {
+            status: None,
+            source: BoundsSource::Kernel,
+            leap: LeapSecond::InProgress,
+            ..state
+        };
+        published.publish(&unknown);
+        assert_eq!(published.load(), Some(unknown));
+    }
+
+    /// Readers beside a writer that alternates two states never see a mix.
+    #[test]
+    fn readers_never_see_half_a_state() {
+        static SHARED: Published = Published::new();
+        let a = sample();
+        let b = State {
+            as_of: 7,
+            below: 8,
+            above: 9,
+            rate_q32: 10,
+            void_at: 11,
+            free_running_at: 12,
+            source: BoundsSource::ClockBound,
+            status: Some(BoundsStatus::FreeRunning),
+            leap: LeapSecond::None,
+            tai_offset_s: 37,
+            accuracy_ns: 4,
+            accuracy_q32: 5,
+            kernel_max_error_us: 1,
+            kernel_estimated_error_us: 2,
+        };
+        SHARED.publish(&a);
+        std::thread::scope(|s| {
+            let writer = s.spawn(move || {
+                let rounds = if cfg!(miri) { 200 } else { 20_000 };
+                for i in 0..rounds {
+                    SHARED.publish(if i % 2 == 0 { &b } else { &a });
+                }
+            });
+            while !writer.is_finished() {
+                if let Some(seen) = SHARED.load() {
+                    assert!(seen == a || seen == b, "{seen:?}");
+                }
+            }
+        });
+    }
+}
