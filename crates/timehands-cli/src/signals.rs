@@ -246,8 +246,8 @@ unsafe fn signal_timer(rate: u32) -> anyhow::Result<libc::timer_t> {
         }
         let period_ns = 1_000_000_000 / i64::from(rate);
         let period = libc::timespec {
-            tv_sec: (period_ns / 1_000_000_000) as libc::time_t,
-            tv_nsec: (period_ns % 1_000_000_000) as libc::c_long,
+            tv_sec: (period_ns / 1_000_000_000) as _,
+            tv_nsec: (period_ns % 1_000_000_000) as _,
         };
         let spec = libc::itimerspec {
             it_interval: period,

@@ -42,8 +42,8 @@ fn adjtimex(tx: &mut libc::timex) -> Result<i32, String> {
 /// Sets CLOCK_REALTIME to `ns`.
 fn set_realtime(ns: i128) -> Result<(), String> {
     let ts = libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        tv_sec: (ns / 1_000_000_000) as _,
+        tv_nsec: (ns % 1_000_000_000) as _,
     };
     // SAFETY: sets the clock to a valid timespec (root only).
     if unsafe { libc::clock_settime(libc::CLOCK_REALTIME, &ts) } == 0 {

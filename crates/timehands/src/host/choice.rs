@@ -8,6 +8,7 @@ use crate::host::brackets::Pair;
 #[cfg(target_arch = "x86_64")]
 use crate::host::kernel_clocks::SystemClocks;
 use crate::hw::KernelCounter;
+#[cfg(target_arch = "x86_64")]
 use crate::os::KernelClock;
 use std::borrow::Cow;
 

@@ -194,10 +194,9 @@ impl HostClock {
         // clock starts on it exactly, as the reads the kernel answered while
         // it started did (see `read::kernel_read`), so that none of those
         // is later than a read of the clock after them.
-        let before = BinTime::from_nanos(match choice.counter {
-            HostCounter::Kernel(_) => start.count,
-            _ => start.kernel,
-        } as i128);
+        let on_kernel = matches!(choice.counter, HostCounter::Kernel(_));
+        let before =
+            BinTime::from_nanos(if on_kernel { start.count } else { start.kernel } as i128);
         let timekeeper = build_timekeeper(choice.counter, before, Some(start.count), interval)
             .unwrap_or_else(|refused| {
                 // A hardware counter the engine refuses (firmware that left
