@@ -133,7 +133,9 @@ impl Published {
     /// Publishes `state`. One writer at a time (the refresh thread, or a
     /// test's own `Published`): the sequence is not a lock.
     pub(crate) fn publish(&self, state: &State) {
-        let sequence = self.sequence.load(Ordering::Relaxed);
+        // Even: a `fork()`ed child may find it odd, its parent's writer
+        // gone mid-write; the words are then rewritten whole from here.
+        let sequence = self.sequence.load(Ordering::Relaxed) & !1;
         // Invariant: odd while the words change, so that a reader that
         // saw it even before and after its loads saw one whole state.
         self.sequence
@@ -266,6 +268,17 @@ mod tests {
         };
         published.publish(&unknown);
         assert_eq!(published.load(), Some(unknown));
+    }
+
+    /// A sequence left odd (a child forked while its parent's writer
+    /// wrote) is no obstacle: the next publication is read whole.
+    #[test]
+    fn a_publication_after_a_writer_vanished_mid_write_is_read() {
+        let published = Published::new();
+        published.sequence.store(7, Ordering::Relaxed);
+        assert_eq!(published.load(), None, "mid-write");
+        published.publish(&sample());
+        assert_eq!(published.load(), Some(sample()));
     }
 
     /// Readers beside a writer that alternates two states never see a mix.
