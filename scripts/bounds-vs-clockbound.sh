@@ -133,7 +133,7 @@ stop_chronyd() {
 phase() { # name action...
     local name=$1
     shift
-    "$truth" sample --k "$k" --seconds "$seconds" --phase "$name" --pairs "$dir/pairs" >>"$results" &
+    "$truth" sample --k "$k" --seconds "$seconds" --phase "$name" --pairs "$dir/$pairs" >>"$results" &
     sampler=$!
     sleep 1
     "$@"
@@ -171,20 +171,23 @@ stop_clockbound() {
     cbd=
     rm -f /var/run/clockbound/shm0
 }
+# Half-widths side by side, where timehands asks chronyd, as ClockBound does.
+pairs=pairs
 phase start start_chronyd
 phase steady true
 phase restart restart_chronyd 4000
 phase slew true
 phase back restart_chronyd 0
 phase stopped stop_chronyd
+pairs=pairs-other-sources
 phase via-clockbound start_chronyd rtcsync "cmdport 0"
 [ -n "$cbd" ] && phase kernel stop_clockbound
 
 echo "chronyd's log:"
 sed 's/^/  /' "$dir/chronyd.log"
-# Over every sample of every phase where both gave a bound.
+# Over every sample of the phases on chronyd where both gave a bound.
 if [ -s "$dir/pairs" ]; then
-    sort -n -k1,1 "$dir/pairs" | awk '{ a[NR] = $1 } END { printf "half-width median, all phases: timehands %d ns", a[int(NR / 2) + 1] }'
+    sort -n -k1,1 "$dir/pairs" | awk '{ a[NR] = $1 } END { printf "half-width median, every phase on chronyd (start to stopped): timehands %d ns", a[int(NR / 2) + 1] }'
     sort -n -k2,2 "$dir/pairs" | awk '{ b[NR] = $2 } END { printf ", ClockBound %d ns, over %d samples\n", b[int(NR / 2) + 1], NR }'
 fi
 # The verdict: timehands' false bounds, and how its bound compares.

@@ -167,8 +167,23 @@ fn side(interval: &Result<Interval, String>) -> String {
     }
 }
 
+/// The library asks chronyd at `TIMEHANDS_CHRONYD` (an IP address and
+/// port) where it is set; one that does not parse would be passed over in
+/// silence there (a read has nowhere to say so): here it is refused.
+fn check_chronyd_address() -> Result<()> {
+    if let Ok(address) = std::env::var("TIMEHANDS_CHRONYD") {
+        if let Err(e) = address.parse::<std::net::SocketAddr>() {
+            anyhow::bail!(
+                "TIMEHANDS_CHRONYD={address:?} is not an IP address and port, such as 127.0.0.1:323: {e}"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Runs `timehands bounds`.
 pub fn run(args: &Args) -> Result<()> {
+    check_chronyd_address()?;
     let mut clockbound = ClockBound::open();
     // The sources asked once, as ClockBound's client opened its segment.
     let _ = timehands::realtime_bounds_when_ready(Duration::from_secs(2));

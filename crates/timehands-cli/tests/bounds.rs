@@ -69,3 +69,20 @@ fn a_bad_flag_is_refused_in_one_line() {
     fails_in_one_line(&["bounds", "-n", "0"], "--count");
     fails_in_one_line(&["bounds", "--interval", "soon"], "--interval");
 }
+
+/// chronyd's address that the library would pass over in silence.
+#[test]
+fn a_bad_chronyd_address_is_refused_in_one_line() {
+    let out = std::process::Command::new(support::BIN)
+        .args(["bounds", "-n", "1"])
+        .env("TIMEHANDS_CHRONYD", "localhost:three")
+        .output()
+        .expect("the binary runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).expect("utf-8");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("TIMEHANDS_CHRONYD=\"localhost:three\""),
+        "{err}"
+    );
+}

@@ -240,8 +240,8 @@ fn from_state(realtime: Duration, state: &State) -> Result<RealtimeBounds, Error
         earliest: realtime.saturating_sub(short(below)),
         realtime,
         latest: realtime.saturating_add(short(above)),
-        kernel_max_error: Duration::from_micros(u64::from(state.kernel_max_error_us)),
-        kernel_estimated_error: Duration::from_micros(u64::from(state.kernel_estimated_error_us)),
+        kernel_max_error: state.kernel_max_error,
+        kernel_estimated_error: state.kernel_estimated_error,
         accuracy: short(ours),
         tai_offset_s: state.tai_offset_s,
         leap: state.leap,
@@ -505,8 +505,8 @@ mod tests {
             tai_offset_s: 37,
             accuracy_ns: 300,
             accuracy_q32: q32(100) as u32,
-            kernel_max_error_us: 16_000_000,
-            kernel_estimated_error_us: 16_000_000,
+            kernel_max_error: Duration::from_secs(16),
+            kernel_estimated_error: Duration::from_secs(16),
         }
     }
 

@@ -451,13 +451,13 @@ fn max_clock_error_ppb(last: &Answer, now: &Tracking, sent: u64) -> Option<u64> 
 }
 
 /// The kernel's leap second, TAI offset and errors for a state.
-fn kernel_fields(kernel: Option<&NtpState>) -> (LeapSecond, i32, u32, u32) {
-    kernel.map_or((LeapSecond::None, 0, 0, 0), |k| {
+fn kernel_fields(kernel: Option<&NtpState>) -> (LeapSecond, i32, Duration, Duration) {
+    kernel.map_or((LeapSecond::None, 0, Duration::ZERO, Duration::ZERO), |k| {
         (
             k.leap,
             k.tai_offset_s,
-            u32::try_from(k.maxerror_us).unwrap_or(u32::MAX),
-            u32::try_from(k.esterror_us).unwrap_or(u32::MAX),
+            Duration::from_micros(k.maxerror_us),
+            Duration::from_micros(k.esterror_us),
         )
     })
 }
@@ -510,8 +510,8 @@ fn from_tracking(
         // Stamped by `run` at each publication (`our_accuracy`).
         accuracy_ns: 0,
         accuracy_q32: 0,
-        kernel_max_error_us: max_error,
-        kernel_estimated_error_us: estimated_error,
+        kernel_max_error: max_error,
+        kernel_estimated_error: estimated_error,
     }
 }
 
@@ -548,15 +548,15 @@ fn from_clockbound(path: &Path, kernel: Option<&NtpState>) -> Option<State> {
         // Stamped by `run` at each publication (`our_accuracy`).
         accuracy_ns: 0,
         accuracy_q32: 0,
-        kernel_max_error_us: max_error,
-        kernel_estimated_error_us: estimated_error,
+        kernel_max_error: max_error,
+        kernel_estimated_error: estimated_error,
     })
 }
 
 /// The state from the kernel's NTP state at Realtime `as_of`.
 fn from_kernel(as_of: u64, kernel: &NtpState) -> State {
     let (leap, tai_offset_s, max_error, estimated_error) = kernel_fields(Some(kernel));
-    let max_error_ns = u64::from(max_error) * 1_000;
+    let max_error_ns = max_error.as_nanos() as u64;
     State {
         as_of,
         below: max_error_ns,
@@ -572,8 +572,8 @@ fn from_kernel(as_of: u64, kernel: &NtpState) -> State {
         // Stamped by `run` at each publication (`our_accuracy`).
         accuracy_ns: 0,
         accuracy_q32: 0,
-        kernel_max_error_us: max_error,
-        kernel_estimated_error_us: estimated_error,
+        kernel_max_error: max_error,
+        kernel_estimated_error: estimated_error,
     }
 }
 

@@ -8,6 +8,7 @@
 //! grows after it, and when the state is void.
 
 use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::time::Duration;
 
 use super::{BoundsSource, BoundsStatus, LeapSecond};
 
@@ -46,10 +47,21 @@ pub(crate) struct State {
     pub accuracy_ns: u32,
     /// How fast that grows after `as_of` (as `rate_q32`).
     pub accuracy_q32: u32,
-    /// The kernel's maxerror and esterror at the refresh, µs.
-    pub kernel_max_error_us: u32,
-    /// See `kernel_max_error_us`.
-    pub kernel_estimated_error_us: u32,
+    /// The kernel's maxerror at the refresh.
+    pub kernel_max_error: Duration,
+    /// The kernel's esterror at the refresh.
+    pub kernel_estimated_error: Duration,
+}
+
+/// `d` as one word: whole seconds (high half, saturating) and nanoseconds.
+fn split(d: Duration) -> u64 {
+    u64::from(u32::try_from(d.as_secs()).unwrap_or(u32::MAX)) << 32 | u64::from(d.subsec_nanos())
+}
+
+/// The Duration of a word [`split`] made: no division.
+#[inline]
+fn joined(word: u64) -> Duration {
+    Duration::new(word >> 32, word as u32)
 }
 
 /// The published words. One writer (the refresh thread), any readers.
@@ -65,8 +77,10 @@ pub(crate) struct Published {
     free_running_at: AtomicU64,
     /// source, status, leap (a byte each), TAI − UTC (the high half).
     meta: AtomicU64,
-    /// maxerror (low half), esterror (high half), µs.
-    kernel: AtomicU64,
+    /// The kernel's maxerror and esterror: seconds (high half) and
+    /// nanoseconds (low half) each, so that a read divides nothing.
+    kernel_max_error: AtomicU64,
+    kernel_estimated_error: AtomicU64,
     /// Our accuracy, ns (low half), and its growth, ppb (high half).
     accuracy: AtomicU64,
 }
@@ -110,7 +124,8 @@ impl Published {
             void_at: AtomicU64::new(0),
             free_running_at: AtomicU64::new(0),
             meta: AtomicU64::new(0),
-            kernel: AtomicU64::new(0),
+            kernel_max_error: AtomicU64::new(0),
+            kernel_estimated_error: AtomicU64::new(0),
             accuracy: AtomicU64::new(0),
         }
     }
@@ -118,7 +133,9 @@ impl Published {
     /// Publishes `state`. One writer at a time (the refresh thread, or a
     /// test's own `Published`): the sequence is not a lock.
     pub(crate) fn publish(&self, state: &State) {
-        let sequence = self.sequence.load(Ordering::Relaxed);
+        // Even: a `fork()`ed child may find it odd, its parent's writer
+        // gone mid-write; the words are then rewritten whole from here.
+        let sequence = self.sequence.load(Ordering::Relaxed) & !1;
         // Invariant: odd while the words change, so that a reader that
         // saw it even before and after its loads saw one whole state.
         self.sequence
@@ -136,9 +153,10 @@ impl Published {
             | leap_code(state.leap) << 16
             | u64::from(state.tai_offset_s as u32) << 32;
         self.meta.store(meta, Ordering::Relaxed);
-        let kernel =
-            u64::from(state.kernel_max_error_us) | u64::from(state.kernel_estimated_error_us) << 32;
-        self.kernel.store(kernel, Ordering::Relaxed);
+        self.kernel_max_error
+            .store(split(state.kernel_max_error), Ordering::Relaxed);
+        self.kernel_estimated_error
+            .store(split(state.kernel_estimated_error), Ordering::Relaxed);
         let accuracy = u64::from(state.accuracy_ns) | u64::from(state.accuracy_q32) << 32;
         self.accuracy.store(accuracy, Ordering::Relaxed);
         self.sequence
@@ -167,7 +185,8 @@ impl Published {
             let void_at = self.void_at.load(Ordering::Relaxed);
             let free_running_at = self.free_running_at.load(Ordering::Relaxed);
             let meta = self.meta.load(Ordering::Relaxed);
-            let kernel = self.kernel.load(Ordering::Relaxed);
+            let kernel_max_error = self.kernel_max_error.load(Ordering::Relaxed);
+            let kernel_estimated_error = self.kernel_estimated_error.load(Ordering::Relaxed);
             let accuracy = self.accuracy.load(Ordering::Relaxed);
             fence(Ordering::Acquire);
             if self.sequence.load(Ordering::Relaxed) != before {
@@ -199,8 +218,8 @@ impl Published {
                 tai_offset_s: (meta >> 32) as u32 as i32,
                 accuracy_ns: accuracy as u32,
                 accuracy_q32: (accuracy >> 32) as u32,
-                kernel_max_error_us: kernel as u32,
-                kernel_estimated_error_us: (kernel >> 32) as u32,
+                kernel_max_error: joined(kernel_max_error),
+                kernel_estimated_error: joined(kernel_estimated_error),
             });
         }
         None
@@ -225,8 +244,8 @@ mod tests {
             tai_offset_s: -37,
             accuracy_ns: 80,
             accuracy_q32: 13,
-            kernel_max_error_us: 16_000_000,
-            kernel_estimated_error_us: 7,
+            kernel_max_error: Duration::from_secs(16),
+            kernel_estimated_error: Duration::from_micros(7),
         }
     }
 
@@ -251,6 +270,17 @@ mod tests {
         assert_eq!(published.load(), Some(unknown));
     }
 
+    /// A sequence left odd (a child forked while its parent's writer
+    /// wrote) is no obstacle: the next publication is read whole.
+    #[test]
+    fn a_publication_after_a_writer_vanished_mid_write_is_read() {
+        let published = Published::new();
+        published.sequence.store(7, Ordering::Relaxed);
+        assert_eq!(published.load(), None, "mid-write");
+        published.publish(&sample());
+        assert_eq!(published.load(), Some(sample()));
+    }
+
     /// Readers beside a writer that alternates two states never see a mix.
     #[test]
     fn readers_never_see_half_a_state() {
@@ -269,8 +299,8 @@ mod tests {
             tai_offset_s: 37,
             accuracy_ns: 4,
             accuracy_q32: 5,
-            kernel_max_error_us: 1,
-            kernel_estimated_error_us: 2,
+            kernel_max_error: Duration::from_micros(1),
+            kernel_estimated_error: Duration::from_micros(2),
         };
         SHARED.publish(&a);
         std::thread::scope(|s| {
