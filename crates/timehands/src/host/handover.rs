@@ -72,6 +72,7 @@ impl HostClock {
             verdicts: choice.verdicts,
             fallback: choice.fallback,
             refused: Vec::new(),
+            own_evidence: choice.own_evidence.is_some(),
         };
         let mut steering = self.steering();
         let chosen = Steering::new(hz, choice.uncertainty_ppb, choice.anchor);
