@@ -111,10 +111,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // After the measurement, so that the steering has run a while.
     let info = Facts::gather();
     let cost: Vec<Cost> = measured.iter().filter_map(|r| r.cost(args.calls)).collect();
-    let verdict = accuracy
+    let mut verdict = accuracy
         .iter()
         .find(|a| a.clock == Clock::Now.key())
         .and_then(|now| verdict::of(&cost, &now.offset, info.fallback()));
+    if let Some(verdict) = &mut verdict {
+        verdict.tell_clocksource(timehands::diagnostics::hw::kernel_clocksource().as_deref());
+    }
     let report = Report {
         verdict,
         info,

@@ -1,9 +1,25 @@
 //! Choosing the counter: the checks, their verdicts, and the cross-CPU
 //! check of the TSC.
+//!
+//! The TSC keeps time where CPUID says it is invariant and either the
+//! kernel keeps time with it (clocksource `tsc`, or none shown) or, where
+//! the kernel runs a hypervisor's paravirtual clocksource (`kvm-clock`,
+//! `xen`, `hyperv_clocksource_tsc_page`), its own evidence holds: its rate
+//! over the two halves of the first measurement against CLOCK_MONOTONIC
+//! agrees (and with the frequency CPUID states, if it states one), checked
+//! before it takes over; and the cross-CPU check passes, checked by the
+//! upkeep thread once it has, which else retires it for the kernel's clock.
+//! A paravirtual clocksource guards against a migration to a host whose TSC
+//! runs at another rate; here the watchdog does, at every steering. Any
+//! other clocksource (`hpet`, `acpi_pm`) means the kernel found the TSC
+//! wanting: the kernel's clock is read. The generic timer on aarch64 is
+//! architected and synchronized, and no clocksource gates it.
 
 use super::counter::HostCounter;
 #[cfg(target_arch = "aarch64")]
 use crate::Counter;
+#[cfg(target_arch = "x86_64")]
+use crate::host::brackets::Measured;
 use crate::host::brackets::Pair;
 #[cfg(target_arch = "x86_64")]
 use crate::host::kernel_clocks::SystemClocks;
@@ -36,6 +52,9 @@ pub(super) struct Choice {
     pub(super) anchor: Option<Pair>,
     /// How sure the frequency is, where it was measured (or is exact).
     pub(super) uncertainty_ppb: Option<u64>,
+    /// Where the TSC is trusted on its own evidence (the kernel runs a
+    /// paravirtual clocksource), what it must still show.
+    pub(super) own_evidence: Option<OwnEvidence>,
 }
 
 /// Picks the counter: see the module docs.
@@ -58,7 +77,16 @@ pub(super) fn choose() -> Choice {
         }
         Err(_) => None,
     };
-    let kernel = |reason: String, verdicts: Vec<Verdict>| Choice {
+    if forced.as_deref() == Some("kernel") {
+        return kernel_choice("TIMEHANDS_COUNTER=kernel".to_string(), verdicts);
+    }
+    hardware(forced.is_some(), verdicts)
+        .unwrap_or_else(|(reason, verdicts)| kernel_choice(reason, verdicts))
+}
+
+/// The kernel's clock, chosen because of `reason`.
+fn kernel_choice(reason: String, verdicts: Vec<Verdict>) -> Choice {
+    Choice {
         counter: HostCounter::Kernel(KernelCounter::monotonic()),
         frequency_source: kernel_frequency_source(),
         verdicts,
@@ -66,12 +94,8 @@ pub(super) fn choose() -> Choice {
         anchor: None,
         // CLOCK_MONOTONIC counts nanoseconds by definition.
         uncertainty_ppb: Some(0),
-    };
-    if forced.as_deref() == Some("kernel") {
-        return kernel("TIMEHANDS_COUNTER=kernel".to_string(), verdicts);
+        own_evidence: None,
     }
-    hardware(forced.is_some(), verdicts)
-        .unwrap_or_else(|(reason, verdicts)| kernel(reason, verdicts))
 }
 
 /// The TSC, if it may keep time (or `forced`); else why not.
@@ -102,20 +126,47 @@ pub(super) fn hardware(
     // it does not show (another OS, a container without sysfs), CPUID's word
     // stands, and the cross-CPU check and the watchdog have the last word.
     let source = crate::hw::kernel_clocksource();
-    let kernel_distrusts = source.as_deref().is_some_and(|source| source != "tsc");
+    let trust = Trust::of(source.as_deref());
     verdicts.push(Verdict {
         check: "kernel clocksource",
-        passed: !kernel_distrusts,
-        detail: source
-            .unwrap_or_else(|| format!("not shown on {}: not needed", std::env::consts::OS)),
+        passed: trust != Trust::Distrusted,
+        detail: match (&source, trust) {
+            (Some(source), Trust::OwnEvidence) => format!(
+                "{source}: paravirtual, so the TSC's own evidence decides (CPUID, its rate against {} at startup, the {CROSS_CPU_CHECK})",
+                KernelClock::Monotonic.name()
+            ),
+            (Some(source), _) => source.clone(),
+            (None, _) => format!("not shown on {}: not needed", std::env::consts::OS),
+        },
     });
-    let trusted = facts.invariant && !kernel_distrusts;
+    let trusted = facts.invariant && trust != Trust::Distrusted;
     if !(forced || trusted) {
         return Err((
             "the TSC is not trusted here (see the verdicts)".to_string(),
             verdicts,
         ));
     }
+    // Trusted on its own evidence only where nothing forced it.
+    let own_evidence = !forced && trust == Trust::OwnEvidence;
+    verdicts.push(Verdict {
+        check: TRUSTED_ON,
+        passed: true,
+        detail: if forced {
+            "TIMEHANDS_COUNTER=tsc".to_string()
+        } else if own_evidence {
+            format!(
+                "its own evidence: CPUID says invariant; its rate against {} (below) and the {CROSS_CPU_CHECK} must agree, else {} takes over",
+                KernelClock::Monotonic.name(),
+                KernelClock::Monotonic.name()
+            )
+        } else {
+            "CPUID says invariant, and the kernel keeps time with it (or does not say)".to_string()
+        },
+    });
+    let stated = facts
+        .stated_frequency()
+        .filter(|stated| !stated.is_nominal())
+        .map(|stated| stated.hz);
     let (hz, uncertainty_ppb, frequency_source) = match facts.stated_frequency() {
         Some(stated) if !stated.is_nominal() => {
             (stated.hz, None, format!("CPUID {:?}", stated.source).into())
@@ -151,6 +202,118 @@ pub(super) fn hardware(
         fallback: None,
         anchor: Some(anchor),
         uncertainty_ppb,
+        own_evidence: own_evidence.then_some(OwnEvidence { stated_hz: stated }),
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+/// What the check that says which evidence trusted the TSC is called.
+pub(super) const TRUSTED_ON: &str = "TSC trusted on";
+
+#[cfg(target_arch = "x86_64")]
+/// What the rate check of a TSC trusted on its own evidence is called.
+pub(super) const RATE_CHECK: &str = "TSC rate against the kernel's clock";
+
+#[cfg(target_arch = "x86_64")]
+/// The clocksources of hypervisors (KVM, Xen, Hyper-V and Azure, VMware):
+/// the kernel keeps time with them because a guest's TSC *may* change rate
+/// at a migration or differ between vCPUs, not because it found this one
+/// wanting. There the TSC is trusted on its own evidence.
+const PARAVIRTUAL: [&str; 4] = ["kvm-clock", "xen", "hyperv_clocksource_tsc_page", "vmw-tsc"];
+
+#[cfg(target_arch = "x86_64")]
+/// What the kernel's clocksource says of the TSC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Trust {
+    /// The kernel keeps time with the TSC, or does not say (not Linux, no
+    /// sysfs): CPUID's word stands, and the cross-CPU check and the
+    /// watchdog have the last word.
+    Kernel,
+    /// A paravirtual clocksource: the TSC's own evidence decides (CPUID,
+    /// its rate against CLOCK_MONOTONIC over the first measurement, the
+    /// cross-CPU check, all of which must pass).
+    OwnEvidence,
+    /// Another clocksource (`hpet`, `acpi_pm`): the kernel found the TSC
+    /// wanting (its own watchdog marked it unstable), or was told to.
+    Distrusted,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Trust {
+    /// The trust the kernel's clocksource `source` (if shown) gives.
+    pub(super) fn of(source: Option<&str>) -> Trust {
+        match source {
+            None | Some("tsc") => Trust::Kernel,
+            Some(source) if PARAVIRTUAL.contains(&source) => Trust::OwnEvidence,
+            Some(_) => Trust::Distrusted,
+        }
+    }
+}
+
+/// What a TSC trusted on its own evidence must still show before it takes
+/// over ([`settle`]) and once the upkeep thread has checked it
+/// ([`cross_cpu_failover`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct OwnEvidence {
+    /// The frequency CPUID states exactly (the hypervisor's leaf, the
+    /// crystal's), which the measured rate must agree with.
+    pub(super) stated_hz: Option<u64>,
+}
+
+#[cfg(target_arch = "x86_64")]
+/// Whether the TSC's rate over the two halves of its first measurement
+/// against CLOCK_MONOTONIC agree with each other, and with `stated_hz`
+/// where CPUID states one: within the watchdog's bound
+/// ([`RATE_BOUND_PPM`](super::watchdog::RATE_BOUND_PPM), a counter further
+/// off is retired anyway) plus what the brackets can tell. A TSC the
+/// hypervisor scales wrongly, or that runs at another rate on the vCPU the
+/// second half ran on, fails it.
+pub(super) fn rate_verdict(first: Measured, second: Measured, stated_hz: Option<u64>) -> Verdict {
+    let ppm = |a: u64, b: u64| (a as f64 / b as f64 - 1.0) * 1e6;
+    let bound = super::watchdog::RATE_BOUND_PPM;
+    let halves = ppm(second.hz, first.hz);
+    let halves_slack = (first.uncertainty_ppb + second.uncertainty_ppb) as f64 / 1e3;
+    let mut passed = halves.abs() <= bound + halves_slack;
+    let mut detail = format!(
+        "{} Hz then {} Hz over two halves of {SETTLE:?}: {halves:+.1} ppm apart (bound ±{:.0} ppm)",
+        first.hz,
+        second.hz,
+        bound + halves_slack
+    );
+    if let Some(stated) = stated_hz {
+        let off = ppm(second.hz, stated);
+        let slack = second.uncertainty_ppb as f64 / 1e3;
+        passed &= off.abs() <= bound + slack;
+        detail.push_str(&format!(
+            "; {off:+.1} ppm off the {stated} Hz CPUID states (bound ±{:.0} ppm)",
+            bound + slack
+        ));
+    }
+    Verdict {
+        check: RATE_CHECK,
+        passed,
+        detail,
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+/// Why a TSC trusted on its own evidence (`own_evidence`) must give way to
+/// the kernel's clock after the cross-CPU check, if it must: where the
+/// check found two CPUs apart (`why`, for any TSC), or did not pass at all
+/// (not run: one CPU, no thread), as the paravirtual clocksource's word is
+/// then all there is against a TSC that may differ between vCPUs.
+pub(super) fn cross_cpu_failover(
+    verdict: &Verdict,
+    why: Option<String>,
+    own_evidence: bool,
+) -> Option<String> {
+    why.or_else(|| {
+        (own_evidence && !verdict.passed).then(|| {
+            format!(
+                "the TSC was trusted on its own evidence, and the {CROSS_CPU_CHECK} did not pass ({})",
+                verdict.detail
+            )
+        })
     })
 }
 
@@ -174,6 +337,9 @@ pub(super) fn hardware(
         anchor: None,
         // Firmware states CNTFRQ_EL0; the steering measures it.
         uncertainty_ppb: None,
+        // The generic timer is architected and synchronized: no clocksource
+        // gates it, whatever the kernel keeps time with.
+        own_evidence: None,
     })
 }
 
@@ -213,11 +379,20 @@ pub(super) fn settle(choice: Choice) -> Choice {
     if let (HostCounter::Tsc(_), Some(anchor)) = (&choice.counter, choice.anchor) {
         use crate::host::brackets::{pair, read_tsc};
         use crate::host::kernel_clocks::KernelClocks;
-        let waited = SystemClocks
-            .nanos(KernelClock::Monotonic)
-            .saturating_sub(anchor.kernel);
-        let rest = (SETTLE.as_nanos() as u64).saturating_sub(waited);
-        std::thread::sleep(std::time::Duration::from_nanos(rest));
+        let sleep_until = |since_anchor: std::time::Duration| {
+            let waited = SystemClocks
+                .nanos(KernelClock::Monotonic)
+                .saturating_sub(anchor.kernel);
+            let rest = (since_anchor.as_nanos() as u64).saturating_sub(waited);
+            std::thread::sleep(std::time::Duration::from_nanos(rest));
+        };
+        // A TSC trusted on its own evidence is measured in two halves, whose
+        // rates must agree (see `rate_verdict`).
+        let mid = choice.own_evidence.map(|_| {
+            sleep_until(SETTLE / 2);
+            pair(&SystemClocks, read_tsc)
+        });
+        sleep_until(SETTLE);
         let longest = anchor.kernel + 10 * SETTLE.as_nanos() as u64;
         let measured = loop {
             let now = pair(&SystemClocks, read_tsc);
@@ -229,6 +404,29 @@ pub(super) fn settle(choice: Choice) -> Choice {
             }
             std::thread::sleep(SETTLE / 10);
         };
+        let mut verdicts = choice.verdicts;
+        if let (Some(evidence), Some(mid)) = (choice.own_evidence, mid) {
+            let now = pair(&SystemClocks, read_tsc);
+            let halves = anchor
+                .frequency_to(&mid, std::time::Duration::ZERO)
+                .zip(mid.frequency_to(&now, std::time::Duration::ZERO));
+            let verdict = match halves {
+                Some((first, second)) => rate_verdict(first, second, evidence.stated_hz),
+                None => Verdict {
+                    check: RATE_CHECK,
+                    passed: false,
+                    detail: format!("{} did not advance", KernelClock::Monotonic.name()),
+                },
+            };
+            let passed = verdict.passed;
+            verdicts.push(verdict);
+            if !passed {
+                return kernel_choice(
+                    format!("the TSC's own evidence failed: the {RATE_CHECK} (see the verdicts)"),
+                    verdicts,
+                );
+            }
+        }
         return Choice {
             counter: HostCounter::Tsc(crate::hw::Tsc::new(measured.hz)),
             frequency_source: format!(
@@ -238,6 +436,7 @@ pub(super) fn settle(choice: Choice) -> Choice {
             )
             .into(),
             uncertainty_ppb: Some(measured.uncertainty_ppb),
+            verdicts,
             ..choice
         };
     }
@@ -329,4 +528,88 @@ pub(super) fn verdict_of(
         detail,
     };
     (verdict, why)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rate measured to `uncertainty_ppb`.
+    fn measured(hz: u64, uncertainty_ppb: u64) -> Measured {
+        Measured {
+            hz,
+            uncertainty_ppb,
+        }
+    }
+
+    /// `tsc` (or no clocksource shown) is the kernel's trust; the
+    /// hypervisors' clocksources leave it to the TSC's own evidence; any
+    /// other is the kernel's distrust.
+    #[test]
+    fn the_clocksource_says_whose_evidence_decides() {
+        assert_eq!(Trust::of(None), Trust::Kernel);
+        assert_eq!(Trust::of(Some("tsc")), Trust::Kernel);
+        for source in ["kvm-clock", "xen", "hyperv_clocksource_tsc_page", "vmw-tsc"] {
+            assert_eq!(Trust::of(Some(source)), Trust::OwnEvidence, "{source}");
+        }
+        for source in ["hpet", "acpi_pm", "jiffies", "refined-jiffies"] {
+            assert_eq!(Trust::of(Some(source)), Trust::Distrusted, "{source}");
+        }
+    }
+
+    /// The two halves' rates must agree within the watchdog's bound plus
+    /// their uncertainties, and with a stated frequency within the bound:
+    /// a TSC that changed rate by 0.2 %, or runs 0.2 % off what CPUID
+    /// states, fails; one 50 ppm apart passes.
+    #[test]
+    fn the_rate_check_wants_the_halves_and_the_statement_to_agree() {
+        const HZ: u64 = 2_600_000_000;
+        let steady = rate_verdict(measured(HZ, 5_000), measured(HZ + 130_000, 5_000), None);
+        assert!(steady.passed, "{steady:?}");
+        assert_eq!(steady.check, RATE_CHECK);
+        let changed = rate_verdict(measured(HZ, 5_000), measured(HZ * 1002 / 1000, 5_000), None);
+        assert!(!changed.passed, "{changed:?}");
+        let wide = rate_verdict(
+            measured(HZ, 600_000),
+            measured(HZ * 1001 / 1000, 600_000),
+            None,
+        );
+        assert!(wide.passed, "brackets too wide to tell: {wide:?}");
+        let stated = rate_verdict(measured(HZ, 5_000), measured(HZ, 5_000), Some(HZ));
+        assert!(stated.passed, "{stated:?}");
+        let off = rate_verdict(
+            measured(HZ, 5_000),
+            measured(HZ, 5_000),
+            Some(HZ * 1000 / 1002),
+        );
+        assert!(!off.passed, "{off:?}");
+    }
+
+    /// A TSC trusted on its own evidence fails over where the cross-CPU
+    /// check did not pass, even where it found no pair apart (it could
+    /// not run); one the kernel trusts only where a pair was apart.
+    #[test]
+    fn own_evidence_needs_the_cross_cpu_check_to_pass() {
+        let not_run = Verdict {
+            check: CROSS_CPU_CHECK,
+            passed: false,
+            detail: "not run: the process may run on one CPU only".to_string(),
+        };
+        let passed = Verdict {
+            passed: true,
+            detail: "1 CPU pairs agree".to_string(),
+            ..not_run.clone()
+        };
+        assert!(cross_cpu_failover(&not_run, None, false).is_none());
+        let why = cross_cpu_failover(&not_run, None, true).expect("a failover");
+        assert!(
+            why.contains("own evidence") && why.contains("one CPU"),
+            "{why}"
+        );
+        assert!(cross_cpu_failover(&passed, None, true).is_none());
+        let apart = Some("the check found CPUs apart".to_string());
+        assert_eq!(cross_cpu_failover(&passed, apart.clone(), false), apart);
+        assert_eq!(cross_cpu_failover(&passed, apart.clone(), true), apart);
+    }
 }

@@ -47,6 +47,11 @@ pub(super) struct Facts {
     /// What the operating system refused the clock (a thread, the NTP
     /// state), asked once and remembered.
     pub(super) refused: Vec<String>,
+    /// Whether the counter was trusted on its own evidence (see
+    /// `choice::Trust`): then the cross-CPU check must pass. Only a TSC
+    /// is (the generic timer needs no check), hence the allowance.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(super) own_evidence: bool,
 }
 
 /// The timekeepers a clock can go through: the kernel's clock it starts on,
@@ -146,6 +151,7 @@ impl HostClock {
             fallback: None,
             anchor: None,
             uncertainty_ppb: Some(0),
+            own_evidence: None,
         };
         HostClock::build(startup, STARTUP_INTERVAL, &SystemClocks)
     }
@@ -166,6 +172,7 @@ impl HostClock {
             fallback: None,
             anchor: None,
             uncertainty_ppb: Some(uncertainty_ppb),
+            own_evidence: None,
         };
         HostClock::new(choice, kernel)
     }
@@ -224,6 +231,7 @@ impl HostClock {
                 verdicts: choice.verdicts,
                 fallback: choice.fallback,
                 refused: Vec::new(),
+                own_evidence: choice.own_evidence.is_some(),
             }),
             bound: StatedBound::new(Bound {
                 ns: 0,

@@ -72,6 +72,7 @@ impl HostClock {
             verdicts: choice.verdicts,
             fallback: choice.fallback,
             refused: Vec::new(),
+            own_evidence: choice.own_evidence.is_some(),
         };
         let mut steering = self.steering();
         let chosen = Steering::new(hz, choice.uncertainty_ppb, choice.anchor);
@@ -158,11 +159,15 @@ impl HostClock {
         let ahead_counts = (ahead as u128 * hz).div_ceil(1_000_000_000);
         let due = start.count.wrapping_add(ahead_counts as u64) & counter.mask();
         // The successor's error there: half the pair's bracket, a count's
-        // rounding, and the new rate's error over the counts ahead.
+        // rounding, the new rate's error over the counts ahead, and the
+        // distance ahead itself, which its reads stand at until
+        // CLOCK_MONOTONIC reaches it (a failover retires a counter up to
+        // two windup intervals before its promise).
         let bound = Bound {
             ns: ((start.width as u128 * 1_000_000_000).div_ceil(2 * hz)
                 + 1_000_000_000u128.div_ceil(hz)
-                + (ahead as u128 * ppb as u128).div_ceil(1_000_000_000)) as u64,
+                + (ahead as u128 * ppb as u128).div_ceil(1_000_000_000)
+                + ahead as u128) as u64,
             ppb,
             since: floor_nanos(begins),
         };
@@ -208,7 +213,7 @@ impl HostClock {
             return;
         }
         let retired_at = self
-            .hand_over(HostCounter::Kernel(KernelCounter::monotonic()), false, 0)
+            .hand_over(self.kernel.monotonic_counter(), false, 0)
             .expect("a 1 GHz, 64-bit counter with a 5 ms windup interval is valid");
         let mut facts = self.facts();
         facts.frequency_source = kernel_frequency_source();
@@ -218,9 +223,15 @@ impl HostClock {
         ));
         drop(facts);
         // The kernel's counter counts nanoseconds exactly; Realtime and
-        // Boottime are given to the new timekeeper afresh.
+        // Boottime are given to the new timekeeper afresh: now, unless a
+        // reader's windup holds its writer lock (the upkeep thread may run
+        // at a real-time priority, and must not spin on a preempted
+        // reader), else at the next steering, to which the new steering
+        // state's offsets are all new.
         *steering = Steering::new(1_000_000_000, Some(0), None);
-        let offsets = steering.follow_offsets(self.kernel);
-        self.keep(&mut self.timekeeper().writes(), offsets);
+        if let Some(mut writes) = self.timekeeper().try_writes() {
+            let offsets = steering.follow_offsets(self.kernel);
+            self.keep(&mut writes, offsets);
+        }
     }
 }

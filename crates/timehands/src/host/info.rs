@@ -226,6 +226,8 @@ pub fn info() -> Info {
         verdicts,
         fallback,
         refused,
+        // The verdicts say so.
+        own_evidence: _,
     } = clock.facts().clone();
     // The steering's figures, copied: nothing below runs under its lock (a
     // read there may wind up, and a windup may take it).

@@ -18,6 +18,8 @@
 use std::io;
 
 use crate::BinTime;
+use crate::host::counter::HostCounter;
+use crate::hw::KernelCounter;
 
 pub(crate) use crate::os::{KernelClock, NtpState};
 
@@ -38,6 +40,12 @@ pub(crate) trait KernelClocks: Send + Sync {
     /// a suspend it did not count resumes from it): what windups follow.
     fn reference(&self) -> BinTime {
         BinTime::from_nanos(self.nanos(KernelClock::Monotonic) as i128)
+    }
+
+    /// CLOCK_MONOTONIC as a counter: what a failover hands the clock to.
+    /// A test's kernel hands over to its own.
+    fn monotonic_counter(&'static self) -> HostCounter {
+        HostCounter::Kernel(KernelCounter::monotonic())
     }
 }
 

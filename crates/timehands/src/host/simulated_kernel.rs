@@ -15,6 +15,7 @@ use crate::host::kernel_clocks::{KernelClock, KernelClocks, NtpState};
 use crate::os::LeapSecond;
 use crate::{BinTime, Counter};
 
+mod migration;
 mod rate_changes;
 
 /// Kernel clocks that move only when the test moves them.
@@ -106,12 +107,34 @@ impl KernelClocks for SimKernel {
         Some(self.clocks_tai.load(Ordering::Acquire) as i32)
     }
 
+    /// Its own CLOCK_MONOTONIC, so that a failover's successor follows the
+    /// simulated time.
+    fn monotonic_counter(&'static self) -> super::counter::HostCounter {
+        super::counter::HostCounter::Test(Arc::new(SimMonotonic(self)))
+    }
+
     fn ntp(&self) -> io::Result<NtpState> {
         let rate = self.rate_ppb.load(Ordering::Acquire);
         Ok(NtpState {
             rate_ppb: self.says_rate.load(Ordering::Acquire).then_some(rate),
             ..*self.ntp.lock().expect("the state")
         })
+    }
+}
+
+/// The simulated CLOCK_MONOTONIC as a 1 GHz counter, as
+/// [`KernelCounter`](crate::hw::KernelCounter) is the machine's.
+struct SimMonotonic(&'static SimKernel);
+
+impl Counter for SimMonotonic {
+    fn read(&self) -> u64 {
+        self.0.nanos(KernelClock::Monotonic)
+    }
+    fn frequency(&self) -> u64 {
+        1_000_000_000
+    }
+    fn name(&self) -> &str {
+        "simulated CLOCK_MONOTONIC"
     }
 }
 

@@ -204,6 +204,7 @@ fn a_suspend_restarts_the_rate_baseline() {
             fallback: None,
             anchor: Some(start),
             uncertainty_ppb: Some(0),
+            own_evidence: None,
         },
         &SystemClocks,
     );

@@ -290,7 +290,9 @@ impl HostClock {
 
     /// On the TSC, once: each CPU's TSC against the first CPU's (see
     /// [`CROSS_CPU_HANDOFFS`](super::choice::CROSS_CPU_HANDOFFS)); TSCs that
-    /// two CPUs read apart are retired for the kernel's counter. The verdict
+    /// two CPUs read apart are retired for the kernel's counter, and so is
+    /// one trusted on its own evidence that the check could not pass (see
+    /// [`cross_cpu_failover`](super::choice::cross_cpu_failover)). The verdict
     /// is kept under the steering lock, with the failover it calls for.
     fn check_across_cpus(&'static self) {
         #[cfg(target_arch = "x86_64")]
@@ -302,6 +304,8 @@ impl HostClock {
             use crate::Counter;
             let (verdict, why) =
                 super::choice::cross_cpu_verdict(self.timekeeper().counter().frequency());
+            let own_evidence = self.facts().own_evidence;
+            let why = super::choice::cross_cpu_failover(&verdict, why, own_evidence);
             let mut steering = self.steering();
             if let Some(why) = why {
                 self.fail_over(&mut steering, &why);
