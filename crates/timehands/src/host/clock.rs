@@ -72,10 +72,6 @@ pub(super) const CHOSEN: u8 = 2;
 /// point falls, is near.
 pub(super) const STARTUP_INTERVAL: Duration = Duration::from_micros(50);
 
-/// [`HostClock::tai`] before it is read: not read at startup, which must
-/// stay cheap, as few programs read TAI.
-pub(super) const TAI_UNREAD: i64 = i64::MIN;
-
 /// The process-wide clock.
 pub(crate) struct HostClock {
     /// The timekeepers in the order they took over (see [`STAGES`]).
@@ -112,8 +108,8 @@ pub(crate) struct HostClock {
     /// timekeeper plus TAI − UTC as the kernel has it (0 for good once the
     /// kernel refused to say: `adjtimex` filtered by a sandbox, an OS whose
     /// NTP state is not read), in one word, so that a TAI read (Monotonic
-    /// plus this) never sees one without the other. [`TAI_UNREAD`] until
-    /// the first read of TAI or the first steering.
+    /// plus this) never sees one without the other; kept from the clock's
+    /// build on, where Realtime's offset is first measured.
     pub(super) tai: AtomicI64,
     /// Whether readers check the coarse time against the kernel's coarse
     /// clock (see `read::checked_coarse_nanos`), rather than trust the
@@ -129,7 +125,8 @@ pub(crate) struct HostClock {
     /// old, or stood at their promise); one that finds another thread at it
     /// counts too.
     pub(super) reader_windups: AtomicU64,
-    /// Reads that stood at their hands' promise and had to wait for a windup.
+    /// Reads that stood at their hands' promise (and wound up, or vouched
+    /// for CLOCK_MONOTONIC less the bound where they could not).
     pub(super) standing_reads: AtomicU64,
     /// The kernel's clocks this clock follows.
     pub(crate) kernel: &'static dyn KernelClocks,
@@ -241,7 +238,7 @@ impl HostClock {
             boottime_offset: AtomicI64::new(0),
             last_offset: AtomicI64::new(0),
             realtime_uncertainty: AtomicU64::new(0),
-            tai: AtomicI64::new(TAI_UNREAD),
+            tai: AtomicI64::new(0),
             coarse_checked: AtomicBool::new(false),
             ntp_refused: AtomicBool::new(false),
             leap: AtomicU8::new(0),
@@ -390,9 +387,19 @@ impl HostClock {
 
     /// Keeps TAI − Monotonic: `realtime_ns`, Realtime − Monotonic as the
     /// timekeeper has it, plus `tai_offset_s`, TAI − UTC.
+    /// A new value within the Realtime offset's measurement of the old is
+    /// no move of TAI's (a leap second moves Realtime and TAI − UTC by a
+    /// second each, remeasured): the old stays, so TAI neither steps nor
+    /// jitters back.
     pub(super) fn keep_tai(&self, realtime_ns: i64, tai_offset_s: i32) {
         let tai = realtime_ns.saturating_add(i64::from(tai_offset_s) * 1_000_000_000);
-        self.tai.store(tai, Ordering::Relaxed);
+        let width = 2 * self.realtime_uncertainty.load(Ordering::Relaxed) as i64 + 2;
+        // 0 until the build keeps the first (Realtime − Monotonic is the
+        // Unix time of the boot, never 0).
+        let kept = self.tai.load(Ordering::Relaxed);
+        if kept == 0 || kept.abs_diff(tai) > width as u64 {
+            self.tai.store(tai, Ordering::Relaxed);
+        }
     }
 
     /// Realtime − Monotonic as the timekeeper in use has it, in ns.
@@ -461,33 +468,10 @@ impl HostClock {
         self.facts().refused.push(what);
     }
 
-    /// TAI − Monotonic in ns (see [`HostClock::tai`]), asked of the kernel
-    /// the first time (TAI − UTC is 0 if the NTP state is refused, as
-    /// Linux's CLOCK_TAI is Realtime then).
+    /// TAI − Monotonic in ns (see [`HostClock::tai`]).
     #[inline]
     pub(crate) fn tai(&self) -> i64 {
-        match self.tai.load(Ordering::Relaxed) {
-            TAI_UNREAD => self.first_tai(),
-            ns => ns,
-        }
-    }
-
-    /// [`tai`](HostClock::tai) the first time: asks the kernel, unless a
-    /// steering did meanwhile.
-    #[cold]
-    #[inline(never)]
-    fn first_tai(&self) -> i64 {
-        let ntp = self.kernel_ntp();
-        let tai = self
-            .realtime_offset_ns()
-            .saturating_add(i64::from(ntp.map_or(0, |ntp| ntp.tai_offset_s)) * 1_000_000_000);
-        match self
-            .tai
-            .compare_exchange(TAI_UNREAD, tai, Ordering::Relaxed, Ordering::Relaxed)
-        {
-            Ok(_) => tai,
-            Err(steered) => steered,
-        }
+        self.tai.load(Ordering::Relaxed)
     }
 }
 

@@ -59,7 +59,10 @@ impl KernelClocks for SystemClocks {
     }
 
     fn ntp(&self) -> io::Result<NtpState> {
-        crate::os::ntp()
+        // A refusal as the bare errno where the OS gives one, so that a
+        // read's windup (in a signal handler, maybe) allocates nothing;
+        // `info` says what was refused.
+        crate::os::ntp_quietly()
     }
 
     fn tai_minus_utc(&self) -> Option<i32> {

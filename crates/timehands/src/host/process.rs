@@ -111,8 +111,12 @@ extern "C" fn parent() {
 /// thread holds them), and forgets the parent's threads.
 extern "C" fn child() {
     HELD.with(|cell| drop(cell.borrow_mut().take()));
-    if let Some(clock) = CLOCK.get() {
-        forget_threads(clock);
+    match CLOCK.get() {
+        Some(clock) => forget_threads(clock),
+        // A start another thread had begun as the prepare handler looked
+        // (or gave up waiting for) is not the child's: its first read
+        // starts its own.
+        None => STARTING.store(false, Ordering::Release),
     }
 }
 

@@ -226,9 +226,10 @@ pub fn now_unordered() -> Instant {
 /// scheduler does. The first call (and the first after an idle spell)
 /// wakes the thread that keeps it fresh while it is read, at the highest
 /// real-time priority the process may take, as the kernel's timer
-/// interrupt keeps its coarse clock: then a read is one load. Where the
-/// process may not take one (or the operating system refuses the thread,
-/// or the thread was ever held up past a tick), each read checks ours
+/// interrupt keeps its coarse clock: then a read is one load. Under a
+/// hypervisor (which stops a vCPU for milliseconds), where the process may
+/// not take that priority, where the operating system refuses the thread,
+/// or once the thread was held up half a tick, each read checks ours
 /// against the kernel's coarse clock instead, and a precise read winds it
 /// up when it is stale: as fresh, at about twice the kernel's coarse
 /// clock's cost.

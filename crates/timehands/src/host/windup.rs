@@ -11,7 +11,7 @@ use super::fork_points::point;
 use super::published::{
     REALTIME_COARSE, SECOND_HINTS, keep_coarse_nanos, realtime_coarse_word, take_coarse_nanos_away,
 };
-use super::upkeep::COARSE_TICK;
+use super::upkeep::{COARSE_SLACK, COARSE_TICK};
 use crate::BinTime;
 use crate::engine::Writes;
 use crate::engine::nanos::{floor_nanos, realtime_nanos};
@@ -54,7 +54,7 @@ impl HostClock {
     /// (a read, `getres` among them, holds them some microseconds), for a
     /// tick at most (then the readers' next windup follows it).
     pub(super) fn follow_step(&'static self) {
-        let give_up = std::time::Instant::now() + super::upkeep::COARSE_TICK;
+        let give_up = std::time::Instant::now() + COARSE_TICK;
         while !self.windup_by(Winder::Keeper) && std::time::Instant::now() < give_up {
             std::thread::sleep(std::time::Duration::from_micros(20));
         }
@@ -183,9 +183,11 @@ impl HostClock {
     /// took them away.
     ///
     /// Where the windup before it was held up (a reader taken off its CPU
-    /// holding the writer lock), the timekeeper's coarse time stands: then
-    /// what CLOCK_MONOTONIC vouches for, less the bound (no `now()` after it
-    /// reads earlier), so that the coarse time moves on regardless.
+    /// holding the writer lock, `getres`'s among them), the timekeeper's
+    /// coarse time stands: then, once it is more than [`COARSE_SLACK`]
+    /// behind, what CLOCK_MONOTONIC vouches for, less the bound (no `now()`
+    /// after it reads earlier), so that the coarse time lags at most a tick
+    /// and a half, and the slack, whatever holds the windup up.
     pub(super) fn publish_coarse_time(&self) {
         if !self.publishes {
             return;
@@ -193,7 +195,7 @@ impl HostClock {
         let timekeeper = self.readers_timekeeper();
         let mut monotonic = floor_nanos(timekeeper.uptime_coarse());
         let kernel = self.kernel.nanos(KernelClock::Monotonic);
-        if kernel.saturating_sub(monotonic) > COARSE_TICK.as_nanos() as u64 {
+        if kernel.saturating_sub(monotonic) > COARSE_SLACK.as_nanos() as u64 {
             monotonic = monotonic.max(kernel.saturating_sub(self.stated_bound().saturating_add(2)));
         }
         let realtime = realtime_nanos(monotonic, timekeeper.boottime());

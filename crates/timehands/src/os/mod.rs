@@ -111,6 +111,20 @@ mod sched;
 
 #[cfg(target_os = "linux")]
 pub(crate) use family::ntp_errno;
+
+/// The OS's NTP state, a refusal allocating nothing where the OS's call
+/// gives an errno (Linux's `adjtimex`); elsewhere [`ntp`], whose refusal
+/// names the OS.
+pub(crate) fn ntp_quietly() -> std::io::Result<NtpState> {
+    #[cfg(target_os = "linux")]
+    {
+        ntp_errno()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        ntp()
+    }
+}
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 pub(crate) use family::refuse_threads_and_ntp;
 pub(crate) use family::{RealtimeNotice, kernel_rate, set_kernel_rate, tai_minus_utc};

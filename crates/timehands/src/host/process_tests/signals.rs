@@ -104,8 +104,13 @@ fn checked(id: ClockId, kernel: KernelClock, seen: &AtomicU64) -> u64 {
 fn read_everything() {
     checked(ClockId::Monotonic, KernelClock::Monotonic, &SEEN[0]);
     checked(ClockId::Realtime, KernelClock::Realtime, &SEEN[1]);
-    // The coarse clock: never ahead of a precise read after it.
+    // The coarse clock: never ahead of a precise read after it, never
+    // before a coarse read that happened before it.
+    let floor = SEEN[2].load(Ordering::Acquire);
     let coarse = now_coarse().as_nanos();
+    if coarse < floor {
+        fail(BACK, [floor, coarse, 0, 0]);
+    }
     let after = now().as_nanos();
     if coarse > after {
         fail(COARSE_AHEAD, [coarse, after, 0, 0]);
