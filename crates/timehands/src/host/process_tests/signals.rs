@@ -171,7 +171,12 @@ pub(super) fn reads_in_a_handler_at_the_point() -> Result<(), String> {
         s.spawn(|| reading(200));
         reading(200);
     });
-    verdict(fork_and(super::check_forked_child))?;
+    // Where fork is not to be had (qemu-user aborts on one in a process
+    // with threads), the point in the fork is not reached: said below.
+    let forks = super::no_fork().is_none();
+    if forks {
+        verdict(fork_and(super::check_forked_child))?;
+    }
     // The thread started and parked, or winding up still: let it settle.
     std::thread::sleep(Duration::from_millis(10));
     let (handled, checked, failed) = (
@@ -194,6 +199,10 @@ pub(super) fn reads_in_a_handler_at_the_point() -> Result<(), String> {
         let point = std::env::var(crate::host::fork_points::signal::SIGNAL_AT).unwrap_or_default();
         if !moved && (point.starts_with("choice") || point.starts_with("hand-over")) {
             println!("skipped: the clock stays on the kernel's here, so there is no {point}");
+            return Ok(());
+        }
+        if !forks && point.starts_with("fork") {
+            println!("skipped: no fork here, so there is no {point}");
             return Ok(());
         }
         return Err("the point was not reached: nothing was tested".to_string());
