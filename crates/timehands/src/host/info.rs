@@ -9,9 +9,9 @@ use super::choice::Verdict;
 use super::clock::Facts;
 use super::counter::CounterKind;
 use super::process::{clock, try_clock};
+use super::published::{COARSE_SLACK, COARSE_TICK};
 use super::read::{ClockId, gettime};
 use super::steer::tick_ns;
-use super::upkeep::{COARSE_SLACK, COARSE_TICK};
 use crate::os::KernelClock;
 use crate::os::LeapSecond;
 

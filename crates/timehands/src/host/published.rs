@@ -5,6 +5,7 @@
 //! read API reads them.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use super::counter::HostCounter;
 use crate::Timekeeper;
@@ -62,6 +63,16 @@ pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter>
 /// coarse time handed out so far. Every change is a maximum of that floor,
 /// so that no coarse read is ever below one that happened before it.
 pub(super) static COARSE_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// How often the thread winds up while coarse clocks are read: the
+/// kernel's tick at 250 Hz, so that our coarse clocks are as fresh as its.
+pub(crate) const COARSE_TICK: Duration = Duration::from_millis(4);
+/// How far behind the kernel's coarse clock a coarse read that checks it
+/// lets ours be (see `read::checked_coarse_nanos`): more than the error
+/// bound in the common case (some hundred ns), so that a coarse time
+/// vouched for as the kernel's less the bound stays fresh until the
+/// kernel's next tick.
+pub(crate) const COARSE_SLACK: Duration = Duration::from_micros(50);
 
 /// The bit of [`COARSE_NANOS`] that says the coarse time is not kept.
 const NOT_KEPT: u64 = 1 << 63;

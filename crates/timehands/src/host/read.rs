@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::clock::HostClock;
 use super::counter::HostCounter;
 use super::process::{clock, try_clock};
+use super::published::COARSE_SLACK;
 use super::published::{
     COUNTER_READ, HOW, NANOS_BITS, NOT_STARTED, READER, REALTIME_COARSE, SECOND_HINTS,
     STAND_IN_FLOOR, coarse_floor, hand_out_coarse_nanos, kept_coarse_nanos, reader_timekeeper,
@@ -14,7 +15,6 @@ use super::published::{
 };
 #[cfg(target_arch = "x86_64")]
 use super::published::{LFENCE_RDTSC, RDTSCP};
-use super::upkeep::COARSE_SLACK;
 use super::wake::Need;
 use crate::engine::Due;
 use crate::engine::nanos::{floor_nanos, realtime_nanos};

@@ -49,18 +49,10 @@ use std::time::{Duration, Instant};
 use super::choice::{CROSS_CPU_CHECK, Verdict};
 use super::clock::HostClock;
 use super::kernel_clocks::KernelClock;
+use super::published::COARSE_TICK;
 use super::wake::{Demand, Need};
 use super::windup::Winder;
 
-/// How often the thread winds up while coarse clocks are read: the
-/// kernel's tick at 250 Hz, so that our coarse clocks are as fresh as its.
-pub(crate) const COARSE_TICK: Duration = Duration::from_millis(4);
-/// How far behind the kernel's coarse clock a coarse read that checks it
-/// lets ours be (see `read::checked_coarse_nanos`): more than the error
-/// bound in the common case (some hundred ns), so that a coarse time
-/// vouched for as the kernel's less the bound stays fresh until the
-/// kernel's next tick.
-pub(crate) const COARSE_SLACK: Duration = Duration::from_micros(50);
 /// How often the thread looks whether precise reads still come (a coarse
 /// read wakes it sooner).
 pub(super) const WATCH: Duration = Duration::from_millis(250);

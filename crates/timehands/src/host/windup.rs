@@ -8,10 +8,10 @@ use std::sync::atomic::Ordering;
 
 use super::clock::HostClock;
 use super::fork_points::point;
+use super::published::{COARSE_SLACK, COARSE_TICK};
 use super::published::{
     REALTIME_COARSE, SECOND_HINTS, keep_coarse_nanos, realtime_coarse_word, take_coarse_nanos_away,
 };
-use super::upkeep::{COARSE_SLACK, COARSE_TICK};
 use crate::BinTime;
 use crate::engine::Writes;
 use crate::engine::nanos::{floor_nanos, realtime_nanos};
