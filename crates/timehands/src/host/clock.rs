@@ -324,6 +324,15 @@ impl HostClock {
         self.bound.load().at(self.timekeeper().uptime_nanos())
     }
 
+    /// The Monotonic time CLOCK_MONOTONIC vouches for at `kernel` (ns), a
+    /// read of it: that less the stated bound, and the two ns a read of
+    /// ours and one of the kernel's each round down (as `getres` states),
+    /// so that no `now()` after it reads earlier. What a read or the coarse
+    /// time falls back on where a windup is held up elsewhere.
+    pub(super) fn vouched(&self, kernel: u64) -> u64 {
+        kernel.saturating_sub(self.stated_bound().saturating_add(2))
+    }
+
     /// Keeps the kernel's offsets that `findings` say moved (Realtime's
     /// through `writes`, the writer lock's).
     pub(super) fn keep(&self, writes: &mut Writes<'_, HostCounter>, findings: Findings) {

@@ -156,13 +156,8 @@ pub(super) fn read_after_windup<const REALTIME: bool, const ORDERED: bool>() -> 
 /// well, and meets the floor, until a windup publishes a hands that
 /// follows CLOCK_MONOTONIC again, within the same bound.
 fn stand_in(clock: &HostClock, stood: u64) -> u64 {
-    // A read of ours and one of the kernel's each round down: two more ns,
-    // as `getres` states.
-    let bound = clock.stated_bound().saturating_add(2);
     let vouched = clock
-        .kernel
-        .nanos(KernelClock::Monotonic)
-        .saturating_sub(bound)
+        .vouched(clock.kernel.nanos(KernelClock::Monotonic))
         .max(stood);
     vouched.max(STAND_IN_FLOOR.fetch_max(vouched, Ordering::AcqRel))
 }
@@ -326,8 +321,7 @@ fn checked_coarse_nanos<const REALTIME: bool>(clock: &HostClock) -> u64 {
             monotonic = timekeeper_coarse_nanos::<false>(clock);
         }
         if !fresh(monotonic) {
-            let bound = clock.stated_bound().saturating_add(2);
-            monotonic = monotonic.max(kernel.saturating_sub(bound));
+            monotonic = monotonic.max(clock.vouched(kernel));
         }
         monotonic = hand_out_coarse_nanos(monotonic);
     }

@@ -196,7 +196,7 @@ impl HostClock {
         let mut monotonic = floor_nanos(timekeeper.uptime_coarse());
         let kernel = self.kernel.nanos(KernelClock::Monotonic);
         if kernel.saturating_sub(monotonic) > COARSE_SLACK.as_nanos() as u64 {
-            monotonic = monotonic.max(kernel.saturating_sub(self.stated_bound().saturating_add(2)));
+            monotonic = monotonic.max(self.vouched(kernel));
         }
         let realtime = realtime_nanos(monotonic, timekeeper.boottime());
         REALTIME_COARSE.store(realtime_coarse_word(realtime), Ordering::Release);
