@@ -450,16 +450,27 @@ fn max_clock_error_ppb(last: &Answer, now: &Tracking, sent: u64) -> Option<u64> 
     Some((rate_ppb - stated_ppb).max(0.0).ceil() as u64)
 }
 
-/// The kernel's leap second, TAI offset and errors for a state.
-fn kernel_fields(kernel: Option<&NtpState>) -> (LeapSecond, i32, Duration, Duration) {
-    kernel.map_or((LeapSecond::None, 0, Duration::ZERO, Duration::ZERO), |k| {
-        (
-            k.leap,
-            k.tai_offset_s,
-            Duration::from_micros(k.maxerror_us),
-            Duration::from_micros(k.esterror_us),
-        )
-    })
+/// A state that holds nothing (void from the start), with the kernel's
+/// leap second, TAI − UTC and errors, and our accuracy still to be stamped
+/// by `run` at each publication (`our_accuracy`): what every source's state
+/// is, with its own bound.
+fn void(kernel: Option<&NtpState>) -> State {
+    State {
+        as_of: 0,
+        below: 0,
+        above: 0,
+        rate_q32: 0,
+        void_at: 0,
+        free_running_at: u64::MAX,
+        source: BoundsSource::Kernel,
+        status: None,
+        leap: kernel.map_or(LeapSecond::None, |k| k.leap),
+        tai_offset_s: kernel.map_or(0, |k| k.tai_offset_s),
+        accuracy_ns: 0,
+        accuracy_q32: 0,
+        kernel_max_error: Duration::from_micros(kernel.map_or(0, |k| k.maxerror_us)),
+        kernel_estimated_error: Duration::from_micros(kernel.map_or(0, |k| k.esterror_us)),
+    }
 }
 
 /// The state chronyd's `tracking` gives at Realtime `as_of`, with its
@@ -475,8 +486,10 @@ fn from_tracking(
     max_clock_error_ppb: u64,
     kernel: Option<&NtpState>,
 ) -> State {
-    let (kernel_leap, tai_offset_s, max_error, estimated_error) = kernel_fields(kernel);
-    let leap = match (tracking.leap_status, kernel_leap) {
+    let leap = match (
+        tracking.leap_status,
+        kernel.map_or(LeapSecond::None, |k| k.leap),
+    ) {
         (_, LeapSecond::InProgress) => LeapSecond::InProgress,
         (1, _) => LeapSecond::Insert,
         (2, _) => LeapSecond::Delete,
@@ -506,12 +519,7 @@ fn from_tracking(
             .synchronized()
             .then_some(BoundsStatus::Synchronized),
         leap,
-        tai_offset_s,
-        // Stamped by `run` at each publication (`our_accuracy`).
-        accuracy_ns: 0,
-        accuracy_q32: 0,
-        kernel_max_error: max_error,
-        kernel_estimated_error: estimated_error,
+        ..void(kernel)
     }
 }
 
@@ -527,7 +535,6 @@ fn from_clockbound(path: &Path, kernel: Option<&NtpState>) -> Option<State> {
         return None;
     }
     let as_of = realtime_now();
-    let (leap, tai_offset_s, max_error, estimated_error) = kernel_fields(kernel);
     let bound = reading.bound_at(monotonic);
     let left = reading.void_after.saturating_sub(monotonic);
     Some(State {
@@ -543,20 +550,13 @@ fn from_clockbound(path: &Path, kernel: Option<&NtpState>) -> Option<State> {
         },
         source: BoundsSource::ClockBound,
         status: bound.map(|_| BoundsStatus::Synchronized),
-        leap,
-        tai_offset_s,
-        // Stamped by `run` at each publication (`our_accuracy`).
-        accuracy_ns: 0,
-        accuracy_q32: 0,
-        kernel_max_error: max_error,
-        kernel_estimated_error: estimated_error,
+        ..void(kernel)
     })
 }
 
 /// The state from the kernel's NTP state at Realtime `as_of`.
 fn from_kernel(as_of: u64, kernel: &NtpState) -> State {
-    let (leap, tai_offset_s, max_error, estimated_error) = kernel_fields(Some(kernel));
-    let max_error_ns = max_error.as_nanos() as u64;
+    let max_error_ns = kernel.maxerror_us.saturating_mul(1_000);
     State {
         as_of,
         below: max_error_ns,
@@ -567,13 +567,7 @@ fn from_kernel(as_of: u64, kernel: &NtpState) -> State {
         free_running_at: u64::MAX,
         source: BoundsSource::Kernel,
         status: kernel.synchronized.then_some(BoundsStatus::Synchronized),
-        leap,
-        tai_offset_s,
-        // Stamped by `run` at each publication (`our_accuracy`).
-        accuracy_ns: 0,
-        accuracy_q32: 0,
-        kernel_max_error: max_error,
-        kernel_estimated_error: estimated_error,
+        ..void(Some(kernel))
     }
 }
 
