@@ -78,6 +78,7 @@
 //! past. The repository's `docs/bounds.md` tells the model and the
 //! measurements beside ClockBound.
 
+mod answers;
 mod chrony;
 pub mod clockbound;
 mod refresh;

@@ -1,0 +1,151 @@
+//! Each source's answer as the state readers read: chronyd's tracking,
+//! ClockBound's segment, the kernel's NTP state. Every state carries the
+//! kernel's leap second, TAI − UTC and errors (a void state's), and its
+//! source's own bound: how far below and above the kernel's Realtime UTC
+//! can be when it was taken, how fast that grows, and until when it holds.
+//! The refresh thread (`refresh.rs`) asks the sources and publishes these.
+
+#[cfg(target_os = "linux")]
+use std::path::Path;
+use std::time::Duration;
+
+use super::chrony::Tracking;
+#[cfg(target_os = "linux")]
+use super::clockbound::{self, ClockBoundStatus};
+use super::refresh::{VALIDITY, ceil_ns, read_rate};
+#[cfg(target_os = "linux")]
+use super::refresh::{kernel_now, realtime_now};
+use super::state::State;
+use super::{BoundsSource, BoundsStatus, LeapSecond, q32};
+#[cfg(target_os = "linux")]
+use crate::os::KernelClock;
+use crate::os::NtpState;
+
+/// The kernel grows its `maxerror` by 500 µs each of its seconds.
+const KERNEL_RATE_PPB: u64 = 500_000;
+/// ClockBound's daemon writes its segment every second: one not written
+/// for this long has no daemon behind it (its status would still say
+/// synchronized), and is taken as absent.
+#[cfg(target_os = "linux")]
+const CLOCKBOUND_STALE: Duration = Duration::from_secs(10);
+
+/// A state that holds nothing (void from the start), with the kernel's
+/// leap second, TAI − UTC and errors, and our accuracy still to be stamped
+/// by `run` at each publication (`our_accuracy`): what every source's state
+/// is, with its own bound.
+fn void(kernel: Option<&NtpState>) -> State {
+    State {
+        as_of: 0,
+        below: 0,
+        above: 0,
+        rate_q32: 0,
+        void_at: 0,
+        free_running_at: u64::MAX,
+        source: BoundsSource::Kernel,
+        status: None,
+        leap: kernel.map_or(LeapSecond::None, |k| k.leap),
+        tai_offset_s: kernel.map_or(0, |k| k.tai_offset_s),
+        accuracy_ns: 0,
+        accuracy_q32: 0,
+        kernel_max_error: Duration::from_micros(kernel.map_or(0, |k| k.maxerror_us)),
+        kernel_estimated_error: Duration::from_micros(kernel.map_or(0, |k| k.esterror_us)),
+    }
+}
+
+/// The state chronyd's `tracking` gives at Realtime `as_of`, with its
+/// `maxclockerror` (ppb).
+///
+/// UTC is within the root distance of chronyd's estimate of true time,
+/// which is the Realtime plus the correction still to come; the kernel
+/// only closes that correction (slewing, or stepping it away) until
+/// chronyd's next update, so it widens the side it is on, and only that.
+pub(super) fn from_tracking(
+    tracking: &Tracking,
+    as_of: u64,
+    max_clock_error_ppb: u64,
+    kernel: Option<&NtpState>,
+) -> State {
+    let leap = match (
+        tracking.leap_status,
+        kernel.map_or(LeapSecond::None, |k| k.leap),
+    ) {
+        (_, LeapSecond::InProgress) => LeapSecond::InProgress,
+        (1, _) => LeapSecond::Insert,
+        (2, _) => LeapSecond::Delete,
+        _ => LeapSecond::None,
+    };
+    let distance = ceil_ns(tracking.root_distance());
+    let correction = ceil_ns(tracking.current_correction.abs());
+    let (below, above) = if tracking.current_correction > 0.0 {
+        // The Realtime is behind chronyd's estimate: UTC may be ahead.
+        (distance, distance.saturating_add(correction))
+    } else {
+        (distance.saturating_add(correction), distance)
+    };
+    let stated_ppb = ((tracking.skew_ppm + tracking.resid_freq_ppm.abs()) * 1e3).ceil() as u64;
+    // ClockBound's rule: no update for eight update intervals is free
+    // running (the interval is 0 before chronyd's second update).
+    let quiet = ceil_ns(8.0 * tracking.last_update_interval.max(1.0));
+    State {
+        as_of,
+        below,
+        above,
+        rate_q32: read_rate(stated_ppb.saturating_add(max_clock_error_ppb)),
+        void_at: as_of.saturating_add(VALIDITY.as_nanos() as u64),
+        free_running_at: ceil_ns(tracking.ref_time).saturating_add(quiet),
+        source: BoundsSource::Chronyd,
+        status: tracking
+            .synchronized()
+            .then_some(BoundsStatus::Synchronized),
+        leap,
+        ..void(kernel)
+    }
+}
+
+/// The state from ClockBound's segment at `path`, or `None` where there is
+/// none (no daemon).
+#[cfg(target_os = "linux")]
+pub(super) fn from_clockbound(path: &Path, kernel: Option<&NtpState>) -> Option<State> {
+    let reading = clockbound::read(path).ok()?;
+    // ClockBound's times are CLOCK_MONOTONIC_COARSE; the precise clock is
+    // at or after it, so the age it gives is no smaller.
+    let monotonic = Duration::from_nanos(kernel_now(KernelClock::Monotonic));
+    if monotonic.saturating_sub(reading.as_of) > CLOCKBOUND_STALE {
+        return None;
+    }
+    let as_of = realtime_now();
+    let bound = reading.bound_at(monotonic);
+    let left = reading.void_after.saturating_sub(monotonic);
+    Some(State {
+        as_of,
+        below: bound.map_or(0, |b| b.as_nanos() as u64),
+        above: bound.map_or(0, |b| b.as_nanos() as u64),
+        rate_q32: read_rate(u64::from(reading.max_drift_ppb)),
+        void_at: as_of.saturating_add(left.min(VALIDITY).as_nanos() as u64),
+        free_running_at: if reading.status == ClockBoundStatus::FreeRunning {
+            as_of
+        } else {
+            u64::MAX
+        },
+        source: BoundsSource::ClockBound,
+        status: bound.map(|_| BoundsStatus::Synchronized),
+        ..void(kernel)
+    })
+}
+
+/// The state from the kernel's NTP state at Realtime `as_of`.
+pub(super) fn from_kernel(as_of: u64, kernel: &NtpState) -> State {
+    let max_error_ns = kernel.maxerror_us.saturating_mul(1_000);
+    State {
+        as_of,
+        below: max_error_ns,
+        above: max_error_ns,
+        // The kernel counts its own seconds: no slew margin.
+        rate_q32: q32(KERNEL_RATE_PPB),
+        void_at: as_of.saturating_add(VALIDITY.as_nanos() as u64),
+        free_running_at: u64::MAX,
+        source: BoundsSource::Kernel,
+        status: kernel.synchronized.then_some(BoundsStatus::Synchronized),
+        ..void(Some(kernel))
+    }
+}
