@@ -12,15 +12,19 @@ use std::time::Duration;
 use super::chrony::Tracking;
 #[cfg(target_os = "linux")]
 use super::clockbound::{self, ClockBoundStatus};
-use super::refresh::{VALIDITY, ceil_ns, read_rate};
-#[cfg(target_os = "linux")]
-use super::refresh::{kernel_now, realtime_now};
 use super::state::State;
 use super::{BoundsSource, BoundsStatus, LeapSecond, q32};
-#[cfg(target_os = "linux")]
-use crate::os::KernelClock;
-use crate::os::NtpState;
+use crate::os::{KernelClock, NtpState};
 
+/// How long a state holds after it was taken: then reads ask the kernel.
+/// ClockBound's daemon gives its readings the same life (its `void_after`).
+pub(crate) const VALIDITY: Duration = Duration::from_secs(1000);
+/// The fastest a bound is allowed to grow, ppb: twice the kernel's 500 ppm.
+/// With [`VALIDITY`], `age * rate` fits a u64 on the read path.
+pub(crate) const MAX_RATE_PPB: u64 = 1_000_000;
+/// Readers count a state's age in Realtime, which chronyd slews as much as
+/// 8.33 % slow: a rate per true second is a tenth more per Realtime second.
+const SLEW_MARGIN_TENTHS: u64 = 11;
 /// The kernel grows its `maxerror` by 500 µs each of its seconds.
 const KERNEL_RATE_PPB: u64 = 500_000;
 /// ClockBound's daemon writes its segment every second: one not written
@@ -28,6 +32,27 @@ const KERNEL_RATE_PPB: u64 = 500_000;
 /// synchronized), and is taken as absent.
 #[cfg(target_os = "linux")]
 const CLOCKBOUND_STALE: Duration = Duration::from_secs(10);
+
+/// A Realtime, ns (ours).
+pub(super) fn realtime_now() -> u64 {
+    crate::gettime(crate::ClockId::Realtime).as_nanos() as u64
+}
+
+/// The kernel's clock `clock`, ns (0 if it cannot be read).
+pub(super) fn kernel_now(clock: KernelClock) -> u64 {
+    crate::os::kernel_nanos(clock).unwrap_or(0)
+}
+
+/// `rate_ppb` as readers grow it: with the slew margin, at most
+/// [`MAX_RATE_PPB`], as [`q32`].
+pub(super) fn read_rate(rate_ppb: u64) -> u64 {
+    q32((rate_ppb.saturating_mul(SLEW_MARGIN_TENTHS) / 10).min(MAX_RATE_PPB))
+}
+
+/// `seconds` as whole ns, rounded up (for bounds: never narrower).
+pub(super) fn ceil_ns(seconds: f64) -> u64 {
+    (seconds.max(0.0) * 1e9).ceil() as u64
+}
 
 /// A state that holds nothing (void from the start), with the kernel's
 /// leap second, TAI − UTC and errors, and our accuracy still to be stamped

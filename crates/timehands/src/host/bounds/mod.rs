@@ -182,8 +182,8 @@ pub(crate) const fn q32(rate_ppb: u64) -> u64 {
 /// and a shift.
 ///
 /// Invariant (kept by `refresh.rs`, checked in the tests): a state's rates
-/// are at most [`refresh::MAX_RATE_PPB`] each and it is void after
-/// [`refresh::VALIDITY`], so `age * rate_q32` (under 2^40 × 2^24) fits a
+/// are at most [`answers::MAX_RATE_PPB`] each and it is void after
+/// [`answers::VALIDITY`], so `age * rate_q32` (under 2^40 × 2^24) fits a
 /// u64.
 #[inline]
 fn grown(age: u64, rate_q32: u64) -> u64 {
@@ -596,10 +596,10 @@ mod tests {
     /// grows slower than the rate.
     #[test]
     fn growth_fits_at_the_largest_rates_and_age_and_rounds_up() {
-        let age = refresh::VALIDITY.as_nanos() as u64;
-        let rate = 2 * q32(refresh::MAX_RATE_PPB);
+        let age = answers::VALIDITY.as_nanos() as u64;
+        let rate = 2 * q32(answers::MAX_RATE_PPB);
         assert!(age.checked_mul(rate).is_some());
-        assert!(grown(age, q32(refresh::MAX_RATE_PPB)) >= age / 1_000);
+        assert!(grown(age, q32(answers::MAX_RATE_PPB)) >= age / 1_000);
         for (age, ppb) in [
             (1, 1),
             (999_999_999, 1_000),

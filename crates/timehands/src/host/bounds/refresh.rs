@@ -23,7 +23,9 @@ use std::time::Duration;
 
 #[cfg(target_os = "linux")]
 use super::answers::from_clockbound;
-use super::answers::{from_kernel, from_tracking};
+use super::answers::{
+    MAX_RATE_PPB, from_kernel, from_tracking, kernel_now, read_rate, realtime_now,
+};
 use super::chrony::{self, Chronyd, Tracking};
 #[cfg(target_os = "linux")]
 use super::clockbound;
@@ -33,15 +35,6 @@ use crate::os::{KernelClock, NtpState};
 
 /// How often the thread asks the sources while reads come.
 pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_millis(100);
-/// How long a state holds after it was taken: then reads ask the kernel.
-/// ClockBound's daemon gives its readings the same life (its `void_after`).
-pub(crate) const VALIDITY: Duration = Duration::from_secs(1000);
-/// The fastest a bound is allowed to grow, ppb: twice the kernel's 500 ppm.
-/// With [`VALIDITY`], `age * rate` fits a u64 on the read path.
-pub(crate) const MAX_RATE_PPB: u64 = 1_000_000;
-/// Readers count a state's age in Realtime, which chronyd slews as much as
-/// 8.33 % slow: a rate per true second is a tenth more per Realtime second.
-const SLEW_MARGIN_TENTHS: u64 = 11;
 /// chronyd does not report its `maxclockerror`; until two answers of the
 /// same update show how fast its dispersion grows, this much is assumed
 /// (chrony's default is 1 ppm; this covers a configuration's larger one).
@@ -162,27 +155,6 @@ fn our_accuracy() -> (u32, u32) {
         // At most q32(MAX_RATE_PPB), some 2^22: a u32.
         read_rate(ppb) as u32,
     )
-}
-
-/// A Realtime, ns (ours).
-pub(super) fn realtime_now() -> u64 {
-    crate::gettime(crate::ClockId::Realtime).as_nanos() as u64
-}
-
-/// The kernel's clock `clock`, ns (0 if it cannot be read).
-pub(super) fn kernel_now(clock: KernelClock) -> u64 {
-    crate::os::kernel_nanos(clock).unwrap_or(0)
-}
-
-/// `rate_ppb` as readers grow it: with the slew margin, at most
-/// [`MAX_RATE_PPB`], as [`q32`].
-pub(super) fn read_rate(rate_ppb: u64) -> u64 {
-    q32((rate_ppb.saturating_mul(SLEW_MARGIN_TENTHS) / 10).min(MAX_RATE_PPB))
-}
-
-/// `seconds` as whole ns, rounded up (for bounds: never narrower).
-pub(super) fn ceil_ns(seconds: f64) -> u64 {
-    (seconds.max(0.0) * 1e9).ceil() as u64
 }
 
 /// chronyd's last synchronized state, and the kernel's clock when it was
