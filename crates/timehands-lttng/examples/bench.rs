@@ -72,7 +72,7 @@ fn run() -> Result<(), String> {
             costs.push(cost);
         }
     }
-    lttng.lttng(&["destroy", "timehands-bench"])?;
+    lttng.destroy("timehands-bench")?;
     println!("{rounds} rounds of {events} events per clock, ns per event");
     println!("{:<34} {:>8} {:>8} {:>8}", "clock", "median", "min", "max");
     for ((name, _), mut costs) in clocks.into_iter().zip(costs) {

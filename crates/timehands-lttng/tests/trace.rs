@@ -127,7 +127,7 @@ fn lttng_traces_with_the_timehands_clock() {
         .unwrap_or_else(|e| panic!("{e}"));
     // destroy stops the session and waits for the trace to be written.
     lttng
-        .lttng(&["destroy", "timehands-test"])
+        .destroy("timehands-test")
         .unwrap_or_else(|e| panic!("{e}"));
 
     let metadata =

@@ -147,6 +147,28 @@ impl Lttng {
         self.home.path()
     }
 
+    /// Destroys `session`, which stops it and waits for its trace to be
+    /// written. The client's own wait sometimes fails ("Failed to wait for
+    /// the completion of the destruction", once in a CI run) while the
+    /// session daemon goes on to finish it: then the session's end is
+    /// waited for here, until `lttng list` no longer knows it (5 s at most).
+    pub fn destroy(&self, session: &str) -> Result<(), String> {
+        let Err(why) = self.lttng(&["destroy", session]) else {
+            return Ok(());
+        };
+        if !why.contains("Failed to wait for the completion") {
+            return Err(why);
+        }
+        let limit = Instant::now() + Duration::from_secs(5);
+        while self.lttng(&["list", session]).is_ok() {
+            if Instant::now() > limit {
+                return Err(format!("{why}; the session was still there 5 s on"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
     /// Runs `lttng ARGS`, which must succeed.
     pub fn lttng(&self, args: &[&str]) -> Result<String, String> {
         succeed(
