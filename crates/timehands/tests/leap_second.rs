@@ -1,5 +1,7 @@
-//! A leap second inserted, and one deleted, by the real kernel: Realtime
-//! set five seconds before a midnight UTC, the leap announced with
+//! Steps of Realtime, then a leap second inserted, and one deleted, by the
+//! real kernel. Realtime stepped a second back and on: Monotonic reads
+//! within its stated bound of CLOCK_MONOTONIC at every read, never back.
+//! Then Realtime set five seconds before a midnight UTC, the leap announced with
 //! `adjtimex(ADJ_STATUS)`, and every clock read through the midnight
 //! against the kernel's. TAI never steps (nor does CLOCK_TAI: the kernel
 //! moves Realtime and TAI − UTC together) and stays within its stated
@@ -117,27 +119,48 @@ struct Reads {
     initial_offset: i128,
 }
 
+/// One read of our clock `id` between two of the kernel's `kernel_id`,
+/// within the bound `getres` stated before or after it: the three, or
+/// what was wrong.
+fn within(id: ClockId, kernel_id: libc::clockid_t) -> Result<(i128, i128, i128), String> {
+    let bound = getres(id).accuracy.as_nanos() as i128;
+    let before = kernel(kernel_id);
+    let ours = gettime(id).as_nanos() as i128;
+    let after = kernel(kernel_id);
+    let bound = bound.max(getres(id).accuracy.as_nanos() as i128);
+    if ours + bound < before || ours > after + bound {
+        // SAFETY: a zeroed timex reads the state (modes 0).
+        let mut tx: libc::timex = unsafe { std::mem::zeroed() };
+        let state = adjtimex(&mut tx);
+        return Err(format!(
+            "{id:?} read {ours} between the kernel's {before} and {after}, bound {bound} \
+             ({} ns into the UTC day; the kernel's state {state:?}, TAI − UTC {}; {:?})",
+            kernel(libc::CLOCK_REALTIME) % (86_400 * 1_000_000_000),
+            tx.tai,
+            timehands::info().counter
+        ));
+    }
+    Ok((ours, before, after))
+}
+
+/// Waits (a second at most) until Realtime is within a millisecond of
+/// CLOCK_REALTIME again after a step the test made, which is not the
+/// kernel's leap: the clock follows it at its next windup (or at once, by
+/// its thread's notice of it).
+fn follow_the_tests_step() -> Result<(), String> {
+    let followed = kernel(libc::CLOCK_MONOTONIC) + 1_000_000_000;
+    while (gettime(ClockId::Realtime).as_nanos() as i128 - kernel(libc::CLOCK_REALTIME)).abs()
+        > 1_000_000
+    {
+        if kernel(libc::CLOCK_MONOTONIC) > followed {
+            return Err("the clock did not follow the test's own step".to_string());
+        }
+    }
+    Ok(())
+}
+
 impl Reads {
     fn check(&mut self) -> Result<(), String> {
-        let within = |id: ClockId, kernel_id: libc::clockid_t| {
-            let bound = getres(id).accuracy.as_nanos() as i128;
-            let before = kernel(kernel_id);
-            let ours = gettime(id).as_nanos() as i128;
-            let after = kernel(kernel_id);
-            let bound = bound.max(getres(id).accuracy.as_nanos() as i128);
-            if ours + bound < before || ours > after + bound {
-                // SAFETY: a zeroed timex reads the state (modes 0).
-                let mut tx: libc::timex = unsafe { std::mem::zeroed() };
-                let state = adjtimex(&mut tx);
-                return Err(format!(
-                    "{id:?} read {ours} between the kernel's {before} and {after}, bound {bound} \
-                     ({} ns into the UTC day; the kernel's state {state:?}, TAI − UTC {})",
-                    kernel(libc::CLOCK_REALTIME) % (86_400 * 1_000_000_000),
-                    tx.tai
-                ));
-            }
-            Ok((ours, before, after))
-        };
         let (tai, ..) = within(ClockId::Tai, libc::CLOCK_TAI)?;
         if (tai as u128) < self.last_tai {
             return Err(format!("TAI stepped back from {} to {tai}", self.last_tai));
@@ -177,16 +200,7 @@ fn through_a_leap(flag: i32) -> Result<Duration, String> {
     tx.modes = libc::ADJ_STATUS;
     tx.status = (tx.status & !(libc::STA_INS | libc::STA_DEL)) | flag;
     adjtimex(&mut tx)?;
-    // The step this test made is not the kernel's leap: the clock follows
-    // it at its next windup (or at once, by its thread's notice of it).
-    let followed = kernel(libc::CLOCK_MONOTONIC) + 1_000_000_000;
-    while (gettime(ClockId::Realtime).as_nanos() as i128 - kernel(libc::CLOCK_REALTIME)).abs()
-        > 1_000_000
-    {
-        if kernel(libc::CLOCK_MONOTONIC) > followed {
-            return Err("the clock did not follow the test's own step".to_string());
-        }
-    }
+    follow_the_tests_step()?;
     let monotonic = kernel(libc::CLOCK_MONOTONIC);
     let mut reads = Reads {
         last_tai: 0,
@@ -206,16 +220,46 @@ fn through_a_leap(flag: i32) -> Result<Duration, String> {
     Ok(Duration::from_nanos(back as u64))
 }
 
+/// Steps Realtime a second back and a second on, and reads Monotonic
+/// through each for 200 ms against CLOCK_MONOTONIC: a step of the wall
+/// clock is none of Monotonic's, nor of a counter's that follows the wall
+/// clock (qemu-user's CNTVCT_EL0, forced with `TIMEHANDS_COUNTER=tsc`: it
+/// goes back a second, and forward).
+fn through_steps() -> Result<(), String> {
+    let _machine = Machine::save()?;
+    for step in [-1_000_000_000, 1_000_000_000] {
+        set_realtime(kernel(libc::CLOCK_REALTIME) + step)?;
+        let start = kernel(libc::CLOCK_MONOTONIC);
+        let mut last = 0;
+        while kernel(libc::CLOCK_MONOTONIC) - start < 200_000_000 {
+            let (ours, ..) = within(ClockId::Monotonic, libc::CLOCK_MONOTONIC)
+                .map_err(|e| format!("Realtime stepped {step} ns: {e}"))?;
+            if ours < last {
+                return Err(format!("Monotonic stepped back from {last} to {ours}"));
+            }
+            last = ours;
+        }
+        follow_the_tests_step()?;
+    }
+    Ok(())
+}
+
 #[test]
-fn a_leap_second_inserted_or_deleted_by_the_kernel_steps_realtime_alone() {
+fn steps_and_leap_seconds_move_realtime_alone() {
     // SAFETY: geteuid only reads.
     if unsafe { libc::geteuid() } != 0 {
         println!("skipped: setting the clock and the leap status needs root");
         return;
     }
     let _lock = ClockLock::take().unwrap_or_else(|e| panic!("{e}"));
-    // The clock starts, and its thread runs, before the leap.
+    // The clock starts, and its thread chooses the counter, before the
+    // steps: through them the counter is the chosen one.
     gettime(ClockId::Tai);
+    println!("counter: {:?}", timehands::info().counter);
+    if let Err(why) = through_steps() {
+        panic!("{why}");
+    }
+    println!("Realtime stepped back and on: Monotonic within its bound at every read");
     for (flag, what) in [(libc::STA_INS, "inserted"), (libc::STA_DEL, "deleted")] {
         match through_a_leap(flag) {
             Ok(back) => println!(

@@ -19,9 +19,12 @@ pub(crate) enum Due {
     /// Yes: it is an interval old or older, or the counter is more than an
     /// interval behind its base (it went back).
     Yes,
-    /// Yes, and the read stood at the hands' promise: a timekeeper that
-    /// [follows a reference](crate::Builder::follows_reference), read past it. A
-    /// windup, and a read after it, give the time.
+    /// Yes, and the read stood: on a timekeeper that
+    /// [follows a reference](crate::Builder::follows_reference), at the
+    /// hands' promise (a read past it), or at the base (a counter more than
+    /// an interval behind it: it went back, and the line no longer says the
+    /// time). A windup, and a read after it, give the time; where they
+    /// cannot, the reference does.
     Standing,
 }
 
@@ -173,18 +176,27 @@ impl<C: Counter> Timekeeper<C> {
 
     /// Whether a read of `count` finds a windup due: an interval or more past
     /// the base, or more than an interval behind it. The second is a counter
-    /// that went back (a reset), not a few cycles of skew between CPUs: its
-    /// reads all clamp to the base, and windups (and the host's watchdog with
-    /// them) must go on all the same.
+    /// that went back (a reset, a hypervisor's TSC moved back, an
+    /// emulator's counter that follows the wall clock), not a few cycles of
+    /// skew between CPUs: its reads all clamp to the base, and windups (and
+    /// the host's watchdog with them) must go on all the same. On a
+    /// timekeeper that follows a reference such a read stands: the base's
+    /// time is as old as the last windup, which no bound on the line covers.
     #[inline]
     pub(super) fn due(&self, base: u64, count: u64) -> Due {
         let ahead = count.wrapping_sub(base) & self.mask;
-        let due = if ahead > self.behind {
-            self.mask - ahead >= self.interval
-        } else {
-            ahead >= self.interval
-        };
-        if due { Due::Yes } else { Due::No }
+        if ahead <= self.behind {
+            return if ahead >= self.interval {
+                Due::Yes
+            } else {
+                Due::No
+            };
+        }
+        match self.mask - ahead >= self.interval {
+            false => Due::No,
+            true if self.follows_reference => Due::Standing,
+            true => Due::Yes,
+        }
     }
 
     /// The slow path of a read whose counter is past its hands' promise: may it
@@ -430,6 +442,7 @@ impl<C: Counter> core::fmt::Debug for Timekeeper<C> {
 mod tests {
     use core::time::Duration;
 
+    use super::Due;
     use crate::{SimCounter, Timekeeper};
 
     /// A rate change splits the line up to the due point at its switch
@@ -465,5 +478,39 @@ mod tests {
             }
         }
         assert!(split > 0, "no window had a rate change in it");
+    }
+
+    /// A counter gone back more than an interval (a hypervisor's TSC moved
+    /// back, an emulator's counter that follows the wall clock stepped
+    /// back) reads the base's time, as old as the last windup: on a
+    /// timekeeper that follows a reference the read stands, so that the
+    /// host asks its reference rather than hand out that time; elsewhere
+    /// it is only due. A few counts behind (another CPU's skew) are neither.
+    #[test]
+    fn a_counter_gone_back_stands_where_the_reference_is_followed() {
+        for follows in [true, false] {
+            let counter = SimCounter::new(1_000_000_000);
+            let tk = Timekeeper::builder(counter.clone())
+                .windup_interval(Duration::from_millis(1))
+                .follows_reference(follows)
+                .build()
+                .expect("a valid timekeeper");
+            counter.advance(5_000_000);
+            tk.windup();
+            let base = counter.value();
+            let at_base = tk.uptime_nanos();
+            counter.set(base - 40);
+            assert_eq!(
+                tk.nanos_and_due_slow::<false>(base - 40, |c| c.value()),
+                (at_base, Due::No)
+            );
+            counter.set(base - 1_000_001);
+            let gone_back = if follows { Due::Standing } else { Due::Yes };
+            assert_eq!(
+                tk.nanos_and_due_slow::<false>(base - 1_000_001, |c| c.value()),
+                (at_base, gone_back),
+                "follows a reference: {follows}"
+            );
+        }
     }
 }

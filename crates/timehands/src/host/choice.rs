@@ -13,7 +13,8 @@
 //! runs at another rate; here the watchdog does, at every steering. Any
 //! other clocksource (`hpet`, `acpi_pm`) means the kernel found the TSC
 //! wanting: the kernel's clock is read. The generic timer on aarch64 is
-//! architected and synchronized, and no clocksource gates it.
+//! architected and synchronized, and no clocksource gates it; but an
+//! emulator's that reads the wall clock (qemu-user's) is refused.
 
 use super::counter::HostCounter;
 #[cfg(target_arch = "aarch64")]
@@ -24,7 +25,7 @@ use crate::host::brackets::Pair;
 #[cfg(target_arch = "x86_64")]
 use crate::host::kernel_clocks::SystemClocks;
 use crate::hw::KernelCounter;
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use crate::os::KernelClock;
 use std::borrow::Cow;
 
@@ -317,10 +318,12 @@ pub(super) fn cross_cpu_failover(
     })
 }
 
-/// The generic timer: architected, synchronized and of known frequency.
+/// The generic timer: architected, synchronized and of known frequency;
+/// unless it reads the wall clock (an emulator's, below), where it is kept
+/// only if `forced`.
 #[cfg(target_arch = "aarch64")]
 pub(super) fn hardware(
-    _forced: bool,
+    forced: bool,
     mut verdicts: Vec<Verdict>,
 ) -> Result<Choice, (String, Vec<Verdict>)> {
     let counter = crate::hw::Cntvct::new();
@@ -329,6 +332,12 @@ pub(super) fn hardware(
         passed: true,
         detail: format!("{} Hz", counter.frequency()),
     });
+    let free_running = free_running_verdict(&counter);
+    let reason = (!free_running.passed).then(|| free_running.detail.clone());
+    verdicts.push(free_running);
+    if let (Some(reason), false) = (reason, forced) {
+        return Err((reason, verdicts));
+    }
     Ok(Choice {
         counter: HostCounter::Cntvct(counter),
         frequency_source: "CNTFRQ_EL0".into(),
@@ -341,6 +350,37 @@ pub(super) fn hardware(
         // gates it, whatever the kernel keeps time with.
         own_evidence: None,
     })
+}
+
+/// Whether the generic timer runs free of the wall clock. A hardware timer
+/// counts from the machine's (or the VM's) start; one that reads the Unix
+/// time is an emulator's: qemu-user's follows the host's CLOCK_REALTIME, to
+/// the microsecond, so that it steps back with a leap second or a
+/// `settimeofday`, and runs at NTP's slew.
+#[cfg(target_arch = "aarch64")]
+fn free_running_verdict(counter: &crate::hw::Cntvct) -> Verdict {
+    /// Closer than this to the Unix time is no coincidence: a timer from
+    /// power-on reaches it after 56 years.
+    const WALL_CLOCK_NEAR_S: u64 = 3_600;
+    let seconds = counter.read() / counter.frequency().max(1);
+    let realtime =
+        crate::os::kernel_nanos(KernelClock::Realtime).map_or(0, |ns| ns / 1_000_000_000);
+    if seconds.abs_diff(realtime) > WALL_CLOCK_NEAR_S {
+        Verdict {
+            check: "CNTVCT_EL0 runs free",
+            passed: true,
+            detail: format!("{seconds} s since it started, not the wall clock"),
+        }
+    } else {
+        Verdict {
+            check: "CNTVCT_EL0 runs free",
+            passed: false,
+            detail: format!(
+                "CNTVCT_EL0 reads the wall clock ({seconds} s, the Unix time): an emulator's \
+                 timer (qemu-user's), which steps when Realtime does"
+            ),
+        }
+    }
 }
 
 /// No hardware counter is supported on this architecture.
@@ -611,5 +651,36 @@ mod tests {
         let apart = Some("the check found CPUs apart".to_string());
         assert_eq!(cross_cpu_failover(&passed, apart.clone(), false), apart);
         assert_eq!(cross_cpu_failover(&passed, apart.clone(), true), apart);
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+#[cfg(test)]
+mod generic_timer_tests {
+    use super::*;
+
+    /// The generic timer is chosen unless it reads the wall clock (as under
+    /// qemu-user, where the aarch64 tests run in CI): then the kernel's
+    /// clock is, with the reason and the verdict; forced, the timer is
+    /// kept all the same.
+    #[test]
+    fn the_generic_timer_is_kept_unless_it_reads_the_wall_clock() {
+        let free = free_running_verdict(&crate::hw::Cntvct::new());
+        match hardware(false, Vec::new()) {
+            Ok(choice) => {
+                assert!(free.passed, "{free:?}");
+                assert!(matches!(choice.counter, HostCounter::Cntvct(_)));
+            }
+            Err((why, verdicts)) => {
+                assert!(!free.passed, "{why}");
+                assert!(why.contains("reads the wall clock"), "{why}");
+                assert!(
+                    verdicts.iter().any(|v| v.check == free.check && !v.passed),
+                    "{verdicts:?}"
+                );
+            }
+        }
+        let forced = hardware(true, Vec::new()).map(|choice| choice.counter);
+        assert!(matches!(forced, Ok(HostCounter::Cntvct(_))));
     }
 }

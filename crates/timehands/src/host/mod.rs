@@ -12,10 +12,12 @@
 //! upkeep thread (below), or by [`info`](crate::info()) if it asks first: on x86_64 the
 //! TSC, when CPUID says it is invariant and the kernel itself keeps time with
 //! it (its clocksource is `tsc`, which Linux grants only to a TSC it found
-//! synchronized across CPUs); on aarch64 the generic timer's CNTVCT_EL0;
+//! synchronized across CPUs); on aarch64 the generic timer's CNTVCT_EL0,
+//! unless it reads the wall clock (qemu-user's emulation of it steps with Realtime);
 //! otherwise, or when `TIMEHANDS_COUNTER=kernel`, the kernel's clock stays, so
 //! the clock is correct everywhere and fast where it can be.
-//! `TIMEHANDS_COUNTER=tsc` takes the TSC whatever the checks say. [`info`](crate::info())
+//! `TIMEHANDS_COUNTER=tsc` takes the hardware counter (the TSC, the generic
+//! timer) whatever the checks say. [`info`](crate::info())
 //! tells what was chosen and why.
 //!
 //! The TSC takes over only once its frequency is measured against

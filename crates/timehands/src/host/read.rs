@@ -111,9 +111,11 @@ pub(super) fn read_nanos_slow<const REALTIME: bool, const ORDERED: bool>(
     }
 }
 
-/// A read that stood at its hands' promise: no windup for two intervals,
+/// A read that stood: at its hands' promise (no windup for two intervals,
 /// so the counter may have run through a suspend that CLOCK_MONOTONIC did
-/// not count (see [`Timekeeper::windup_following`]).
+/// not count, see [`Timekeeper::windup_following`]), or at their base, the
+/// counter gone back more than an interval (until the watchdog retires it,
+/// at the next steering or at once on a step of Realtime's notice).
 /// It winds up once, which never waits: a windup that another thread
 /// holds, or that this thread's own code was in when a signal handler
 /// interrupted it, is that thread's to finish. A read that stands still
@@ -147,8 +149,8 @@ pub(super) fn read_after_windup<const REALTIME: bool, const ORDERED: bool>() -> 
     }
 }
 
-/// The Monotonic time a read standing at its hands' promise, where it reads
-/// `stood`, can vouch for without a windup: CLOCK_MONOTONIC less the bound
+/// The Monotonic time a standing read (see [`read_after_windup`]), where it
+/// reads `stood`, can vouch for without a windup: CLOCK_MONOTONIC less the bound
 /// `getres` states, if that is later than the time it stood at, and never
 /// earlier than any such time handed out before ([`STAND_IN_FLOOR`]). So a
 /// read whose windup is held up elsewhere neither waits nor falls behind
