@@ -104,6 +104,10 @@ fn lags_under(readers: &[usize], fifo: bool, busy: usize, ns: u64) -> Option<Lag
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "real threads at real-time priorities against the kernel's clocks"
+)]
 fn the_coarse_clock_keeps_its_bound_under_real_time_spinners_and_busy_threads() {
     let cpus = sys::allowed_cpus().expect("the CPUs");
     // The clock and its thread run before the load comes.

@@ -245,6 +245,7 @@ fn through_steps() -> Result<(), String> {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "sets the machine's clock and the kernel's leap status")]
 fn steps_and_leap_seconds_move_realtime_alone() {
     // SAFETY: geteuid only reads.
     if unsafe { libc::geteuid() } != 0 {
