@@ -224,10 +224,15 @@ fn through_a_leap(flag: i32) -> Result<Duration, String> {
 /// through each for 200 ms against CLOCK_MONOTONIC: a step of the wall
 /// clock is none of Monotonic's, nor of a counter's that follows the wall
 /// clock (qemu-user's CNTVCT_EL0, forced with `TIMEHANDS_COUNTER=tsc`: it
-/// goes back a second, and forward).
+/// goes back a second, and is retired for the kernel's clock, on which the
+/// step on runs).
 fn through_steps() -> Result<(), String> {
     let _machine = Machine::save()?;
     for step in [-1_000_000_000, 1_000_000_000] {
+        println!(
+            "Realtime stepped {step} ns on {:?}",
+            timehands::info().counter
+        );
         set_realtime(kernel(libc::CLOCK_REALTIME) + step)?;
         let start = kernel(libc::CLOCK_MONOTONIC);
         let mut last = 0;

@@ -16,15 +16,18 @@ use super::sync::{AtomicUsize, Ordering, fence, relax};
 pub(crate) enum Due {
     /// No: the hands read is less than a windup interval old.
     No,
-    /// Yes: it is an interval old or older, or the counter is more than an
-    /// interval behind its base (it went back).
+    /// Yes: it is an interval old or older, or, where no reference is
+    /// followed, the counter is more than an interval behind its base (it
+    /// went back).
     Yes,
     /// Yes, and the read stood: on a timekeeper that
     /// [follows a reference](crate::Builder::follows_reference), at the
     /// hands' promise (a read past it), or at the base (a counter more than
     /// an interval behind it: it went back, and the line no longer says the
-    /// time). A windup, and a read after it, give the time; where they
-    /// cannot, the reference does.
+    /// time). Past the promise a windup, and a read after it, give the
+    /// time; behind the base no windup moves the base, and the reference
+    /// gives it until the counter is retired (see
+    /// [`went_back`](Timekeeper::went_back)).
     Standing,
 }
 
@@ -186,17 +189,31 @@ impl<C: Counter> Timekeeper<C> {
     pub(super) fn due(&self, base: u64, count: u64) -> Due {
         let ahead = count.wrapping_sub(base) & self.mask;
         if ahead <= self.behind {
-            return if ahead >= self.interval {
+            if ahead >= self.interval {
                 Due::Yes
             } else {
                 Due::No
-            };
+            }
+        } else if self.mask - ahead < self.interval {
+            Due::No
+        } else if self.follows_reference {
+            Due::Standing
+        } else {
+            Due::Yes
         }
-        match self.mask - ahead >= self.interval {
-            false => Due::No,
-            true if self.follows_reference => Due::Standing,
-            true => Due::Yes,
-        }
+    }
+
+    /// Whether the counter went back: read after the current hands' base
+    /// was loaded, it is more than an interval behind that base. A counter
+    /// that runs forward never is (the base was an earlier reading of it,
+    /// another CPU's at most a few counts apart); a read that merely found
+    /// its count behind may have been preempted between its counter read
+    /// and its load of a hands published meanwhile.
+    pub(crate) fn went_back(&self) -> Option<u64> {
+        let base = self.current(|slot| slot.line().base).1;
+        let count = self.counter.read();
+        let behind = base.wrapping_sub(count) & self.mask;
+        (behind <= self.mask - self.behind && behind > self.interval).then_some(behind)
     }
 
     /// The slow path of a read whose counter is past its hands' promise: may it
@@ -485,7 +502,8 @@ mod tests {
     /// back) reads the base's time, as old as the last windup: on a
     /// timekeeper that follows a reference the read stands, so that the
     /// host asks its reference rather than hand out that time; elsewhere
-    /// it is only due. A few counts behind (another CPU's skew) are neither.
+    /// it is only due. A few counts behind (another CPU's skew) are neither,
+    /// and only the first says the counter went back.
     #[test]
     fn a_counter_gone_back_stands_where_the_reference_is_followed() {
         for follows in [true, false] {
@@ -499,11 +517,14 @@ mod tests {
             tk.windup();
             let base = counter.value();
             let at_base = tk.uptime_nanos();
+            counter.set(base + 500_000);
+            assert_eq!(tk.went_back(), None, "ahead");
             counter.set(base - 40);
             assert_eq!(
                 tk.nanos_and_due_slow::<false>(base - 40, |c| c.value()),
                 (at_base, Due::No)
             );
+            assert_eq!(tk.went_back(), None, "a few counts of skew");
             counter.set(base - 1_000_001);
             let gone_back = if follows { Due::Standing } else { Due::Yes };
             assert_eq!(
@@ -511,6 +532,7 @@ mod tests {
                 (at_base, gone_back),
                 "follows a reference: {follows}"
             );
+            assert_eq!(tk.went_back(), Some(1_000_001));
         }
     }
 }

@@ -125,8 +125,7 @@ pub(crate) struct HostClock {
     /// old, or stood at their promise); one that finds another thread at it
     /// counts too.
     pub(super) reader_windups: AtomicU64,
-    /// Reads that stood at their hands' promise (and wound up, or vouched
-    /// for CLOCK_MONOTONIC less the bound where they could not).
+    /// Reads that stood (see [`Info::standing_reads`](crate::Info)).
     pub(super) standing_reads: AtomicU64,
     /// The kernel's clocks this clock follows.
     pub(crate) kernel: &'static dyn KernelClocks,

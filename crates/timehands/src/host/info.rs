@@ -174,8 +174,11 @@ pub struct Info {
         serde(rename = "upkeep_cpu_ns", serialize_with = "nanos_of")
     )]
     pub upkeep_cpu: Duration,
-    /// Reads that found their hands' promise passed (no windup for two
-    /// intervals: a stop, a suspend) and waited for a windup.
+    /// Reads that stood: their hands' promise passed (no windup for two
+    /// intervals: a stop, a suspend), or the counter behind the hands' base
+    /// by more than an interval (it went back, or the read was preempted
+    /// past a windup). Each wound up, or, where it could not, took what
+    /// CLOCK_MONOTONIC vouches for less the bound.
     pub standing_reads: u64,
     /// What the operating system refused the clock (a thread, in a sandbox or
     /// on wasm; the NTP state, `adjtimex` under seccomp or an OS whose state

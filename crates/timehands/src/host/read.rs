@@ -114,8 +114,8 @@ pub(super) fn read_nanos_slow<const REALTIME: bool, const ORDERED: bool>(
 /// A read that stood: at its hands' promise (no windup for two intervals,
 /// so the counter may have run through a suspend that CLOCK_MONOTONIC did
 /// not count, see [`Timekeeper::windup_following`]), or at their base, the
-/// counter gone back more than an interval (until the watchdog retires it,
-/// at the next steering or at once on a step of Realtime's notice).
+/// counter gone back more than an interval: retired at once by the first
+/// such read outside a signal handler ([`HostClock::counter_went_back`]).
 /// It winds up once, which never waits: a windup that another thread
 /// holds, or that this thread's own code was in when a signal handler
 /// interrupted it, is that thread's to finish. A read that stands still
@@ -137,6 +137,9 @@ pub(super) fn read_after_windup<const REALTIME: bool, const ORDERED: bool>() -> 
     let (ns, due) = timekeeper.nanos_and_due_slow::<REALTIME>(count, sample::<ORDERED>);
     if due != Due::Standing {
         return ns;
+    }
+    if let Some(counts) = timekeeper.went_back() {
+        clock.counter_went_back(counts);
     }
     // Monotonic first, then Realtime from it with the offset of the same
     // hands (a hands published meanwhile has its own).

@@ -306,10 +306,11 @@ fn a_counter_that_stops_is_replaced_by_the_kernel_clock_without_a_step_back() {
     assert!(clock.timekeeper().uptime() > before.max(seen.last));
 }
 
-/// Reads behind the base clamp to the base (the engine's defence against a
-/// few cycles of skew), which here is one step back: to the time of the
-/// last windup. There time stands until the watchdog fails over, and the
-/// kernel's clock carries on from it.
+/// Engine reads behind the base clamp to the base (the engine's defence
+/// against a few cycles of skew), which here is one step back: to the time
+/// of the last windup. There they stand until the watchdog fails over, and
+/// the kernel's clock carries on from it. (The process's reads stand on
+/// CLOCK_MONOTONIC less the bound meanwhile: `read::read_after_windup`.)
 #[test]
 #[cfg_attr(miri, ignore = "reads the kernel's clocks and sleeps")]
 fn a_counter_that_goes_backwards_is_replaced_by_the_kernel_clock() {

@@ -19,6 +19,7 @@ use crate::host::counter::HostCounter;
 use crate::host::kernel_clocks::KernelClock;
 use crate::host::kernel_clocks::NtpState;
 use crate::host::steer::{Findings, Steering};
+use crate::host::watchdog::Misbehaviour;
 
 /// Who winds up, which says what else it may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +48,27 @@ impl HostClock {
     /// steers: then it only winds up), as anything but a read does.
     pub(crate) fn windup(&'static self) {
         self.windup_by(Winder::Keeper);
+    }
+
+    /// A read found the counter `counts` behind its hands' base (see
+    /// [`Timekeeper::went_back`](crate::Timekeeper)): a counter that went
+    /// back no longer keeps time, and no windup moves that base, so that
+    /// once the counter climbed back within an interval of it, reads would
+    /// give its time again, behind what standing reads gave. Retired now,
+    /// where this thread may fail over (outside a signal handler); else
+    /// the finding waits in the steering for the next windup that may, as
+    /// the watchdog's do. Where another thread steers, its watchdog finds
+    /// it, and the next standing read asks again.
+    pub(super) fn counter_went_back(&'static self, counts: u64) {
+        let Some(mut steering) = self.try_steering() else {
+            return;
+        };
+        let why = Misbehaviour::Backwards { counts };
+        if Winder::Reader.may_block() {
+            self.fail_over(&mut steering, &format_args!("a read: {why}"));
+        } else {
+            steering.misbehaving = Some(why);
+        }
     }
 
     /// After a step of Realtime the OS gave notice of: a windup that
