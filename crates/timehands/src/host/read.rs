@@ -468,6 +468,17 @@ pub fn try_gettime(id: ClockId) -> Option<Duration> {
     }
 }
 
+/// Realtime now in nanoseconds, and the second near it that [`split_at`]
+/// splits it at: the bounds keep it in nanoseconds, and their read splits
+/// three times near it.
+#[inline(always)]
+pub(super) fn realtime_with_second() -> (u64, u64) {
+    (
+        read_nanos::<true, true>(),
+        SECOND_HINTS[1].load(Ordering::Relaxed),
+    )
+}
+
 /// `ns` as a `Duration`, split at the second `hint` names (see
 /// [`split_at`]).
 #[inline(always)]

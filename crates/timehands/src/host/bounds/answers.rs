@@ -35,7 +35,7 @@ const CLOCKBOUND_STALE: Duration = Duration::from_secs(10);
 
 /// A Realtime, ns (ours).
 pub(super) fn realtime_now() -> u64 {
-    crate::gettime(crate::ClockId::Realtime).as_nanos() as u64
+    crate::host::read::realtime_with_second().0
 }
 
 /// The kernel's clock `clock`, ns (0 if it cannot be read).

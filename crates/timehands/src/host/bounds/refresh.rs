@@ -58,6 +58,7 @@ thread_local! {
 }
 
 /// A read wants the state: one load, and a store the first time.
+#[inline]
 pub(crate) fn ask() {
     if !DEMAND.load(Ordering::Relaxed) {
         DEMAND.store(true, Ordering::Relaxed);
