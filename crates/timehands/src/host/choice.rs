@@ -662,6 +662,37 @@ mod tests {
     }
 }
 
+#[cfg(target_arch = "aarch64")]
+#[cfg(test)]
+mod generic_timer_tests {
+    use super::*;
+
+    /// The generic timer is chosen unless it reads the wall clock (as under
+    /// qemu-user, where the aarch64 tests run in CI): then the kernel's
+    /// clock is, with the reason and the verdict; forced, the timer is
+    /// kept all the same.
+    #[test]
+    fn the_generic_timer_is_kept_unless_it_reads_the_wall_clock() {
+        let free = free_running_verdict(&crate::hw::Cntvct::new());
+        match hardware(false, Vec::new()) {
+            Ok(choice) => {
+                assert!(free.passed, "{free:?}");
+                assert!(matches!(choice.counter, HostCounter::Cntvct(_)));
+            }
+            Err((why, verdicts)) => {
+                assert!(!free.passed, "{why}");
+                assert!(why.contains("reads the wall clock"), "{why}");
+                assert!(
+                    verdicts.iter().any(|v| v.check == free.check && !v.passed),
+                    "{verdicts:?}"
+                );
+            }
+        }
+        let forced = hardware(true, Vec::new()).map(|choice| choice.counter);
+        assert!(matches!(forced, Ok(HostCounter::Cntvct(_))));
+    }
+}
+
 /// The generic timer's check, on every architecture (the timer itself is
 /// read only on aarch64).
 #[cfg(test)]
