@@ -95,5 +95,5 @@ fn reads_between_idle_spells_a_park_a_fork_and_a_stop() {
         println!("skipped: cannot fork here ({why})");
         return;
     }
-    stop_child_half("idle", &[], "IDLE", 500, 300);
+    stop_child_half("idle", "IDLE", 500, 300);
 }
