@@ -136,29 +136,13 @@ extern "C" fn handler(_: libc::c_int) {
     HANDLED.fetch_add(1, Ordering::Release);
 }
 
-/// Installs the handler for [`SIGNAL`].
-fn install_handler() -> Result<(), String> {
-    // SAFETY: a zeroed sigaction with a handler of the right type and an
-    // empty mask is valid; the handler only reads clocks and atomics.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = handler as *const () as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&mut action.sa_mask);
-        if libc::sigaction(SIGNAL, &action, std::ptr::null_mut()) != 0 {
-            return Err(format!("sigaction: {}", std::io::Error::last_os_error()));
-        }
-    }
-    Ok(())
-}
-
 /// The child half: reads from its first read on, on two threads, for
 /// 200 ms, then forks (the forked child checks its clock); the signal
 /// comes wherever the point its environment names is reached. Passes if
 /// the point was reached, every handler returned, and every read passed
 /// its checks.
 pub(super) fn reads_in_a_handler_at_the_point() -> Result<(), String> {
-    install_handler()?;
+    super::on_signal(SIGNAL, handler)?;
     // SAFETY: alarm(2) only arms a timer; its SIGALRM ends a half that hangs.
     unsafe { libc::alarm(20) };
     let reading = |ms: u64| {
