@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use super::{Checker, fork_and_check, kernel_now, no_fork, stop_child_half, verdict};
+use super::stop::stop_child_half;
+use super::{Checker, fork_and_check, kernel_now, no_fork, verdict};
 use crate::now;
 
 /// Reads, checked (precise and coarse), for `ms` milliseconds.
