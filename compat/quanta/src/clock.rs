@@ -100,8 +100,8 @@ impl Clock {
     ///
     /// quanta's host clock returns zero here until an
     /// [`Upkeep`](crate::Upkeep) starts, and a stale time after it stops;
-    /// this one is at most two ticks (8 ms and 50 µs at 250 Hz;
-    /// [`timehands::getres`] of `MonotonicCoarse` says) behind
+    /// this one is the kernel's tick and 50 µs behind (six ticks at most;
+    /// [`timehands::getres`] of `MonotonicCoarse` says)
     /// [`Clock::now`], whether or not an upkeep runs and whatever the
     /// scheduler does.
     #[inline]

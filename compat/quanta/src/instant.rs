@@ -54,12 +54,12 @@ impl Instant {
 
     /// The recent time: the one [`set_recent`](crate::set_recent) pinned,
     /// else the [`with_clock`](crate::with_clock) clock's recent time, else
-    /// [`timehands::now_coarse`], which no thread keeps while nothing reads it.
+    /// [`timehands::now_coarse`], the kernel's coarse clock (no thread keeps it).
     ///
     /// quanta's is its upkeep thread's last store (as stale as the interval,
     /// and stopped when the thread stops), or `now()` itself until an upkeep
-    /// first stores one. timehands' coarse time is at most two ticks (8 ms
-    /// and 50 µs at 250 Hz; [`timehands::getres`] of `MonotonicCoarse` says) behind
+    /// first stores one. timehands' coarse time is the kernel's tick and
+    /// 50 µs (six ticks at most; [`timehands::getres`] of `MonotonicCoarse` says) behind
     /// [`Instant::now`], never ahead of it, whether or not an
     /// [`Upkeep`](crate::Upkeep) runs: a program that wants `now()` reads
     /// `now()`.

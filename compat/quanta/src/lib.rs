@@ -34,9 +34,9 @@
 //! | the first `Clock` calibrates for up to 200 ms | no calibration: the first read answers from the kernel's clock |
 //! | across a suspend, its TSC time may jump by the time suspended | follows CLOCK_MONOTONIC through a suspend, as `std::time::Instant` does |
 //! | it reads the TSC wherever CPUID calls it invariant, whether or not it agrees across CPUs and with the kernel's clock | timehands checks the counter across CPUs and against the kernel's clock, watches it, and falls back to the kernel's clock |
-//! | `Clock::recent()` is zero until an upkeep starts, and stale after it stops | fresh while read, with or without an [`Upkeep`]: timehands' coarse time, at most two ticks (8.05 ms at 250 Hz) behind `now()`, whatever the scheduler does |
+//! | `Clock::recent()` is zero until an upkeep starts, and stale after it stops | fresh with or without an [`Upkeep`]: timehands' coarse time, the kernel's coarse clock less 50 µs, a tick behind `now()` (six at most where the kernel's own is held up), whatever the scheduler does |
 //! | `Instant::recent()` is `now()` until an upkeep starts | the same coarse time as `Clock::recent()` |
-//! | the upkeep thread wakes every interval, read or not; the recent time is as fresh as the interval asked | no thread while nothing reads the recent time, timehands' coarse tick while it is read; the interval asks for nothing |
+//! | the upkeep thread wakes every interval, read or not; the recent time is as fresh as the interval asked | no thread: the kernel's tick keeps the recent time; the interval asks for nothing |
 //! | a `set_recent` while an upkeep runs is overwritten by its next store | while a host clock's upkeep runs, it stands until the handle is dropped |
 //! | raw values are TSC ticks | raw values are nanoseconds, the same as [`Clock::now`]'s |
 //! | `Mock` and `+=` wrap around past zero or `u64::MAX` in a release build | `Mock` saturates; `+=` and `-=` panic as `+` and `-` do |

@@ -2,8 +2,8 @@
 //!
 //! quanta's recent time is one global that its upkeep thread (or the
 //! program, through [`set_recent`]) stores. Here the coarse clock needs no
-//! store: timehands keeps it fresh while it is read and lets it rest while
-//! nothing reads it. A program that updates the recent time itself (from an
+//! store: timehands' coarse clock is the kernel's, which the kernel's tick
+//! keeps fresh. A program that updates the recent time itself (from an
 //! async task, say) still may: what it stores is the recent time until it
 //! stores zero, or until an [`Upkeep`](crate::Upkeep) starts or stops (as
 //! quanta's upkeep thread overwrites it, and its start stores the time).

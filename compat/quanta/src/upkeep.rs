@@ -2,13 +2,13 @@
 //!
 //! quanta's upkeep thread stores the time every interval for as long as its
 //! [`Handle`] lives, read or not: a wakeup every millisecond for a program
-//! that sleeps. timehands already keeps its coarse clock fresh while it is
-//! read and lets it rest while it is not, so starting an `Upkeep` on a host
-//! clock starts no thread: it hands the recent time back to the coarse clock
-//! (as quanta's start overwrites a pinned recent time) and reads it once, so
-//! that timehands' coarse tick is running before the first read. The
-//! interval asks for nothing: the coarse clock is at most two ticks (8 ms
-//! and 50 µs at 250 Hz) behind now, never ahead of it.
+//! that sleeps. timehands' coarse clock is the kernel's (which its timer
+//! interrupt keeps) less 50 µs, fresh with no thread at all, so starting an
+//! `Upkeep` on a host clock starts no thread: it hands the recent time back
+//! to the coarse clock (as quanta's start overwrites a pinned recent time)
+//! and reads it once. The interval asks for nothing: the coarse clock lags
+//! now by the kernel's tick and 50 µs (six ticks at most, where the
+//! kernel's own coarse clock is held up), never ahead of it.
 //!
 //! A mocked clock has no coarse clock to follow; an `Upkeep` of one does what
 //! quanta's does, a thread that stores the mock's time as the recent time

@@ -84,9 +84,8 @@ pub struct Cost {
 /// budget runs out), with a progress bar when that will take a while.
 pub fn measure(clocks: &[Clock], plan: Plan) -> anyhow::Result<Vec<Rounds>> {
     // Rounds of each clock for WARM_UP first, which warm them up (the first
-    // reads start timehands' clock, and its upkeep thread, which keeps the
-    // coarse clocks once it has chosen and checked the counter: until then a
-    // coarse read costs a precise one), and tell how long the whole will take.
+    // reads start timehands' clock, and its windups choose the counter,
+    // some 10 ms on), and tell how long the whole will take.
     let warming = Instant::now();
     let mut one_round: Duration = clocks.iter().map(|c| c.time_calls(plan.calls)).sum();
     while warming.elapsed() < WARM_UP {

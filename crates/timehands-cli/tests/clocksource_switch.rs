@@ -82,9 +82,9 @@ fn read_until(stop: &AtomicBool) -> Seen {
     seen
 }
 
-/// A fresh process's `info` after it read a while (`report`, whose
-/// reading lets the upkeep thread run the cross-CPU check): its counter,
-/// and each verdict's check, whether it passed, and what it found.
+/// A fresh process's `info` after it read a while (`report`, which runs
+/// the cross-CPU check first): its counter, and each verdict's check,
+/// whether it passed, and what it found.
 fn fresh_info() -> (String, Vec<(String, bool, String)>) {
     let doc = support::json(&["report", "--rounds", "20", "--json"]);
     let info = &doc["info"];

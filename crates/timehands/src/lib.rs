@@ -93,7 +93,7 @@ pub use host::{
         BoundsSource, BoundsStatus, LeapSecond, RealtimeBounds, clockbound, commit_wait,
         realtime_bounds, realtime_bounds_when_ready, surely_not_yet, surely_past,
     },
-    getres, gettime, info,
+    check_across_cpus, getres, gettime, info,
     instant::{AtomicInstant, Instant},
     mock::{Clock, Mock},
     now, now_coarse, now_coarse_coherent, now_coherent, now_unordered,

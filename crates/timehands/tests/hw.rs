@@ -166,7 +166,7 @@ mod tsc {
                 crystal_hz: 0,
                 ..all.crystal_ratio.unwrap()
             }),
-            ..all.clone()
+            ..all
         };
         assert_eq!(
             no_crystal.stated_frequency(),

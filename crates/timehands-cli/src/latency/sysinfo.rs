@@ -154,7 +154,13 @@ fn hypervisor() -> (bool, Option<String>) {
     {
         let facts = timehands::diagnostics::hw::TscFacts::read();
         if facts.hypervisor {
-            return (true, facts.hypervisor_vendor.filter(|v| !v.is_empty()));
+            return (
+                true,
+                facts
+                    .hypervisor_vendor
+                    .filter(|v| !v.is_empty())
+                    .map(|v| v.to_string()),
+            );
         }
     }
     for path in [

@@ -19,6 +19,7 @@ pub mod hw {
     #[cfg(target_arch = "x86_64")]
     pub use crate::hw::{
         CrystalRatio, FrequencySource, OrderedRead, ReadCost, StatedFrequency, Tsc, TscFacts,
+        Vendor,
     };
     pub use crate::hw::{KernelCounter, available_clocksources, kernel_clocksource};
 }

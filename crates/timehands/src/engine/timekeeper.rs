@@ -437,6 +437,15 @@ impl<C: Counter> Timekeeper<C> {
         self.current(|slot| slot.boottime()).1
     }
 
+    /// The offset a Realtime read adds to uptime, in whole nanoseconds, as
+    /// the current hands has it (the host clock's coarse Realtime adds it to
+    /// its coarse uptime, as its precise Realtime does).
+    #[cfg(feature = "std")]
+    #[inline]
+    pub(crate) fn realtime_offset_nanos(&self) -> i64 {
+        self.current(offset::<true>).1
+    }
+
     /// What the writer has done so far. Waits for a windup in progress.
     pub fn stats(&self) -> Stats {
         self.writer.lock().stats

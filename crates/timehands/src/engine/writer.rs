@@ -138,7 +138,12 @@ impl<C: Counter> Timekeeper<C> {
     /// # Ok::<(), timehands::Error>(())
     /// ```
     pub fn retire(&self) -> BinTime {
-        let mut writer = self.writer.lock();
+        self.retire_locked(&mut self.writer.lock())
+    }
+
+    /// [`retire`](Timekeeper::retire) with the writer lock held (see
+    /// [`Writes::retire`](super::writes::Writes)).
+    pub(super) fn retire_locked(&self, writer: &mut WriterState) -> BinTime {
         loop {
             let (state, line) = self.current(|slot| slot.line());
             if state & RETIRED != 0 {
@@ -154,7 +159,7 @@ impl<C: Counter> Timekeeper<C> {
             // so that the successor starts at the time now, not then.
             let promise = line.switch.saturating_add(self.interval);
             if self.follows_reference && delta >= promise {
-                self.windup_locked(&mut writer, Change::Windup { reference: None });
+                self.windup_locked(writer, Change::Windup { reference: None });
                 continue;
             }
             let point = if self.follows_reference {
@@ -166,7 +171,7 @@ impl<C: Counter> Timekeeper<C> {
                 // On a 32-bit target the pending switch point cannot hold a
                 // point this far from an old base: a windup brings the base
                 // up first (the interval fits: see `max_interval`).
-                self.windup_locked(&mut writer, Change::Windup { reference: None });
+                self.windup_locked(writer, Change::Windup { reference: None });
                 continue;
             }
             if self.commit(state, line.base, point, state | RETIRED) {

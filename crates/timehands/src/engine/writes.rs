@@ -68,6 +68,14 @@ impl<'a, C: Counter> Writes<'a, C> {
             .windup_locked(&mut self.writer, Change::Windup { reference: None })
     }
 
+    /// See [`Timekeeper::retire`]: retires without waiting, the lock being
+    /// held here already (the host clock's hand-over, which a read in a
+    /// signal handler may make, never waits for a windup).
+    #[cfg(feature = "std")]
+    pub(crate) fn retire(&mut self) -> BinTime {
+        self.timekeeper.retire_locked(&mut self.writer)
+    }
+
     /// See [`Timekeeper::set_realtime`].
     pub(super) fn set_realtime(&mut self, now: BinTime) {
         self.timekeeper

@@ -17,6 +17,7 @@
 //! emulator's that reads the wall clock (qemu-user's) is refused.
 
 use super::counter::HostCounter;
+use super::text::{Text, text};
 #[cfg(target_arch = "x86_64")]
 use crate::host::brackets::Measured;
 use crate::host::brackets::Pair;
@@ -25,7 +26,8 @@ use crate::host::kernel_clocks::SystemClocks;
 use crate::hw::KernelCounter;
 #[cfg(target_arch = "x86_64")]
 use crate::os::KernelClock;
-use std::borrow::Cow;
+#[cfg(target_arch = "x86_64")]
+use std::fmt::Write;
 
 #[cfg(any(target_arch = "aarch64", test))]
 mod generic_timer;
@@ -45,12 +47,60 @@ pub struct Verdict {
     pub detail: String,
 }
 
+/// A [`Verdict`] as the clock keeps it: its detail in a [`Text`], written
+/// without allocating by whichever read makes the choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct KeptVerdict {
+    pub(super) check: &'static str,
+    pub(super) passed: bool,
+    pub(super) detail: Text,
+}
+
+impl KeptVerdict {
+    /// The verdict `info` reports.
+    pub(super) fn verdict(&self) -> Verdict {
+        Verdict {
+            check: self.check,
+            passed: self.passed,
+            detail: self.detail.to_string(),
+        }
+    }
+}
+
+/// The most verdicts a choice keeps: it makes at most six.
+const VERDICTS: usize = 8;
+
+/// The verdicts of a choice, kept inline.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct KeptVerdicts {
+    kept: [Option<KeptVerdict>; VERDICTS],
+}
+
+impl KeptVerdicts {
+    /// Keeps `verdict` (past [`VERDICTS`], which no choice reaches, the
+    /// last is replaced).
+    pub(super) fn push(&mut self, verdict: KeptVerdict) {
+        let at = self
+            .kept
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(VERDICTS - 1);
+        self.kept[at] = Some(verdict);
+    }
+
+    /// The verdicts in the order they were kept.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &KeptVerdict> {
+        self.kept.iter().flatten()
+    }
+}
+
 /// The counter chosen at startup, with its frequency and the reasons.
+#[derive(Clone)]
 pub(super) struct Choice {
     pub(super) counter: HostCounter,
-    pub(super) frequency_source: Cow<'static, str>,
-    pub(super) verdicts: Vec<Verdict>,
-    pub(super) fallback: Option<String>,
+    pub(super) frequency_source: Text,
+    pub(super) verdicts: KeptVerdicts,
+    pub(super) fallback: Option<Text>,
     /// A pair of the counter and CLOCK_MONOTONIC from the start of startup,
     /// where one was taken: the steering's first baseline.
     pub(super) anchor: Option<Pair>,
@@ -61,35 +111,54 @@ pub(super) struct Choice {
     pub(super) own_evidence: Option<OwnEvidence>,
 }
 
-/// Picks the counter: see the module docs.
-pub(super) fn choose() -> Choice {
-    let mut verdicts = Vec::new();
-    let forced = match std::env::var("TIMEHANDS_COUNTER") {
-        Ok(v) if v == "tsc" || v == "kernel" => Some(v),
-        Ok(v) => {
-            // A library cannot refuse to tell the time: say so once, and choose
-            // as if the variable were not set.
-            eprintln!(
-                "timehands: TIMEHANDS_COUNTER={v:?} is not a counter (use \"tsc\" or \"kernel\"); choosing automatically"
-            );
-            verdicts.push(Verdict {
+/// What `TIMEHANDS_COUNTER` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Forced {
+    /// Nothing: the checks decide.
+    No,
+    /// `tsc`: the hardware counter, whatever the checks say.
+    Hardware,
+    /// `kernel`: the kernel's clock.
+    Kernel,
+}
+
+/// What `TIMEHANDS_COUNTER` asks for, with a verdict for a value that is
+/// not a counter (ignored: a library cannot refuse to tell the time).
+fn forced(verdicts: &mut KeptVerdicts) -> Forced {
+    let mut buf = [0; 32];
+    match crate::os::env_var(c"TIMEHANDS_COUNTER", &mut buf) {
+        None => Forced::No,
+        Some(b"tsc") => Forced::Hardware,
+        Some(b"kernel") => Forced::Kernel,
+        Some(other) => {
+            verdicts.push(KeptVerdict {
                 check: "TIMEHANDS_COUNTER",
                 passed: false,
-                detail: format!("{v:?} is not \"tsc\" or \"kernel\": ignored"),
+                detail: text!(
+                    "{:?} is not \"tsc\" or \"kernel\": ignored, the counter chosen automatically",
+                    std::str::from_utf8(other).unwrap_or("(not UTF-8)")
+                ),
             });
-            None
+            Forced::No
         }
-        Err(_) => None,
-    };
-    if forced.as_deref() == Some("kernel") {
-        return kernel_choice("TIMEHANDS_COUNTER=kernel".to_string(), verdicts);
     }
-    hardware(forced.is_some(), verdicts)
-        .unwrap_or_else(|(reason, verdicts)| kernel_choice(reason, verdicts))
+}
+
+/// Picks the counter (see the module docs), allocating nothing: whichever
+/// read finds the choice due makes it, a signal handler's maybe. A TSC
+/// still has its frequency measured before it takes over (see
+/// [`Settling`]).
+pub(super) fn choose() -> Choice {
+    let mut verdicts = KeptVerdicts::default();
+    let forced = forced(&mut verdicts);
+    if forced == Forced::Kernel {
+        return kernel_choice("TIMEHANDS_COUNTER=kernel".into(), verdicts);
+    }
+    hardware(forced == Forced::Hardware, verdicts)
 }
 
 /// The kernel's clock, chosen because of `reason`.
-fn kernel_choice(reason: String, verdicts: Vec<Verdict>) -> Choice {
+pub(super) fn kernel_choice(reason: Text, verdicts: KeptVerdicts) -> Choice {
     Choice {
         counter: HostCounter::Kernel(KernelCounter::monotonic()),
         frequency_source: kernel_frequency_source(),
@@ -102,20 +171,18 @@ fn kernel_choice(reason: String, verdicts: Vec<Verdict>) -> Choice {
     }
 }
 
-/// The TSC, if it may keep time (or `forced`); else why not.
+/// The TSC, if it may keep time (or `forced`); else the kernel's clock,
+/// with the reason.
 #[cfg(target_arch = "x86_64")]
-pub(super) fn hardware(
-    forced: bool,
-    mut verdicts: Vec<Verdict>,
-) -> Result<Choice, (String, Vec<Verdict>)> {
-    // The TSC against the kernel from here to the end of the checks: the
-    // frequency measurement, if CPUID states none, and the steering's anchor.
+pub(super) fn hardware(forced: bool, mut verdicts: KeptVerdicts) -> Choice {
+    // The TSC against the kernel from here on: the frequency measurement
+    // (see `Settling`) and the steering's anchor.
     let anchor = crate::host::brackets::pair(&SystemClocks, crate::host::brackets::read_tsc);
     let facts = crate::hw::TscFacts::read();
-    verdicts.push(Verdict {
+    verdicts.push(KeptVerdict {
         check: "invariant TSC (CPUID 0x80000007)",
         passed: facts.invariant,
-        detail: format!(
+        detail: text!(
             "{} {}",
             facts.vendor,
             if facts.invariant {
@@ -128,86 +195,78 @@ pub(super) fn hardware(
     // Linux's clocksource is evidence where it shows: a kernel that keeps
     // time with something else found the TSC wanting (or was told to). Where
     // it does not show (another OS, a container without sysfs), CPUID's word
-    // stands, and the cross-CPU check and the watchdog have the last word.
-    let source = crate::hw::kernel_clocksource();
-    let trust = Trust::of(source.as_deref());
-    verdicts.push(Verdict {
+    // stands, and the watchdog has the last word.
+    let mut name = [0; crate::hw::CLOCKSOURCE_NAME];
+    let source = crate::hw::kernel_clocksource_in(&mut name);
+    let trust = Trust::of(source);
+    verdicts.push(KeptVerdict {
         check: "kernel clocksource",
         passed: trust != Trust::Distrusted,
-        detail: match (&source, trust) {
-            (Some(source), Trust::OwnEvidence) => format!(
+        detail: match (source, trust) {
+            (Some(source), Trust::OwnEvidence) => text!(
                 "{source}: paravirtual, so the TSC's own evidence decides (CPUID, its rate against {} at startup, the {CROSS_CPU_CHECK})",
                 KernelClock::Monotonic.name()
             ),
-            (Some(source), _) => source.clone(),
-            (None, _) => format!("not shown on {}: not needed", std::env::consts::OS),
+            (Some(source), _) => text!("{source}"),
+            (None, _) => text!("not shown on {}: not needed", std::env::consts::OS),
         },
     });
     let trusted = facts.invariant && trust != Trust::Distrusted;
     if !(forced || trusted) {
-        return Err((
-            "the TSC is not trusted here (see the verdicts)".to_string(),
+        return kernel_choice(
+            "the TSC is not trusted here (see the verdicts)".into(),
             verdicts,
-        ));
+        );
     }
     // Trusted on its own evidence only where nothing forced it.
     let own_evidence = !forced && trust == Trust::OwnEvidence;
-    verdicts.push(Verdict {
+    verdicts.push(KeptVerdict {
         check: TRUSTED_ON,
         passed: true,
         detail: if forced {
-            "TIMEHANDS_COUNTER=tsc".to_string()
+            "TIMEHANDS_COUNTER=tsc".into()
         } else if own_evidence {
-            format!(
+            text!(
                 "its own evidence: CPUID says invariant; its rate against {} (below) and the {CROSS_CPU_CHECK} must agree, else {} takes over",
                 KernelClock::Monotonic.name(),
                 KernelClock::Monotonic.name()
             )
         } else {
-            "CPUID says invariant, and the kernel keeps time with it (or does not say)".to_string()
+            "CPUID says invariant, and the kernel keeps time with it (or does not say)".into()
         },
     });
     let stated = facts
         .stated_frequency()
-        .filter(|stated| !stated.is_nominal())
-        .map(|stated| stated.hz);
-    let (hz, uncertainty_ppb, frequency_source) = match facts.stated_frequency() {
-        Some(stated) if !stated.is_nominal() => {
-            (stated.hz, None, format!("CPUID {:?}", stated.source).into())
-        }
-        _ => {
-            let measured = crate::host::brackets::startup_frequency(
-                &SystemClocks,
-                &anchor,
-                crate::host::brackets::read_tsc,
-            );
-            (
-                measured.hz,
-                Some(measured.uncertainty_ppb),
-                format!(
-                    "measured against {} at startup",
-                    KernelClock::Monotonic.name()
-                )
-                .into(),
-            )
-        }
+        .filter(|stated| !stated.is_nominal());
+    // The frequency the TSC takes over with is measured (see `Settling`);
+    // what CPUID states is the one its rate must agree with.
+    let (hz, frequency_source) = match stated {
+        Some(stated) => (stated.hz, text!("CPUID {:?}", stated.source)),
+        None => (
+            facts
+                .stated_frequency()
+                .map_or(1_000_000_000, |nominal| nominal.hz),
+            text!("measured against {}", KernelClock::Monotonic.name()),
+        ),
     };
     if forced {
-        verdicts.push(Verdict {
+        verdicts.push(KeptVerdict {
             check: "TIMEHANDS_COUNTER",
             passed: true,
-            detail: "tsc: forced".to_string(),
+            detail: "tsc: forced".into(),
         });
     }
-    Ok(Choice {
+    Choice {
         counter: HostCounter::Tsc(crate::hw::Tsc::new(hz)),
         frequency_source,
         verdicts,
         fallback: None,
         anchor: Some(anchor),
-        uncertainty_ppb,
-        own_evidence: own_evidence.then_some(OwnEvidence { stated_hz: stated }),
-    })
+        uncertainty_ppb: None,
+        own_evidence: own_evidence.then_some(OwnEvidence {
+            stated_hz: stated.map(|stated| stated.hz),
+        }),
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -272,13 +331,17 @@ pub(super) struct OwnEvidence {
 /// off is retired anyway) plus what the brackets can tell. A TSC the
 /// hypervisor scales wrongly, or that runs at another rate on the vCPU the
 /// second half ran on, fails it.
-pub(super) fn rate_verdict(first: Measured, second: Measured, stated_hz: Option<u64>) -> Verdict {
+pub(super) fn rate_verdict(
+    first: Measured,
+    second: Measured,
+    stated_hz: Option<u64>,
+) -> KeptVerdict {
     let ppm = |a: u64, b: u64| (a as f64 / b as f64 - 1.0) * 1e6;
     let bound = super::watchdog::RATE_BOUND_PPM;
     let halves = ppm(second.hz, first.hz);
     let halves_slack = (first.uncertainty_ppb + second.uncertainty_ppb) as f64 / 1e3;
     let mut passed = halves.abs() <= bound + halves_slack;
-    let mut detail = format!(
+    let mut detail = text!(
         "{} Hz then {} Hz over two halves of {SETTLE:?}: {halves:+.1} ppm apart (bound ±{:.0} ppm)",
         first.hz,
         second.hz,
@@ -288,12 +351,13 @@ pub(super) fn rate_verdict(first: Measured, second: Measured, stated_hz: Option<
         let off = ppm(second.hz, stated);
         let slack = second.uncertainty_ppb as f64 / 1e3;
         passed &= off.abs() <= bound + slack;
-        detail.push_str(&format!(
+        let _ = write!(
+            detail,
             "; {off:+.1} ppm off the {stated} Hz CPUID states (bound ±{:.0} ppm)",
             bound + slack
-        ));
+        );
     }
-    Verdict {
+    KeptVerdict {
         check: RATE_CHECK,
         passed,
         detail,
@@ -321,16 +385,14 @@ pub(super) fn cross_cpu_failover(
     })
 }
 
-/// No hardware counter is supported on this architecture.
+/// No hardware counter is supported on this architecture: the kernel's
+/// clock.
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub(super) fn hardware(
-    _forced: bool,
-    verdicts: Vec<Verdict>,
-) -> Result<Choice, (String, Vec<Verdict>)> {
-    Err((
-        "no hardware counter is supported on this architecture".to_string(),
+pub(super) fn hardware(_forced: bool, verdicts: KeptVerdicts) -> Choice {
+    kernel_choice(
+        "no hardware counter is supported on this architecture".into(),
         verdicts,
-    ))
+    )
 }
 
 /// How long the TSC is measured against CLOCK_MONOTONIC before it takes
@@ -349,82 +411,128 @@ pub(super) const SETTLE: std::time::Duration = std::time::Duration::from_millis(
 #[cfg(target_arch = "x86_64")]
 const SETTLED_PPB: u64 = 5_000;
 
-/// The choice with its TSC's frequency measured from its anchor over
-/// [`SETTLE`] (sleeping for the rest of it): the frequency the TSC takes
-/// over with. Any other choice as it is.
-pub(super) fn settle(choice: Choice) -> Choice {
+/// A choice on its way to take over: a TSC measured against CLOCK_MONOTONIC
+/// from its anchor over [`SETTLE`], a step at each windup that finds the
+/// choice due (a read's, wherever it runs: nothing here waits or
+/// allocates); any other choice settled at once.
+pub(super) struct Settling {
+    choice: Choice,
+    /// Whether the choice is measured already, and only waits for a
+    /// hand-over that found the writer lock held.
+    settled: bool,
+    /// Where a TSC trusted on its own evidence was measured halfway, once it
+    /// was: its rate over the two halves must agree (see [`rate_verdict`]).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    mid: Option<Pair>,
+}
+
+/// Where a step of [`Settling`] leaves the choice.
+pub(super) enum Settled {
+    /// Still measuring.
+    Not(Settling),
+    /// Ready to take over.
+    Done(Choice),
+}
+
+impl Settling {
+    /// `choice`, to be measured where it needs to be.
+    pub(super) fn new(choice: Choice) -> Settling {
+        Settling {
+            choice,
+            settled: false,
+            mid: None,
+        }
+    }
+
+    /// `choice`, measured already.
+    pub(super) fn done(choice: Choice) -> Settling {
+        Settling {
+            settled: true,
+            ..Settling::new(choice)
+        }
+    }
+
+    /// One step: the TSC measured halfway, or its frequency settled (known
+    /// to [`SETTLED_PPB`], or measured over ten times [`SETTLE`], on a
+    /// machine that preempts the brackets wide), or not yet. A TSC trusted
+    /// on its own evidence whose two halves disagree gives way to the
+    /// kernel's clock.
+    pub(super) fn step(self) -> Settled {
+        #[cfg(target_arch = "x86_64")]
+        if let (HostCounter::Tsc(_), Some(anchor), false) =
+            (&self.choice.counter, self.choice.anchor, self.settled)
+        {
+            return self.step_tsc(anchor);
+        }
+        Settled::Done(self.choice)
+    }
+
     #[cfg(target_arch = "x86_64")]
-    if let (HostCounter::Tsc(_), Some(anchor)) = (&choice.counter, choice.anchor) {
+    fn step_tsc(mut self, anchor: Pair) -> Settled {
         use crate::host::brackets::{pair, read_tsc};
         use crate::host::kernel_clocks::KernelClocks;
-        let sleep_until = |since_anchor: std::time::Duration| {
-            let waited = SystemClocks
-                .nanos(KernelClock::Monotonic)
-                .saturating_sub(anchor.kernel);
-            let rest = (since_anchor.as_nanos() as u64).saturating_sub(waited);
-            std::thread::sleep(std::time::Duration::from_nanos(rest));
+        let since = |kernel: u64| kernel.saturating_sub(anchor.kernel);
+        let half = SETTLE.as_nanos() as u64 / 2;
+        // Nothing to measure yet: one read of the kernel's clock says so.
+        let earliest = match (self.choice.own_evidence, self.mid) {
+            (Some(_), None) => half,
+            (Some(_), Some(mid)) => (mid.kernel - anchor.kernel + half).max(2 * half),
+            (None, _) => 2 * half,
         };
-        // A TSC trusted on its own evidence is measured in two halves, whose
-        // rates must agree (see `rate_verdict`).
-        let mid = choice.own_evidence.map(|_| {
-            sleep_until(SETTLE / 2);
-            pair(&SystemClocks, read_tsc)
-        });
-        sleep_until(SETTLE);
-        let longest = anchor.kernel + 10 * SETTLE.as_nanos() as u64;
-        let measured = loop {
-            let now = pair(&SystemClocks, read_tsc);
-            let settled = anchor.frequency_to(&now, SETTLE).filter(|measured| {
-                measured.uncertainty_ppb <= SETTLED_PPB || now.kernel >= longest
-            });
-            if let Some(measured) = settled {
-                break measured;
-            }
-            std::thread::sleep(SETTLE / 10);
+        if since(SystemClocks.nanos(KernelClock::Monotonic)) < earliest {
+            return Settled::Not(self);
+        }
+        let now = pair(&SystemClocks, read_tsc);
+        if self.choice.own_evidence.is_some() && self.mid.is_none() {
+            self.mid = Some(now);
+            return Settled::Not(self);
+        }
+        let longest = 10 * SETTLE.as_nanos() as u64;
+        let Some(measured) = anchor.frequency_to(&now, SETTLE).filter(|measured| {
+            measured.uncertainty_ppb <= SETTLED_PPB || since(now.kernel) >= longest
+        }) else {
+            return Settled::Not(self);
         };
-        let mut verdicts = choice.verdicts;
-        if let (Some(evidence), Some(mid)) = (choice.own_evidence, mid) {
-            let now = pair(&SystemClocks, read_tsc);
+        let mut choice = self.choice;
+        if let (Some(evidence), Some(mid)) = (choice.own_evidence, self.mid) {
             let halves = anchor
                 .frequency_to(&mid, std::time::Duration::ZERO)
                 .zip(mid.frequency_to(&now, std::time::Duration::ZERO));
             let verdict = match halves {
                 Some((first, second)) => rate_verdict(first, second, evidence.stated_hz),
-                None => Verdict {
+                None => KeptVerdict {
                     check: RATE_CHECK,
                     passed: false,
-                    detail: format!("{} did not advance", KernelClock::Monotonic.name()),
+                    detail: text!("{} did not advance", KernelClock::Monotonic.name()),
                 },
             };
-            let passed = verdict.passed;
-            verdicts.push(verdict);
-            if !passed {
-                return kernel_choice(
-                    format!("the TSC's own evidence failed: the {RATE_CHECK} (see the verdicts)"),
-                    verdicts,
-                );
+            choice.verdicts.push(verdict);
+            if !verdict.passed {
+                return Settled::Done(kernel_choice(
+                    text!("the TSC's own evidence failed: the {RATE_CHECK} (see the verdicts)"),
+                    choice.verdicts,
+                ));
             }
         }
-        return Choice {
-            counter: HostCounter::Tsc(crate::hw::Tsc::new(measured.hz)),
-            frequency_source: format!(
+        let HostCounter::Tsc(tsc) = &choice.counter else {
+            unreachable!("a TSC is settled")
+        };
+        Settled::Done(Choice {
+            counter: HostCounter::Tsc(tsc.at_frequency(measured.hz)),
+            frequency_source: text!(
                 "measured against {} over {SETTLE:?} (startup: {})",
                 KernelClock::Monotonic.name(),
                 choice.frequency_source
-            )
-            .into(),
+            ),
             uncertainty_ppb: Some(measured.uncertainty_ppb),
-            verdicts,
             ..choice
-        };
+        })
     }
-    choice
 }
 
-/// Where the frequency of the kernel's clock comes from, as `info` says:
-/// no allocation, as the clock starts on it (in a signal handler, maybe).
-pub(super) fn kernel_frequency_source() -> Cow<'static, str> {
-    Cow::Borrowed("the OS's Monotonic counts nanoseconds")
+/// Where the frequency of the kernel's clock comes from, as `info` says.
+pub(super) fn kernel_frequency_source() -> Text {
+    "the OS's Monotonic counts nanoseconds".into()
 }
 
 /// What the cross-CPU check is called in the verdicts.
@@ -446,9 +554,9 @@ pub(super) fn cross_cpu_verdict(hz: u64) -> (Verdict, Option<String>) {
     ))
 }
 
-/// Gives the calling thread the affinity of the process's main thread: a
-/// check on it then covers the CPUs the process was given (`taskset`, a
-/// cpuset), not only those of the reader whose windup started the thread.
+/// Gives the calling thread (the check's own) the affinity of the process's
+/// main thread: a check on it then covers the CPUs the process was given
+/// (`taskset`, a cpuset), not only those of the thread that asked for it.
 #[cfg(target_arch = "x86_64")]
 pub(super) fn take_process_affinity() {
     // A failure leaves the affinity as it was: the check then covers this

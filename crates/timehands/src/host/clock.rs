@@ -2,20 +2,29 @@
 //! starts on, the counter it moves to, the kernel's again on a failover),
 //! how it is built, and what it keeps of its steering's findings. The steps
 //! of its life are rooms of their own: the moves between timekeepers
-//! (`handover.rs`), windups (`windup.rs`), the thread that keeps it
-//! (`upkeep.rs`), the process's one clock and `fork()` (`process.rs`).
+//! (`handover.rs`), windups and the choice they make (`windup.rs`), the
+//! process's one clock and `fork()` (`process.rs`).
+//!
+//! No thread keeps it: every step of its life is taken by whichever read
+//! finds it due (a windup, a steering, the counter's choice, a failover),
+//! as the kernel's tick takes them, so every step is one a signal handler
+//! may take: it waits for no lock (each is tried), allocates nothing
+//! (what `info` reports is kept in [`Text`]), and starts no thread.
 
-use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use super::choice::kernel_frequency_source;
-use super::choice::{Choice, Verdict};
+use super::choice::{Choice, KeptVerdicts, Settling, Verdict};
 use super::counter::HostCounter;
-use super::published::{NOT_STARTED, READER, reader_timekeeper};
+use super::handover::Pending;
+use super::published::{
+    COARSE_FLOOR, COARSE_SLACK, COARSE_SLACK_UNTIL, NOT_STARTED, READER, coarse_slack_until,
+    reader_timekeeper,
+};
 use super::stated_bound::StatedBound;
-use super::wake::Wake;
+use super::text::Text;
 use crate::engine::Writes;
 use crate::engine::nanos::floor_nanos_signed;
 use crate::host::brackets::{offset_on_running_clock, pair};
@@ -32,6 +41,11 @@ use crate::{BinTime, Counter, Timekeeper};
 /// soon a rate change takes effect.
 pub(crate) const WINDUP_INTERVAL: Duration = Duration::from_millis(5);
 
+/// How long after its last windup the clock counts as stale to a coarse
+/// read, or `getres`, which then wind it up: two windup intervals, past
+/// the promise of its hands, where a precise read would have stood.
+pub(super) const STALE: Duration = Duration::from_millis(2 * WINDUP_INTERVAL.as_millis() as u64);
+
 /// Whether `timekeeper` runs on the kernel's clock (which needs no watchdog).
 #[cfg(test)]
 pub(super) fn on_kernel_clock(timekeeper: &Timekeeper<HostCounter>) -> bool {
@@ -39,14 +53,11 @@ pub(super) fn on_kernel_clock(timekeeper: &Timekeeper<HostCounter>) -> bool {
 }
 
 /// What `info` reports of the counter choice.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub(super) struct Facts {
-    pub(super) frequency_source: Cow<'static, str>,
-    pub(super) verdicts: Vec<Verdict>,
-    pub(super) fallback: Option<String>,
-    /// What the operating system refused the clock (a thread, the NTP
-    /// state), asked once and remembered.
-    pub(super) refused: Vec<String>,
+    pub(super) frequency_source: Text,
+    pub(super) verdicts: KeptVerdicts,
+    pub(super) fallback: Option<Text>,
     /// Whether the counter was trusted on its own evidence (see
     /// `choice::Trust`): then the cross-CPU check must pass. Only a TSC
     /// is (the generic timer needs no check), hence the allowance.
@@ -54,15 +65,43 @@ pub(super) struct Facts {
     pub(super) own_evidence: bool,
 }
 
+impl Facts {
+    /// What `choice` says of itself.
+    pub(super) fn of(choice: &Choice) -> Facts {
+        Facts {
+            frequency_source: choice.frequency_source,
+            verdicts: choice.verdicts,
+            fallback: choice.fallback,
+            own_evidence: choice.own_evidence.is_some(),
+        }
+    }
+}
+
+/// What the steps of the clock's life keep between them: the facts of the
+/// choice for `info`, a choice being measured, and a move of the readers
+/// waiting for its point. Taken only under the steering lock (so never
+/// waited for: whoever holds it holds the steering too), and with it by a
+/// fork.
+pub(super) struct Life {
+    pub(super) facts: Facts,
+    pub(super) settling: Option<Settling>,
+    pub(super) pending: Option<Pending>,
+    /// Whether the kernel's clock was chosen only for want of the cross-CPU
+    /// check, which a TSC trusted on its own evidence needs.
+    pub(super) awaits_check: bool,
+}
+
 /// The timekeepers a clock can go through: the kernel's clock it starts on,
-/// the hardware counter it moves to, and the kernel's clock again if that
-/// counter goes wrong.
-pub(super) const STAGES: usize = 3;
+/// the kernel's again where the TSC waits for the cross-CPU check (see
+/// [`check_across_cpus`](crate::check_across_cpus)), the hardware counter
+/// it moves to, and the kernel's clock again if that counter goes wrong.
+pub(super) const STAGES: usize = 4;
 
 /// [`HostClock::choice`]: the counter is still to be chosen.
 pub(super) const TO_CHOOSE: u8 = 0;
-/// [`HostClock::choice`]: a thread is choosing it.
-pub(super) const CHOOSING: u8 = 1;
+/// [`HostClock::choice`]: the chosen counter is being measured, or waits
+/// for its point to take over ([`Life`]).
+pub(super) const SETTLING: u8 = 1;
 /// [`HostClock::choice`]: the counter is chosen (and in use).
 pub(super) const CHOSEN: u8 = 2;
 
@@ -79,17 +118,14 @@ pub(crate) struct HostClock {
     /// The index of the timekeeper in use, set after it is.
     pub(super) stage: AtomicUsize,
     /// Where the move to the counter `choose` picks stands (see
-    /// [`choose_counter`](HostClock::choose_counter)): [`TO_CHOOSE`],
-    /// [`CHOOSING`] or [`CHOSEN`] (from the start, for a clock given its
-    /// counter).
+    /// `windup.rs`): [`TO_CHOOSE`], [`SETTLING`] or [`CHOSEN`] (from the
+    /// start, for a clock given its counter).
     pub(super) choice: AtomicU8,
-    /// The upkeep thread: its state, the readers' demand, its handle (see
-    /// `wake.rs`).
-    pub(super) wake: Wake,
-    /// The verdict of the cross-CPU check of the TSC, once done (set under
-    /// the steering lock, so that a fork never copies it half set).
+    /// The verdict of the cross-CPU check of the TSC, once a program asked
+    /// for it (set under the steering lock, so that a fork never copies it
+    /// half set).
     pub(super) cross_cpu: OnceLock<Verdict>,
-    pub(super) facts: Mutex<Facts>,
+    pub(super) life: Mutex<Life>,
     /// The steering state; one steering at a time, by whoever winds up.
     /// Every step of the clock's life that must be seen whole is taken
     /// under it (see `process.rs`).
@@ -111,11 +147,6 @@ pub(crate) struct HostClock {
     /// plus this) never sees one without the other; kept from the clock's
     /// build on, where Realtime's offset is first measured.
     pub(super) tai: AtomicI64,
-    /// Whether readers check the coarse time against the kernel's coarse
-    /// clock (see `read::checked_coarse_nanos`), rather than trust the
-    /// upkeep thread to keep it: for good once the thread is refused, may
-    /// not take a real-time priority, or was held up past a tick.
-    pub(super) coarse_checked: AtomicBool,
     /// Whether the kernel refused its NTP state: not asked again.
     pub(super) ntp_refused: AtomicBool,
     /// The leap second the kernel last said it announced (a
@@ -130,7 +161,8 @@ pub(crate) struct HostClock {
     /// The kernel's clocks this clock follows.
     pub(crate) kernel: &'static dyn KernelClocks,
     /// Whether this is the process's clock, which publishes its readers'
-    /// word and coarse time (see `published.rs`); tests build others.
+    /// word and until when coarse reads may trust the kernel's coarse
+    /// clock (see `published.rs`); tests build others.
     pub(super) publishes: bool,
 }
 
@@ -138,12 +170,12 @@ impl HostClock {
     /// A clock as the process's starts: on the kernel's CLOCK_MONOTONIC at
     /// first, which costs nothing to choose (CPUID traps to the hypervisor
     /// in a VM, some microseconds a leaf, and the clocksource is a file),
-    /// until the upkeep thread moves it to the hardware counter.
+    /// until a windup moves it to the hardware counter.
     pub(super) fn start() -> HostClock {
         let startup = Choice {
             counter: HostCounter::Kernel(KernelCounter::monotonic()),
             frequency_source: kernel_frequency_source(),
-            verdicts: Vec::new(),
+            verdicts: KeptVerdicts::default(),
             fallback: None,
             anchor: None,
             uncertainty_ppb: Some(0),
@@ -164,7 +196,7 @@ impl HostClock {
         let choice = Choice {
             counter: HostCounter::Test(counter),
             frequency_source: "the test".into(),
-            verdicts: Vec::new(),
+            verdicts: KeptVerdicts::default(),
             fallback: None,
             anchor: None,
             uncertainty_ppb: Some(uncertainty_ppb),
@@ -200,15 +232,18 @@ impl HostClock {
         let on_kernel = matches!(choice.counter, HostCounter::Kernel(_));
         let before =
             BinTime::from_nanos(if on_kernel { start.count } else { start.kernel } as i128);
-        let timekeeper = build_timekeeper(choice.counter, before, Some(start.count), interval)
-            .unwrap_or_else(|refused| {
-                // A hardware counter the engine refuses (firmware that left
-                // CNTFRQ_EL0 at 0, say): the kernel's clock always works.
-                choice.fallback = Some(format!("the hardware counter was refused: {refused}"));
-                choice.uncertainty_ppb = Some(0);
-                choice.anchor = None;
-                kernel_timekeeper(before, None)
-            });
+        let timekeeper =
+            build_timekeeper(choice.counter.clone(), before, Some(start.count), interval)
+                .unwrap_or_else(|refused| {
+                    // A hardware counter the engine refuses (firmware that left
+                    // CNTFRQ_EL0 at 0, say): the kernel's clock always works.
+                    choice.fallback = Some(super::text::text!(
+                        "the hardware counter was refused: {refused}"
+                    ));
+                    choice.uncertainty_ppb = Some(0);
+                    choice.anchor = None;
+                    kernel_timekeeper(before, None)
+                });
         let steering = Steering::new(
             timekeeper.counter().frequency(),
             choice.uncertainty_ppb,
@@ -217,17 +252,20 @@ impl HostClock {
         let ppb = steering.rate_bound_ppb();
         let clock = HostClock {
             steering: Mutex::new(steering),
-            stages: [OnceLock::from(timekeeper), OnceLock::new(), OnceLock::new()],
+            stages: [
+                OnceLock::from(timekeeper),
+                OnceLock::new(),
+                OnceLock::new(),
+                OnceLock::new(),
+            ],
             stage: AtomicUsize::new(0),
             choice: AtomicU8::new(TO_CHOOSE),
-            wake: Wake::new(),
             cross_cpu: OnceLock::new(),
-            facts: Mutex::new(Facts {
-                frequency_source: choice.frequency_source,
-                verdicts: choice.verdicts,
-                fallback: choice.fallback,
-                refused: Vec::new(),
-                own_evidence: choice.own_evidence.is_some(),
+            life: Mutex::new(Life {
+                facts: Facts::of(&choice),
+                settling: None,
+                pending: None,
+                awaits_check: false,
             }),
             bound: StatedBound::new(Bound {
                 ns: 0,
@@ -238,7 +276,6 @@ impl HostClock {
             last_offset: AtomicI64::new(0),
             realtime_uncertainty: AtomicU64::new(0),
             tai: AtomicI64::new(0),
-            coarse_checked: AtomicBool::new(false),
             ntp_refused: AtomicBool::new(false),
             leap: AtomicU8::new(0),
             reader_windups: AtomicU64::new(0),
@@ -281,9 +318,56 @@ impl HostClock {
         self.stages[stage].get().expect("the stage in use is set")
     }
 
-    /// What `info` reports of the counter choice, whoever panicked holding it.
-    pub(super) fn facts(&self) -> std::sync::MutexGuard<'_, Facts> {
-        self.facts.lock().unwrap_or_else(|e| e.into_inner())
+    /// What the steps of the clock's life keep, whoever panicked holding
+    /// it: to be taken under the steering lock only (see [`Life`]).
+    pub(super) fn life(&self) -> MutexGuard<'_, Life> {
+        self.life.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What `info` reports of the counter choice, as the steps of the
+    /// clock's life left it (under the steering lock, which this waits for:
+    /// not for reads).
+    pub(super) fn facts(&self) -> Facts {
+        let _steering = self.steering();
+        self.life().facts
+    }
+
+    /// States `bound` as the error bound from now on, and until when coarse
+    /// reads may trust the kernel's coarse clock under it (published first,
+    /// so that no coarse read trusts it past what the new bound allows).
+    pub(super) fn state_bound(&self, bound: Bound) {
+        self.publish_coarse_limit(&bound);
+        self.bound.store(bound);
+    }
+
+    /// Publishes until when a coarse read may take the kernel's coarse
+    /// time less the slack: while `bound` allows it, and no later than
+    /// [`STALE`] past the last windup, so that a coarse read past that
+    /// goes the long way, which winds up (a program that reads no precise
+    /// time is steered all the same, and a counter that stopped is found).
+    /// A limit brought forward first stops the common way, then leaves the
+    /// floor of the long way where the common way may have got to: no
+    /// coarse read after it is earlier than one before. Under the steering
+    /// lock, so that publications come in order.
+    pub(super) fn publish_coarse_limit(&self, bound: &Bound) {
+        if !self.publishes {
+            return;
+        }
+        let windup = floor_nanos_signed(self.readers_timekeeper().uptime_coarse()).unwrap_or(0);
+        let stale = (windup as u64).saturating_add(STALE.as_nanos() as u64);
+        let limit = coarse_slack_until(bound).min(stale);
+        let was = COARSE_SLACK_UNTIL.swap(limit, Ordering::SeqCst);
+        if limit < was {
+            // A common read that loaded the limit before the swap read the
+            // kernel's coarse clock before that: no later than it reads now.
+            fence(Ordering::SeqCst);
+            let reached = self
+                .kernel
+                .nanos(KernelClock::MonotonicCoarse)
+                .min(was)
+                .saturating_sub(COARSE_SLACK.as_nanos() as u64);
+            COARSE_FLOOR.fetch_max(reached, Ordering::AcqRel);
+        }
     }
 
     /// The bound on |ours − CLOCK_MONOTONIC| now, in ns, once the kernel
@@ -353,8 +437,7 @@ impl HostClock {
     /// `info` and `getres`.
     pub(super) fn keep_phase(&self, phase: Phase) {
         self.last_offset.store(phase.offset, Ordering::Relaxed);
-        self.bound
-            .store(phase.bound(self.timekeeper().uptime_nanos()));
+        self.state_bound(phase.bound(self.timekeeper().uptime_nanos()));
     }
 
     /// The steering, whoever panicked holding it (the steering keeps no
@@ -442,13 +525,6 @@ impl HostClock {
         }
     }
 
-    /// Whether readers check the coarse time themselves (see
-    /// [`HostClock::coarse_checked`]).
-    #[inline]
-    pub(super) fn coarse_checked(&self) -> bool {
-        self.coarse_checked.load(Ordering::Acquire)
-    }
-
     /// The leap second the kernel said it announced when last asked.
     pub(super) fn leap(&self) -> LeapSecond {
         match self.leap.load(Ordering::Relaxed) {
@@ -469,11 +545,6 @@ impl HostClock {
         Some(format!(
             "the NTP state: {e}; TAI − UTC is taken as 0, as Linux's CLOCK_TAI is unless an NTP daemon sets it"
         ))
-    }
-
-    /// Remembers what the operating system refused the clock, for `info`.
-    pub(super) fn refused(&self, what: String) {
-        self.facts().refused.push(what);
     }
 
     /// TAI − Monotonic in ns (see [`HostClock::tai`]).

@@ -4,7 +4,9 @@
 use crate::Counter;
 use crate::hw::KernelCounter;
 
-/// The counters the host clock can run on.
+/// The counters the host clock can run on (a clone is the same counter,
+/// read the same way).
+#[derive(Clone)]
 pub(crate) enum HostCounter {
     /// The x86_64 time-stamp counter.
     #[cfg(target_arch = "x86_64")]

@@ -9,7 +9,7 @@ use super::choice::Verdict;
 use super::clock::Facts;
 use super::counter::CounterKind;
 use super::process::{clock, try_clock};
-use super::published::{COARSE_SLACK, COARSE_TICK};
+use super::published::COARSE_SLACK;
 use super::read::{ClockId, gettime};
 use super::steer::tick_ns;
 use crate::os::KernelClock;
@@ -43,7 +43,12 @@ pub fn getres(id: ClockId) -> Resolution {
     let (tick, accuracy, realtime_uncertainty, leap) = match try_clock() {
         Some(clock) => (
             tick_ns(clock.timekeeper()),
-            clock.accuracy_nanos(),
+            {
+                // A clock whose counter stopped never falls due: asked
+                // for its bound, it winds up (its watchdog then finds it).
+                clock.wind_up_if_stale(clock.kernel.nanos(KernelClock::Monotonic));
+                clock.accuracy_nanos()
+            },
             clock.realtime_uncertainty.load(Ordering::Relaxed),
             clock.leap(),
         ),
@@ -81,11 +86,11 @@ pub fn getres(id: ClockId) -> Resolution {
             accuracy: Duration::ZERO,
         },
         ClockId::MonotonicCoarse => Resolution {
-            resolution: COARSE_TICK,
+            resolution: coarse_tick(),
             accuracy: accuracy + coarse_lag(),
         },
         ClockId::RealtimeCoarse => Resolution {
-            resolution: COARSE_TICK,
+            resolution: coarse_tick(),
             accuracy: realtime_accuracy + coarse_lag(),
         },
         ClockId::Second => Resolution {
@@ -95,15 +100,25 @@ pub fn getres(id: ClockId) -> Resolution {
     }
 }
 
+/// The kernel's tick, by which its coarse clock moves (`clock_getres`).
+fn coarse_tick() -> Duration {
+    crate::os::kernel_resolution(KernelClock::MonotonicCoarse)
+}
+
+/// How many of its ticks the kernel's coarse clock may lag its precise
+/// one. The CPU in charge of timekeeping moves it at each of its ticks;
+/// where that CPU is held up (a vCPU the hypervisor stopped, a CPU in
+/// `stop_machine`), Linux has the tick of another CPU take the charge over
+/// once five of its own ticks found the time unmoved (`MAX_STALLED_JIFFIES`
+/// in `kernel/time/tick-sched.c`, since 6.1): five ticks, and the one in
+/// progress.
+const KERNEL_COARSE_TICKS: u32 = 6;
+
 /// How far the coarse clocks may lag the precise ones, whatever the
-/// scheduler does: two ticks, of the thread that keeps them (a tick, and
-/// half one more before it counts as held up and readers check them from
-/// then on) or of the kernel's coarse clock where readers check ours
-/// against it (it lags its tick, and some milliseconds more under load
-/// here: 7.6 ms at most at 250 Hz), and the slack a check allows.
+/// scheduler does: as far as the kernel's coarse clock may
+/// ([`KERNEL_COARSE_TICKS`]), and the slack a coarse read subtracts.
 fn coarse_lag() -> Duration {
-    let tick = COARSE_TICK.max(crate::os::kernel_resolution(KernelClock::MonotonicCoarse));
-    2 * tick + COARSE_SLACK
+    KERNEL_COARSE_TICKS * coarse_tick() + COARSE_SLACK
 }
 
 /// How far the kernel's Realtime may stand from ours at `realtime` (since
@@ -163,26 +178,15 @@ pub struct Info {
     /// they find it a windup interval old, at most some hundred times a
     /// second for a program that reads all the time.
     pub reader_windups: u64,
-    /// How many times the upkeep thread woke: it runs only while the clock
-    /// is read (a tick apart while coarse clocks are read, a few times a
-    /// second while precise ones are), and parks when nothing is read.
-    pub upkeep_wakeups: u64,
-    /// The CPU time the upkeep thread has used, as of its last wakeup
-    /// (0 where the OS does not tell a thread's CPU time).
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "upkeep_cpu_ns", serialize_with = "nanos_of")
-    )]
-    pub upkeep_cpu: Duration,
     /// Reads that stood: their hands' promise passed (no windup for two
     /// intervals: a stop, a suspend), or the counter behind the hands' base
     /// by more than an interval (it went back, or the read was preempted
     /// past a windup). Each wound up, or, where it could not, took what
     /// CLOCK_MONOTONIC vouches for less the bound.
     pub standing_reads: u64,
-    /// What the operating system refused the clock (a thread, in a sandbox or
-    /// on wasm; the NTP state, `adjtimex` under seccomp or an OS whose state
-    /// is not read), asked once, and what the clock does instead.
+    /// What the operating system refused the clock (the NTP state: `adjtimex`
+    /// under seccomp, or an OS whose state is not read), asked once, and
+    /// what the clock does instead.
     pub refused: Vec<String>,
     /// The bounds on real time against UTC ([`realtime_bounds`](crate::realtime_bounds)),
     /// or why there are none (the kernel is not synchronized). In JSON, the
@@ -223,15 +227,14 @@ pub(super) fn bounds_or_error<S: serde::Serializer>(
 /// for the clock's locks.
 pub fn info() -> Info {
     let clock = clock();
-    clock.choose_counter();
+    clock.wait_for_choice();
     let Facts {
         frequency_source,
         verdicts,
         fallback,
-        refused,
         // The verdicts say so.
         own_evidence: _,
-    } = clock.facts().clone();
+    } = clock.facts();
     // The steering's figures, copied: nothing below runs under its lock (a
     // read there may wind up, and a windup may take it).
     let (
@@ -250,18 +253,18 @@ pub fn info() -> Info {
             steering.rate_changes(),
         )
     };
-    let (upkeep_wakeups, upkeep_cpu_ns) = clock.wake.cost();
     Info {
         counter: clock.timekeeper().counter().kind(),
         frequency_hz,
-        frequency_source: frequency_source.into_owned(),
+        frequency_source: frequency_source.to_string(),
         frequency_uncertainty_ppb,
         frequency_correction_ppb,
         verdicts: verdicts
-            .into_iter()
+            .iter()
+            .map(super::choice::KeptVerdict::verdict)
             .chain(clock.cross_cpu.get().cloned())
             .collect(),
-        fallback,
+        fallback: fallback.map(|why| why.to_string()),
         windups: clock
             .stages
             .iter()
@@ -272,11 +275,9 @@ pub fn info() -> Info {
         accuracy: getres(ClockId::Monotonic).accuracy,
         steerings,
         rate_changes,
-        upkeep_wakeups,
-        upkeep_cpu: Duration::from_nanos(upkeep_cpu_ns),
         reader_windups: clock.reader_windups.load(Ordering::Relaxed),
         standing_reads: clock.standing_reads.load(Ordering::Relaxed),
-        refused: refused.into_iter().chain(clock.ntp_refusal()).collect(),
+        refused: clock.ntp_refusal().into_iter().collect(),
         realtime_bounds: crate::realtime_bounds(),
     }
 }

@@ -1,41 +1,56 @@
 //! The process-wide clock: the engine on the best counter this machine has,
-//! steered to the kernel's clocks.
+//! steered to the kernel's clocks, kept by its readers.
+//!
+//! # Who keeps the time
+//!
+//! Nobody but the readers, as the kernel's tick keeps the kernel's clock:
+//! the clock starts no thread, takes no priority, and reads no signal mask.
+//! A read that finds its hands a windup interval old winds up; the windup
+//! steers every 10 ms, follows a change of the kernel's rate, and while the
+//! counter is being chosen takes a step of the choice (`windup.rs`). Each
+//! step tries its locks and leaves the work to whoever holds them, and
+//! allocates nothing, so that any read can take it: a signal handler's
+//! (even one that interrupted its own thread halfway through a step), a
+//! thread's that blocks every signal, a real-time thread's. A read costs,
+//! states and leaves the clock the same whoever makes it. A process that
+//! reads now and then winds up now and then, and one that stopped reading
+//! costs nothing at all. The coarse clocks are the kernel's (its timer
+//! interrupt keeps them, which no scheduler holds up), less 50 µs, so that
+//! they are never ahead of a precise read (`read.rs`).
 //!
 //! # Choosing the counter
 //!
 //! The first read (never anything before `main`) starts the clock on the
 //! kernel's CLOCK_MONOTONIC itself: nothing to choose, so the first read costs
 //! tens of microseconds, with CLOCK_MONOTONIC's own offset (none) and error
-//! bound from the start. The choice costs more than that in a VM, where every
-//! CPUID traps to the hypervisor (some microseconds a leaf) and the kernel's
-//! clocksource is a file to read; so it is made at the first windup, on the
-//! upkeep thread (below), or by [`info`](crate::info()) if it asks first: on x86_64 the
-//! TSC, when CPUID says it is invariant and the kernel itself keeps time with
-//! it (its clocksource is `tsc`, which Linux grants only to a TSC it found
-//! synchronized across CPUs); on aarch64 the generic timer's CNTVCT_EL0,
-//! unless it reads the wall clock (qemu-user's emulation of it steps with Realtime);
-//! otherwise, or when `TIMEHANDS_COUNTER=kernel`, the kernel's clock stays, so
-//! the clock is correct everywhere and fast where it can be.
+//! bound from the start. The first windup (some 50 µs of reads on, or the
+//! next read of a program that reads seldom) chooses (`choice.rs`): on
+//! x86_64 the TSC, when CPUID says it is invariant and the kernel itself
+//! keeps time with it (its clocksource is `tsc`, which Linux grants only to
+//! a TSC it found synchronized across CPUs), or, under a hypervisor's
+//! paravirtual clocksource, on its own evidence once a program ran the
+//! cross-CPU check ([`check_across_cpus`](crate::check_across_cpus), in
+//! `cross_cpu.rs`); on aarch64 the generic timer's CNTVCT_EL0, unless it
+//! reads the wall clock (qemu-user's emulation of it steps with Realtime);
+//! otherwise, or when `TIMEHANDS_COUNTER=kernel`, the kernel's clock stays,
+//! so the clock is correct everywhere and fast where it can be.
 //! `TIMEHANDS_COUNTER=tsc` takes the hardware counter (the TSC, the generic
-//! timer) whatever the checks say. [`info`](crate::info())
-//! tells what was chosen and why.
+//! timer) whatever the checks say. [`info`](crate::info()) tells what was
+//! chosen and why.
 //!
 //! The TSC takes over only once its frequency is measured against
-//! CLOCK_MONOTONIC over [`SETTLE`](choice::SETTLE) (10 ms, while readers read the kernel's
-//! clock; longer on a machine that preempts the brackets): a frequency
-//! CPUID states is some hundreds of ppm off in a VM, which puts a fresh
-//! process microseconds off the kernel by its first steering.
+//! CLOCK_MONOTONIC over [`SETTLE`](choice::SETTLE) (10 ms, a step at each
+//! windup, while readers read the kernel's clock; longer on a machine that
+//! preempts the brackets): a frequency CPUID states is some hundreds of ppm
+//! off in a VM, which puts a fresh process microseconds off the kernel by
+//! its first steering.
 //!
 //! The move is a retirement ([`Timekeeper::retire`](crate::Timekeeper::retire)) of the timekeeper on the
-//! kernel's clock for one on the chosen counter that starts where it stops.
-//! The thread waits until that point falls due before it moves the readers,
-//! so time neither steps back nor runs ahead of CLOCK_MONOTONIC; the first
+//! kernel's clock for one on the chosen counter that starts where it stops
+//! (`handover.rs`). The readers stay on the retired one, which is right up
+//! to that point, until a windup finds the point come and moves them, so
+//! time neither steps back nor runs ahead of CLOCK_MONOTONIC; the first
 //! timekeeper winds up every [`STARTUP_INTERVAL`](clock::STARTUP_INTERVAL), so that the point is near.
-//!
-//! A check of our own follows on the TSC: the same thread measures each CPU's
-//! TSC against the first CPU's (`tsc_sync`, as Linux does at boot); TSCs found
-//! apart are dropped for the kernel's clock, as the watchdog drops a counter
-//! (below), and the verdict joins the others in [`info`](crate::info()).
 //!
 //! # How a read finds the clock
 //!
@@ -51,17 +66,18 @@
 //! # fork(), stops, sandboxes
 //!
 //! Every step of the clock's life that must be seen whole (a hand-over, a
-//! steering) runs under the steering lock, which a `pthread_atfork` handler
-//! takes before a fork (`process.rs`, which says in one place what a child
-//! forgets): a child never sees one half done, and starts its own upkeep
-//! thread when a read needs it. A stop (SIGSTOP, a paused VM) leaves reads
-//! standing at the promise; the windup after it resumes on CLOCK_MONOTONIC
-//! wherever the counter's rate would have put it. The error bound
-//! [`getres`](crate::getres()) reports is true at every moment while the
-//! kernel's clock keeps its rate, and through a change of it where the
+//! steering, a step of the choice) runs under the steering lock, which a
+//! `pthread_atfork` handler takes before a fork (`process.rs`, which says
+//! in one place what a child forgets): a child never sees one half done,
+//! and its reads take the steps on. A stop (SIGSTOP, a paused VM) leaves
+//! reads standing at the promise; the windup after it resumes on
+//! CLOCK_MONOTONIC wherever the counter's rate would have put it. The error
+//! bound [`getres`](crate::getres()) reports is true at every moment while
+//! the kernel's clock keeps its rate, and through a change of it where the
 //! kernel says its rate (`getres` asks): the offset measured last plus the
 //! frequency's uncertainty times the time since. A change only a
-//! measurement finds is in it from the windup that finds it.
+//! measurement finds is in it from the windup that finds it. A sandbox
+//! that refuses `adjtimex` is asked once, and `info` says so.
 //!
 //! # Staying with the kernel
 //!
@@ -77,8 +93,7 @@
 //! Monotonic plus the kernel's own offsets (REALTIME − MONOTONIC, BOOTTIME −
 //! MONOTONIC), re-read at each windup, so they follow `settimeofday` and
 //! suspend within one windup (a Realtime read that finds a windup due reads
-//! again after it); on Linux, while reads come, at once: the upkeep thread
-//! sleeps on the kernel's notice of a step (a timerfd) and winds up.
+//! again after it, however rare reads are).
 //!
 //! # When the counter goes wrong
 //!
@@ -90,9 +105,11 @@
 //! base, which the engine clamps to it: a counter that went back shows as time
 //! standing at the last windup, a step back of at most the reads made since);
 //! [`info`](crate::info()) reports the fallback and its reason. Readers find windups due
-//! after a counter went back too; a counter that stopped, which no reader
-//! can notice (its reads never fall due), is caught by the upkeep thread's
-//! last windup before it parks, when the windups readers made stopped.
+//! after a counter went back too. A counter that stops is found by the
+//! first read after it that stands at its hands' promise, where it fails
+//! to move: a read never falls due on a counter that does not move, so a
+//! stopped TSC (which no invariant TSC is) shows as time standing still
+//! until `getres`, `info` or a coarse read past the bound winds up.
 //!
 //! A suspend is not a failure: an invariant TSC counts on through s2idle,
 //! where CLOCK_MONOTONIC stops, and the watchdog's reference counts the
@@ -107,38 +124,6 @@
 //! that restarts from 0 (S3 on some machines) reads behind its base: time
 //! stands at the last windup until the watchdog fails over.
 //!
-//! # Who winds up
-//!
-//! Keeping time costs what the reading needs, and nothing while nobody
-//! reads. Precise readers wind up themselves: a read that finds its hands a
-//! [`WINDUP_INTERVAL`](clock::WINDUP_INTERVAL) old winds up (and steers every 10 ms, or at once
-//! after a change of the kernel's rate), about a microsecond some hundred
-//! times a second for a program that reads
-//! all the time ([`Info::reader_windups`](crate::Info::reader_windups)).
-//! No steering waits for another's windup: it makes its writes under one
-//! hold of the engine's writer lock, taken only where no windup holds it
-//! (see `windup.rs`), since the reader may be a real-time thread and the
-//! holder a preempted one. A read that stood at its hands' promise (no
-//! windup for two intervals: a stop, a suspend, a program that reads
-//! seldom) winds up once and reads again
-//! ([`Info::standing_reads`](crate::Info::standing_reads)); where another
-//! thread holds the windup (or the thread a signal handler interrupted), it
-//! waits for nothing and vouches for CLOCK_MONOTONIC less the stated bound
-//! (`read::stand_in`). The upkeep thread (`upkeep.rs`) runs only while the
-//! clock is read: a tick apart while coarse clocks are read (they read no
-//! counter, so they cannot find a windup due), at the highest real-time
-//! priority the process may take, a few times a second while precise reads
-//! come, and it parks, with no wakeup at all, once nothing is read
-//! ([`wake.rs`](wake) says how a read wakes it). Where it may not take a
-//! real-time priority (or was ever held up half a tick, or a sandbox
-//! refuses the thread), coarse reads check ours against the kernel's coarse
-//! clock, which the kernel's timer interrupt keeps. The thread's ticks leave
-//! the coarse time ready for [`now_coarse`](crate::now_coarse()) in one
-//! word ([`COARSE_NANOS`](published::COARSE_NANOS)); every windup leaves
-//! the whole seconds of each clock as hints for
-//! [`gettime`](crate::gettime()), which then splits nanoseconds into seconds
-//! without a division.
-//!
 //! # Wherever `clock_gettime` is
 //!
 //! POSIX lets a signal handler call `clock_gettime`, and programs do
@@ -146,18 +131,22 @@
 //! handlers). So every read is async-signal-safe: nothing on a read's path
 //! waits for a lock, allocates or starts a thread, and a handler that
 //! interrupts its own thread halfway through any step of the clock's life
-//! (its start, a windup, a steering, a hand-over, a fork) reads correct
-//! time. The locks a read meets are tried, never waited for; the error
-//! bound is loaded without a lock (`stated_bound.rs`); the first read
-//! starts the clock without allocating, and a read during a start it cannot
-//! wait for asks the kernel, on which the clock starts exactly; the upkeep
-//! thread is started, and a failover made, only by a read that can tell it
-//! runs outside any handler (`os::outside_signal_handler`), and otherwise
-//! by the next one that can.
+//! (its start, a windup, a steering, a step of the choice, a hand-over, a
+//! fork) reads correct time. The locks a read meets are tried, never
+//! waited for; the error bound is loaded without a lock
+//! (`stated_bound.rs`); what the steps write down for `info` is text of a
+//! fixed size (`text.rs`); a read that stood at its hands' promise (no
+//! windup for two intervals: a stop, a suspend, a program that reads
+//! seldom) winds up once and reads again
+//! ([`Info::standing_reads`](crate::Info::standing_reads)); where another
+//! thread holds the windup (or the thread a signal handler interrupted), it
+//! waits for nothing and vouches for CLOCK_MONOTONIC less the stated bound
+//! (`read::stand_in`).
 
 mod choice;
 mod clock;
 mod counter;
+mod cross_cpu;
 mod fork_points;
 mod handover;
 mod info;
@@ -179,14 +168,14 @@ pub(crate) mod mock;
 mod simulated_kernel;
 mod stated_bound;
 pub(crate) mod steer;
+mod text;
 pub(crate) mod trace;
-mod upkeep;
-mod wake;
 pub(crate) mod watchdog;
 mod windup;
 
 pub use choice::Verdict;
 pub use counter::CounterKind;
+pub use cross_cpu::check_across_cpus;
 pub use info::{Info, Resolution, getres, info};
 pub(crate) use process::clock;
 #[cfg(unix)]

@@ -3,8 +3,10 @@
 //! of everything else, the locks other threads held included.
 //!
 //! What a child inherits is the clock's state as a step of its life left it
-//! (never half a step: below) and nothing of the parent's threads:
-//! [`forget_threads`] is the one place that says what a child forgets.
+//! (never half a step: below). The clock has no thread of its own to lose:
+//! every step is some read's, and the child's reads take them on (a choice
+//! the parent was measuring goes on in the child). [`forget_writers`] is
+//! the one place that says what a child forgets.
 //!
 //! The clock's life changes its state in steps that must be seen whole: a
 //! hand-over retires a timekeeper, builds its successor and moves the
@@ -16,13 +18,10 @@
 //! never sees a step half done, and never inherits a lock held: it reads
 //! correct time at once, is steered again, and `info` does not block.
 //!
-//! What the child does not inherit is the parent's threads: the child
-//! handler forgets them, so that the next windup starts the upkeep thread
-//! again, a counter choice the parent was making is made again, and the
-//! coarse time (which only that thread keeps fresh) is read the long way
-//! until then. Writer locks of the engine that a parent's windup held are
-//! let go (a windup publishes before it updates its own state, so a child
-//! sees it whole or not at all).
+//! What the child does not inherit is the parent's other threads, and so
+//! any writer lock of the engine that one of them held in a windup without
+//! the steering lock: those are let go (a windup publishes before it
+//! updates its own state, so a child sees it whole or not at all).
 //!
 //! The handlers are registered before `main` (an `.init_array` entry in
 //! ELF, `__mod_init_func` in Mach-O), so that a fork while another thread starts the clock cannot leave
@@ -37,11 +36,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::clock::{CHOOSING, Facts, HostClock, TO_CHOOSE};
+use super::clock::{HostClock, Life};
 use super::fork_points::point;
-use super::published::{
-    NOT_STARTED, READER, REALTIME_COARSE, reader_timekeeper, take_coarse_nanos_away,
-};
+use super::published::{NOT_STARTED, READER, publish_first_reader_word, reader_timekeeper};
 use super::steer::Steering;
 
 /// Whether the handlers are registered.
@@ -78,9 +75,9 @@ pub(crate) fn register_before_main() {
     register();
 }
 
-/// The clock's locks (steering, facts), held by the forking thread across
+/// The clock's locks (steering, life), held by the forking thread across
 /// the fork. (The error bound is written under the steering lock.)
-type Held = (MutexGuard<'static, Steering>, MutexGuard<'static, Facts>);
+type Held = (MutexGuard<'static, Steering>, MutexGuard<'static, Life>);
 
 thread_local! {
     static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
@@ -97,7 +94,8 @@ extern "C" fn prepare() {
     let Some(clock) = CLOCK.get() else {
         return;
     };
-    let held = (clock.steering(), clock.facts());
+    let steering = clock.steering();
+    let held = (steering, clock.life());
     HELD.with(|cell| *cell.borrow_mut() = Some(held));
     point("fork: the clock's locks held");
 }
@@ -108,11 +106,12 @@ extern "C" fn parent() {
 }
 
 /// After the fork, in the child: lets go of the locks (the child's only
-/// thread holds them), and forgets the parent's threads.
+/// thread holds them), and of the writer locks the parent's other threads
+/// held.
 extern "C" fn child() {
     HELD.with(|cell| drop(cell.borrow_mut().take()));
     match CLOCK.get() {
-        Some(clock) => forget_threads(clock),
+        Some(clock) => forget_writers(clock),
         // A start another thread had begun as the prepare handler looked
         // (or gave up waiting for) is not the child's: its first read
         // starts its own.
@@ -120,15 +119,9 @@ extern "C" fn child() {
     }
 }
 
-/// What a child does not inherit of `clock`: the upkeep thread (the next
-/// windup starts it again), a choice being made (made again), a writer in
-/// the engine (let go), and with the thread, fresh coarse time.
-fn forget_threads(clock: &HostClock) {
-    clock.wake.forget();
-    let _ =
-        clock
-            .choice
-            .compare_exchange(CHOOSING, TO_CHOOSE, Ordering::Relaxed, Ordering::Relaxed);
+/// What a child does not inherit of `clock`: a writer in the engine (let
+/// go: the thread that held it is not the child's).
+fn forget_writers(clock: &HostClock) {
     // The readers' word and the stage agree (a hand-over moves both under
     // the steering lock, which the fork waited for); the stage is taken
     // from the word all the same, as readers use it.
@@ -148,10 +141,6 @@ fn forget_threads(clock: &HostClock) {
         // only thread it has: none is in a writer.
         unsafe { timekeeper.release_writer_after_fork() };
     }
-    // Stale until the upkeep thread runs again: the next coarse read goes
-    // the long way.
-    take_coarse_nanos_away();
-    REALTIME_COARSE.store(0, Ordering::Relaxed);
 }
 
 /// Whether the handlers were registered before `main` (test access).
@@ -189,7 +178,8 @@ pub(crate) fn try_clock() -> Option<&'static HostClock> {
 /// The first use: registers the fork handlers (before `main` already, where
 /// the platform allows), says a start is under way before it is (a fork
 /// waits for it, and the start is this thread's alone), then starts the
-/// clock: the one that publishes.
+/// clock, the one that publishes: the readers' word, and until when a
+/// coarse read may trust the kernel's coarse clock.
 #[cold]
 #[inline(never)]
 fn start_clock() -> Option<&'static HostClock> {
@@ -198,10 +188,16 @@ fn start_clock() -> Option<&'static HostClock> {
         return CLOCK.get();
     }
     point("start: building the clock");
-    Some(CLOCK.get_or_init(|| HostClock {
+    let clock = CLOCK.get_or_init(|| HostClock {
         publishes: true,
         ..HostClock::start()
-    }))
+    });
+    publish_first_reader_word(clock.timekeeper());
+    // Where another thread steers already, it publishes.
+    if let Some(_steering) = clock.try_steering() {
+        clock.publish_coarse_limit(&clock.bound.load());
+    }
+    Some(clock)
 }
 
 /// The process's clock, once started.

@@ -1,14 +1,15 @@
 //! What the host clock publishes for its readers, in atomics a read loads:
 //! the word that names the timekeeper in use and how to read its counter,
-//! the coarse time ready at each windup, and the seconds that let `gettime`
-//! split nanoseconds without a division. The clock's life writes them; the
-//! read API reads them.
+//! until when a coarse read may trust the kernel's coarse clock, and the
+//! seconds that let `gettime` split nanoseconds without a division. The
+//! clock's life writes them; the read API reads them.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::counter::HostCounter;
 use crate::Timekeeper;
+use crate::host::steer::Bound;
 #[cfg(target_arch = "x86_64")]
 use crate::hw;
 
@@ -45,6 +46,17 @@ pub(super) fn reader_word(timekeeper: &'static Timekeeper<HostCounter>) -> usize
     std::ptr::from_ref(timekeeper) as usize | how
 }
 
+/// The readers' word for `timekeeper` at the clock's start, unless one is
+/// published already (a failover moved the readers on).
+pub(super) fn publish_first_reader_word(timekeeper: &'static Timekeeper<HostCounter>) {
+    let _ = READER.compare_exchange(
+        NOT_STARTED,
+        reader_word(timekeeper),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
+}
+
 /// The timekeeper a readers' word other than 0 names.
 #[inline(always)]
 pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter> {
@@ -55,81 +67,39 @@ pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter>
     unsafe { &*((word & !HOW) as *const Timekeeper<HostCounter>) }
 }
 
-/// [`now_coarse`](crate::now_coarse)'s value: the clock's coarse uptime in
-/// nanoseconds, kept ready by the upkeep thread while it ticks, so that a
-/// coarse read is one load and one test: a word above 0 as an `i64` is the
-/// time. 0 before the thread first ticks; [`NOT_KEPT`] set while it does
-/// not (taken away, a `fork()`ed child), below which stands the largest
-/// coarse time handed out so far. Every change is a maximum of that floor,
-/// so that no coarse read is ever below one that happened before it.
-pub(super) static COARSE_NANOS: AtomicU64 = AtomicU64::new(0);
-
-/// How often the thread winds up while coarse clocks are read: the
-/// kernel's tick at 250 Hz, so that our coarse clocks are as fresh as its.
-pub(crate) const COARSE_TICK: Duration = Duration::from_millis(4);
-/// How far behind the kernel's coarse clock a coarse read that checks it
-/// lets ours be (see `read::checked_coarse_nanos`): more than the error
-/// bound in the common case (some hundred ns), so that a coarse time
-/// vouched for as the kernel's less the bound stays fresh until the
-/// kernel's next tick.
+/// How far behind the kernel's coarse clock a coarse read is: more than the
+/// error bound in the common case (some hundred ns), so that the kernel's
+/// coarse time less this is never ahead of a `now()` read after it (see
+/// `read::coarse_nanos`), at the cost of some µs of lag beside the kernel's
+/// milliseconds.
 pub(crate) const COARSE_SLACK: Duration = Duration::from_micros(50);
 
-/// The bit of [`COARSE_NANOS`] that says the coarse time is not kept.
-const NOT_KEPT: u64 = 1 << 63;
+/// The kernel's Monotonic time, in ns, up to which the stated error bound
+/// stays below [`COARSE_SLACK`] (less the two ns a read rounds down): a
+/// coarse read whose kernel coarse time is earlier is that time less the
+/// slack, one load more than the kernel's own read; a later one goes the
+/// long way (`read::coarse_nanos_long_way`). 0 until the clock starts.
+pub(super) static COARSE_SLACK_UNTIL: AtomicU64 = AtomicU64::new(0);
 
-/// The coarse time, if the thread keeps it.
-#[inline(always)]
-pub(super) fn kept_coarse_nanos() -> Option<u64> {
-    let word = COARSE_NANOS.load(Ordering::Acquire);
-    (word as i64 > 0).then_some(word)
-}
+/// The largest coarse time a read that went the long way handed out, in
+/// ns: no such read returns less, so that coarse time never goes back.
+pub(super) static COARSE_FLOOR: AtomicU64 = AtomicU64::new(0);
 
-/// The largest coarse time kept or handed out so far, kept or not.
-#[inline(always)]
-pub(super) fn coarse_floor() -> u64 {
-    COARSE_NANOS.load(Ordering::Acquire) & !NOT_KEPT
-}
-
-/// The upkeep thread keeps `ns` as the coarse time (or what was handed out,
-/// if later).
-pub(super) fn keep_coarse_nanos(ns: u64) {
-    let _ = COARSE_NANOS.fetch_update(Ordering::Release, Ordering::Relaxed, |word| {
-        Some(ns.max(word & !NOT_KEPT) & !NOT_KEPT)
-    });
-}
-
-/// The coarse time is no longer kept: the next coarse read goes the long
-/// way. What was handed out stays the floor.
-pub(super) fn take_coarse_nanos_away() {
-    COARSE_NANOS.fetch_or(NOT_KEPT, Ordering::Release);
-}
-
-/// A read that went the long way hands out `ns`, or the floor if later:
-/// what it returns, and the floor from then on (kept or not, as it was).
-pub(super) fn hand_out_coarse_nanos(ns: u64) -> u64 {
-    let before = COARSE_NANOS
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
-            let kept = word as i64 > 0;
-            let floor = ns.max(word & !NOT_KEPT) & !NOT_KEPT;
-            Some(if kept { floor } else { floor | NOT_KEPT })
-        })
-        .unwrap_or_else(|word| word);
-    ns.max(before & !NOT_KEPT)
-}
-
-/// The coarse Realtime, ready to hand out: whole seconds in the high 34
-/// bits (to the year 2514), nanoseconds in the low [`NANOS_BITS`], so that
-/// `gettime(RealtimeCoarse)` is one load and no division. Stored by the
-/// upkeep thread alone, so that stores come in order (Realtime may step
-/// back, and no maximum could keep it); 0 while it does not keep it.
-pub(super) static REALTIME_COARSE: AtomicU64 = AtomicU64::new(0);
-/// The bits of [`REALTIME_COARSE`] that hold nanoseconds.
-pub(super) const NANOS_BITS: u32 = 30;
-
-/// `ns` nanoseconds as a [`REALTIME_COARSE`] word.
-pub(super) fn realtime_coarse_word(ns: u64) -> u64 {
-    let seconds = (ns / 1_000_000_000).min((1 << (64 - NANOS_BITS)) - 1);
-    (seconds << NANOS_BITS) | (ns % 1_000_000_000)
+/// The kernel time until which a coarse read may take the kernel's coarse
+/// time less [`COARSE_SLACK`]: where `bound` stays within the slack, less
+/// the two ns of rounding (see [`HostClock::vouched`](super::clock::HostClock)),
+/// and less the slack again, as our uptime (the bound's time) may stand
+/// apart from the kernel's by the bound.
+pub(super) fn coarse_slack_until(bound: &Bound) -> u64 {
+    let slack = COARSE_SLACK.as_nanos() as u64;
+    let Some(room) = (slack - 2).checked_sub(bound.ns) else {
+        return 0;
+    };
+    let lasts = match bound.ppb {
+        0 => u64::MAX,
+        ppb => (room as u128 * 1_000_000_000 / ppb as u128).min(u64::MAX as u128) as u64,
+    };
+    bound.since.saturating_add(lasts).saturating_sub(slack)
 }
 
 /// The latest Monotonic time a standing read vouched for (see
@@ -148,15 +118,24 @@ pub(super) static SECOND_HINTS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::
 mod tests {
     use super::*;
 
-    /// The coarse Realtime word holds seconds and nanoseconds apart, and
-    /// saturates at its last second rather than wrapping.
+    /// The kernel's coarse time may be trusted until the bound reaches the
+    /// slack (less the two ns of rounding and the slack again); never where
+    /// it is past it already, and for good where it does not grow.
     #[test]
-    fn the_coarse_realtime_word_splits_exactly() {
-        let ns = 1_795_435_200_123_456_789;
-        let word = realtime_coarse_word(ns);
-        assert_eq!(word >> NANOS_BITS, 1_795_435_200);
-        assert_eq!(word & ((1 << NANOS_BITS) - 1), 123_456_789);
-        let last = realtime_coarse_word(u64::MAX);
-        assert_eq!(last >> NANOS_BITS, (1 << (64 - NANOS_BITS)) - 1);
+    fn coarse_time_is_trusted_until_the_bound_reaches_the_slack() {
+        let slack = COARSE_SLACK.as_nanos() as u64;
+        let bound = |ns, ppb| Bound {
+            ns,
+            ppb,
+            since: 10_000_000_000,
+        };
+        // 1 000 ns at 1 000 ppb reaches the slack less 2 ns 48 998 µs on.
+        assert_eq!(
+            coarse_slack_until(&bound(1_000, 1_000)),
+            10_000_000_000 + (slack - 2 - 1_000) * 1_000_000 - slack
+        );
+        assert_eq!(coarse_slack_until(&bound(slack, 1_000)), 0);
+        assert_eq!(coarse_slack_until(&bound(slack - 1, 1_000)), 0);
+        assert_eq!(coarse_slack_until(&bound(100, 0)), u64::MAX - slack);
     }
 }

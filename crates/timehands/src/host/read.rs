@@ -7,17 +7,14 @@ use std::time::Duration;
 use super::clock::HostClock;
 use super::counter::HostCounter;
 use super::process::{clock, try_clock};
-use super::published::COARSE_SLACK;
 use super::published::{
-    COUNTER_READ, HOW, NANOS_BITS, NOT_STARTED, READER, REALTIME_COARSE, SECOND_HINTS,
-    STAND_IN_FLOOR, coarse_floor, hand_out_coarse_nanos, kept_coarse_nanos, reader_timekeeper,
-    reader_word,
+    COARSE_FLOOR, COARSE_SLACK, COARSE_SLACK_UNTIL, COUNTER_READ, HOW, NOT_STARTED, READER,
+    SECOND_HINTS, STAND_IN_FLOOR, publish_first_reader_word, reader_timekeeper,
 };
 #[cfg(target_arch = "x86_64")]
 use super::published::{LFENCE_RDTSC, RDTSCP};
-use super::wake::Need;
 use crate::engine::Due;
-use crate::engine::nanos::{floor_nanos, realtime_nanos};
+use crate::engine::nanos::realtime_nanos;
 use crate::host::instant::Instant;
 use crate::host::kernel_clocks::{KernelClock, KernelClocks, SystemClocks};
 #[cfg(target_arch = "x86_64")]
@@ -167,21 +164,17 @@ fn stand_in(clock: &HostClock, stood: u64) -> u64 {
     vouched.max(STAND_IN_FLOOR.fetch_max(vouched, Ordering::AcqRel))
 }
 
-/// The first read: starts the clock, publishes the readers' word (unless a
-/// failover already did), and reads; or, while a start is under way that
-/// it cannot wait for, asks the kernel ([`kernel_read`]).
+/// The first read: starts the clock (which publishes the readers' word),
+/// and reads; or, while a start is under way that it cannot wait for, asks
+/// the kernel ([`kernel_read`]).
 #[cold]
 #[inline(never)]
 pub(super) fn start_and_read<const REALTIME: bool, const ORDERED: bool>() -> u64 {
     let Some(clock) = try_clock() else {
         return kernel_read::<REALTIME>();
     };
-    let _ = READER.compare_exchange(
-        0,
-        reader_word(clock.timekeeper()),
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    );
+    // Another thread may be starting it, and not have published it yet.
+    publish_first_reader_word(clock.timekeeper());
     read_nanos::<REALTIME, ORDERED>()
 }
 
@@ -220,121 +213,73 @@ pub fn now_unordered() -> Instant {
     Instant::from_nanos(read_nanos::<false, false>())
 }
 
-/// The time of the last windup or tick: no counter read at all, at most two
-/// ticks of 4 ms and the clock's accuracy ([`getres`](crate::getres) says
-/// how much) behind [`now`], never ahead of it, never back, whatever the
-/// scheduler does. The first call (and the first after an idle spell)
-/// wakes the thread that keeps it fresh while it is read, at the highest
-/// real-time priority the process may take, as the kernel's timer
-/// interrupt keeps its coarse clock: then a read is one load. Under a
-/// hypervisor (which stops a vCPU for milliseconds), where the process may
-/// not take that priority, where the operating system refuses the thread,
-/// or once the thread was held up half a tick, each read checks ours
-/// against the kernel's coarse clock instead, and a precise read winds it
-/// up when it is stale: as fresh, at about twice the kernel's coarse
-/// clock's cost.
-/// Async-signal-safe: a read never starts the thread in a handler.
+/// The time at the kernel's last tick: no counter read at all, at most a
+/// few of the kernel's ticks and the clock's accuracy ([`getres`](crate::getres)
+/// says how much) behind [`now`], never ahead of it, never back, whatever
+/// the scheduler does. It is the kernel's coarse clock (CLOCK_MONOTONIC_COARSE
+/// on Linux), which the kernel's timer interrupt keeps and no scheduler
+/// holds up, less 50 µs: its cost, and a load. (A coarse time kept by a
+/// thread of ours would need that thread to run at every tick, which no
+/// thread can be sure of on a guest or beside real-time spinners.)
+/// Async-signal-safe.
 #[inline]
 pub fn now_coarse() -> Instant {
     Instant::from_nanos(coarse_nanos())
 }
 
-/// The coarse time in ns, on Monotonic: one load while the upkeep
-/// thread keeps it.
+/// The coarse time in ns, on Monotonic: the kernel's coarse time less
+/// [`COARSE_SLACK`] while the stated bound is within the slack (so that a
+/// `now()` after it is no earlier: it is within the bound of the kernel's
+/// precise clock, which is no earlier than its coarse one).
 #[inline(always)]
 pub(super) fn coarse_nanos() -> u64 {
-    match kept_coarse_nanos() {
-        Some(ns) => ns,
-        None => coarse_nanos_long_way::<false>(),
+    let kernel = SystemClocks.nanos(KernelClock::MonotonicCoarse);
+    if kernel < COARSE_SLACK_UNTIL.load(Ordering::Acquire) {
+        // No underflow: the limit is published with the slack taken off.
+        kernel - COARSE_SLACK.as_nanos() as u64
+    } else {
+        coarse_nanos_long_way(kernel)
     }
 }
 
-/// The coarse time on CLOCK_REALTIME: one load, split already, while the
-/// upkeep thread keeps it.
+/// The coarse time on CLOCK_REALTIME: the coarse Monotonic time moved by the
+/// Realtime offset of the timekeeper a `now()` after it reads, so that the
+/// two agree as the precise clocks do.
 #[inline(always)]
 pub(super) fn realtime_coarse() -> Duration {
-    match REALTIME_COARSE.load(Ordering::Acquire) {
-        0 => Duration::from_nanos(coarse_nanos_long_way::<true>()),
-        // The nanoseconds are below 10^9 as stored; `min` says so to the
-        // compiler, which then leaves out `Duration::new`'s carry.
-        word => Duration::new(
-            word >> NANOS_BITS,
-            ((word & ((1 << NANOS_BITS) - 1)) as u32).min(999_999_999),
-        ),
-    }
+    let monotonic = coarse_nanos();
+    let offset = match READER.load(Ordering::Acquire) {
+        NOT_STARTED => return Duration::from_nanos(kernel_gettime_nanos(ClockId::RealtimeCoarse)),
+        word => reader_timekeeper(word).realtime_offset_nanos(),
+    };
+    split_near(monotonic.saturating_add_signed(offset), &SECOND_HINTS[1])
 }
 
-/// A coarse read that finds the coarse time not kept (the upkeep thread
-/// does not tick, or probes whether coarse reads still come, or readers
-/// check it themselves): says that coarse reads come, which starts or wakes
-/// the thread, unless readers check the coarse time (see
-/// [`HostClock::coarse_checked`]); and reads it checked against the
-/// kernel's ([`checked_coarse_nanos`]).
+/// A coarse read at the kernel's coarse time `kernel` (ns) past where the
+/// common way may take it: where the stated bound may exceed
+/// [`COARSE_SLACK`] (a failover, a stop, a change of the kernel's rate not
+/// yet measured), where the clock was not wound up for two intervals (a
+/// program that reads no precise time; a counter that stopped, which only
+/// a windup's watchdog finds: this winds up), or before the clock starts
+/// (which this starts). It hands out what the kernel's coarse time vouches
+/// for less the bound, or less the slack where that is more (never later
+/// than the common way's, so that no read there after it is earlier), and
+/// no earlier than a coarse read handed out before ([`COARSE_FLOOR`]: this
+/// way's, and the common way's up to when the limit was last brought
+/// forward, see [`HostClock::publish_coarse_limit`]).
 #[cold]
 #[inline(never)]
-pub(super) fn coarse_nanos_long_way<const REALTIME: bool>() -> u64 {
-    let Some(clock) = try_clock() else {
-        return kernel_coarse_read::<REALTIME>();
+pub(super) fn coarse_nanos_long_way(kernel: u64) -> u64 {
+    let slack = kernel.saturating_sub(COARSE_SLACK.as_nanos() as u64);
+    let ns = match try_clock() {
+        Some(clock) => {
+            clock.wind_up_if_stale(kernel);
+            clock.vouched(kernel).min(slack)
+        }
+        // While another thread starts the clock, reads ask the kernel.
+        None => slack,
     };
-    if !clock.coarse_checked() {
-        clock.need_upkeep(Need::Coarse);
-    }
-    checked_coarse_nanos::<REALTIME>(clock)
-}
-
-/// A coarse read while the clock starts ([`kernel_read`]): the kernel's
-/// coarse clock, on Monotonic no earlier than any coarse time handed out
-/// before; never ahead of a precise read after it, which the kernel's
-/// precise clock answers until the clock starts, and follows exactly then.
-fn kernel_coarse_read<const REALTIME: bool>() -> u64 {
-    if REALTIME {
-        SystemClocks.nanos(KernelClock::RealtimeCoarse)
-    } else {
-        hand_out_coarse_nanos(SystemClocks.nanos(KernelClock::MonotonicCoarse))
-    }
-}
-
-/// The coarse time of the timekeeper the readers' word names (the one a
-/// `now()` after this reads, or a later one), in ns.
-fn timekeeper_coarse_nanos<const REALTIME: bool>(clock: &HostClock) -> u64 {
-    let timekeeper = clock.readers_timekeeper();
-    if REALTIME {
-        floor_nanos(timekeeper.realtime_coarse())
-    } else {
-        floor_nanos(timekeeper.uptime_coarse())
-    }
-}
-
-/// The coarse time no thread of ours keeps, on Monotonic (with
-/// `REALTIME`, moved onto Realtime by the timekeeper's offset), checked
-/// against the kernel's coarse clock (some nanoseconds a call, kept by the
-/// kernel's timer interrupt, which no scheduler holds up), so that it lags
-/// no more than that clock does, and [`COARSE_SLACK`]: the latest coarse
-/// time handed out while it is that fresh (one load more); else our
-/// timekeeper's own, wound up by a precise read where it is stale too;
-/// else what the kernel's coarse clock vouches for, less the bound (no
-/// `now()` after it reads earlier). Handed out, so that no coarse read
-/// after it is earlier, and the next reads take the first way.
-fn checked_coarse_nanos<const REALTIME: bool>(clock: &HostClock) -> u64 {
-    let kernel = clock.kernel.nanos(KernelClock::MonotonicCoarse);
-    let fresh = |ours: u64| kernel.saturating_sub(ours) <= COARSE_SLACK.as_nanos() as u64;
-    let mut monotonic = coarse_floor();
-    if !fresh(monotonic) {
-        monotonic = timekeeper_coarse_nanos::<false>(clock);
-        if !fresh(monotonic) {
-            read_nanos::<false, true>();
-            monotonic = timekeeper_coarse_nanos::<false>(clock);
-        }
-        if !fresh(monotonic) {
-            monotonic = monotonic.max(clock.vouched(kernel));
-        }
-        monotonic = hand_out_coarse_nanos(monotonic);
-    }
-    if REALTIME {
-        realtime_nanos(monotonic, clock.readers_timekeeper().boottime())
-    } else {
-        monotonic
-    }
+    ns.max(COARSE_FLOOR.fetch_max(ns, Ordering::AcqRel))
 }
 
 /// The latest time [`now_coherent`] handed out, in ns: the floor of
@@ -408,8 +353,7 @@ impl ClockId {
 
 /// The time on clock `id`, since that clock's origin (the kernel's origin for
 /// the clock of that name). A precise read winds the clock up when it finds
-/// it due, as [`now`] does; the first coarse read starts the thread that
-/// keeps the coarse clocks fresh. Async-signal-safe, for every id.
+/// it due, as [`now`] does. Async-signal-safe, for every id.
 // Always inlined: with a constant id (the common call) it is that clock's
 // read alone, as cheap as `now()` and an add.
 #[inline(always)]
@@ -548,7 +492,7 @@ fn kernel_gettime_nanos(id: ClockId) -> u64 {
             let offset = crate::os::ntp().map_or(0, |ntp| ntp.tai_offset_s as i64);
             kernel_read::<true>().saturating_add_signed(offset * 1_000_000_000)
         }
-        ClockId::MonotonicCoarse => kernel_coarse_read::<false>(),
-        ClockId::RealtimeCoarse => kernel_coarse_read::<true>(),
+        ClockId::MonotonicCoarse => coarse_nanos(),
+        ClockId::RealtimeCoarse => kernel(KernelClock::RealtimeCoarse),
     }
 }

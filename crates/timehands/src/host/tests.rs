@@ -142,10 +142,11 @@ fn the_clock_starts_on_the_kernel_clock_and_moves_to_the_chosen_counter() {
 }
 
 /// A host clock on `counter`, read by a thread that winds it up as
-/// `now()` does (and so starts the upkeep thread), until the watchdog
-/// fails it over after `fault`: no windup but the readers' and that
-/// thread's. Returns the clock (leaked, as the process's clock is static)
-/// and what the reader saw.
+/// `now()` does, and asked a millisecond apart whether it is stale, as
+/// `getres` and a coarse read ask (the one way a counter that stopped is
+/// found: reads of it never fall due), until the watchdog fails it over
+/// after `fault`: no windup but these. Returns the clock (leaked, as the
+/// process's clock is static) and what the reader saw.
 fn fail_over_after(counter: Faulty, fault: impl FnOnce(&Faulty)) -> (&'static HostClock, Seen) {
     let clock = HostClock::on_test_counter(Arc::new(counter.clone()), &SystemClocks, 0);
     let stop = Arc::new(AtomicBool::new(false));
@@ -165,6 +166,7 @@ fn fail_over_after(counter: Faulty, fault: impl FnOnce(&Faulty)) -> (&'static Ho
             break;
         }
         std::thread::sleep(Duration::from_millis(1));
+        clock.wind_up_if_stale(monotonic());
     }
     std::thread::sleep(Duration::from_millis(5));
     stop.store(true, Ordering::Relaxed);
@@ -200,7 +202,7 @@ fn a_suspend_restarts_the_rate_baseline() {
         Choice {
             counter: HostCounter::Test(Arc::new(counter)),
             frequency_source: "the test".into(),
-            verdicts: Vec::new(),
+            verdicts: super::choice::KeptVerdicts::default(),
             fallback: None,
             anchor: Some(start),
             uncertainty_ppb: Some(0),
@@ -266,11 +268,7 @@ fn a_counter_that_jumps_is_replaced_by_the_kernel_clock_without_a_step_back() {
     let (clock, seen) = fail_over_after(Faulty::default(), |c| {
         c.jump.store(1_000_000_000, Ordering::Relaxed)
     });
-    let why = clock
-        .facts()
-        .fallback
-        .clone()
-        .expect("the watchdog failed over");
+    let why = clock.facts().fallback.expect("the watchdog failed over");
     assert!(why.contains("ppm"), "{why}");
     assert_eq!(
         clock.timekeeper().counter().name(),
@@ -291,11 +289,7 @@ fn a_counter_that_stops_is_replaced_by_the_kernel_clock_without_a_step_back() {
     // step back of the counter's own, not the clock's).
     let (clock, seen) = fail_over_after(Faulty::default(), Faulty::stop);
     assert_eq!(seen.steps_back, []);
-    let why = clock
-        .facts()
-        .fallback
-        .clone()
-        .expect("the watchdog failed over");
+    let why = clock.facts().fallback.expect("the watchdog failed over");
     // The steering interval in which it stopped shows a counter far too
     // slow; the next ones a stopped one: either is caught.
     assert!(why.contains("stopped") || why.contains("ppm"), "{why}");
@@ -318,34 +312,28 @@ fn a_counter_that_goes_backwards_is_replaced_by_the_kernel_clock() {
     let (clock, seen) = fail_over_after(Faulty::default(), |c| {
         c.stop_at(monotonic() - 1_000_000_000)
     });
-    let why = clock
-        .facts()
-        .fallback
-        .clone()
-        .expect("the watchdog failed over");
+    let why = clock.facts().fallback.expect("the watchdog failed over");
     assert!(why.contains("backwards"), "{why}");
     assert!(seen.steps_back.len() <= 1, "{:?}", seen.steps_back);
     assert!(clock.timekeeper().uptime() >= seen.last);
 }
 
 /// The watchdog finds a counter gone wrong at a read's windup inside a
-/// signal handler: the read does not fail over there (a failover
-/// allocates and takes locks that wait), and the next windup that can
-/// does.
+/// signal handler, and the read fails over there, as any read does: a
+/// failover allocates nothing and waits for no lock.
 #[cfg(unix)]
 #[test]
 #[cfg_attr(
     miri,
     ignore = "reads the kernel's clocks and installs a signal handler"
 )]
-fn a_failover_found_in_a_signal_handler_waits_for_a_windup_that_can() {
-    use super::windup::Winder;
+fn a_failover_found_in_a_signal_handler_is_made_there() {
     use std::sync::atomic::AtomicPtr;
     static CLOCK: AtomicPtr<HostClock> = AtomicPtr::new(std::ptr::null_mut());
     extern "C" fn handler(_: libc::c_int) {
         // SAFETY: set below to a leaked clock before the signal is raised.
         let clock: &'static HostClock = unsafe { &*CLOCK.load(Ordering::Acquire) };
-        clock.windup_by(Winder::Reader);
+        clock.windup();
     }
     let counter = Faulty::default();
     let clock = HostClock::on_test_counter(Arc::new(counter.clone()), &SystemClocks, 0);
@@ -372,15 +360,10 @@ fn a_failover_found_in_a_signal_handler_waits_for_a_windup_that_can() {
         assert_eq!(libc::raise(signal), 0);
     }
     assert!(
-        clock.facts().fallback.is_none(),
-        "failed over in the handler"
+        clock.steering().misbehaving.is_none(),
+        "the finding was left for later"
     );
-    assert!(
-        clock.steering().misbehaving.is_some(),
-        "the finding was lost"
-    );
-    clock.windup();
-    let why = clock.facts().fallback.clone().expect("failed over after");
+    let why = clock.facts().fallback.expect("failed over after");
     assert!(why.contains("watchdog"), "{why}");
     assert_eq!(
         clock.timekeeper().counter().name(),

@@ -92,14 +92,16 @@ fn uuid() -> String {
 /// The description of the clock that [`now`](crate::now) reads.
 pub fn clock_description() -> ClockDescription {
     let clock = clock();
-    clock.choose_counter();
+    clock.wait_for_choice();
     // Wound up, so that the measurement reads a clock that runs (reads
     // stand past the promise until a windup), and again if it falls due.
     clock.windup();
     let timekeeper = clock.timekeeper();
     let (offset, width) = offset_on_running_clock(
         timekeeper,
-        || clock.windup(),
+        || {
+            clock.windup();
+        },
         &SystemClocks,
         KernelClock::Realtime,
         10,

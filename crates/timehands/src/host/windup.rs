@@ -1,95 +1,91 @@
 //! Winding up: a new hands from the counter's reading now, against
 //! CLOCK_MONOTONIC (see [`Timekeeper::windup_following`](crate::Timekeeper::windup_following)), then a steering
-//! when one is due, whose findings the clock keeps; and what the upkeep
-//! thread publishes after its windups, the coarse time in one word.
+//! when one is due, whose findings the clock keeps, and a step of the
+//! counter's choice while it is being made (`handover.rs`).
+//!
+//! Whoever reads winds up: a read that finds its hands a windup interval
+//! old, or standing at their promise, calls [`HostClock::windup`], which
+//! takes each lock it needs only if no one holds it (another thread's
+//! windup, or this thread's own, interrupted by the signal handler this
+//! read runs in), and otherwise leaves the step to that holder or the next
+//! read. So whatever the reading thread is (a signal handler, a thread that
+//! blocks every signal, a real-time one), its reads wind up, steer and
+//! choose as any other's, at the same cost.
 
 use std::sync::MutexGuard;
 use std::sync::atomic::Ordering;
 
-use super::clock::HostClock;
+use super::clock::{CHOSEN, HostClock};
 use super::fork_points::point;
-use super::published::{COARSE_SLACK, COARSE_TICK};
-use super::published::{
-    REALTIME_COARSE, SECOND_HINTS, keep_coarse_nanos, realtime_coarse_word, take_coarse_nanos_away,
-};
+use super::published::SECOND_HINTS;
 use crate::BinTime;
 use crate::engine::Writes;
-use crate::engine::nanos::{floor_nanos, realtime_nanos};
 use crate::host::counter::HostCounter;
-use crate::host::kernel_clocks::KernelClock;
 use crate::host::kernel_clocks::NtpState;
 use crate::host::steer::{Findings, Steering};
 use crate::host::watchdog::Misbehaviour;
 
-/// Who winds up, which says what else it may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Winder {
-    /// The upkeep thread, a tool or a test: anything but a read.
-    Keeper,
-    /// A read, which may run in a signal handler: it neither waits nor
-    /// allocates, and leaves a failover to the next windup that can tell
-    /// it runs outside one.
-    Reader,
-}
-
-impl Winder {
-    /// Whether this winder may do what a signal handler must not: allocate
-    /// and take locks that wait (a failover does both).
-    fn may_block(self) -> bool {
-        match self {
-            Winder::Keeper => true,
-            Winder::Reader => crate::os::outside_signal_handler(),
-        }
-    }
-}
-
 impl HostClock {
-    /// Winds up, then steers when a steering is due (unless another thread
-    /// steers: then it only winds up), as anything but a read does.
-    pub(crate) fn windup(&'static self) {
-        self.windup_by(Winder::Keeper);
+    /// What a reader does when the clock is due: winds it up (see
+    /// [`windup`](HostClock::windup)). Out of line, so that readers do not
+    /// carry its frame.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn windup_from_reader(&'static self) {
+        self.reader_windups.fetch_add(1, Ordering::Relaxed);
+        self.windup();
     }
 
     /// A read found the counter `counts` behind its hands' base (see
     /// [`Timekeeper::went_back`](crate::Timekeeper)): a counter that went
     /// back no longer keeps time, and no windup moves that base, so that
     /// once the counter climbed back within an interval of it, reads would
-    /// give its time again, behind what standing reads gave. Retired now,
-    /// where this thread may fail over (outside a signal handler); else
-    /// the finding waits in the steering for the next windup that may, as
-    /// the watchdog's do. Where another thread steers, its watchdog finds
-    /// it, and the next standing read asks again.
+    /// give its time again, behind what standing reads gave. Retired now;
+    /// where another thread steers, or holds the writer lock, the finding
+    /// waits in the steering for the next windup, as the watchdog's do.
     pub(super) fn counter_went_back(&'static self, counts: u64) {
         let Some(mut steering) = self.try_steering() else {
             return;
         };
         let why = Misbehaviour::Backwards { counts };
-        if Winder::Reader.may_block() {
-            self.fail_over(&mut steering, &format_args!("a read: {why}"));
-        } else {
+        if !self.fail_over(&mut steering, &format_args!("a read: {why}")) {
             steering.misbehaving = Some(why);
         }
     }
 
-    /// After a step of Realtime the OS gave notice of: a windup that
-    /// follows it, tried again until one gets the locks a steering takes
-    /// (a read, `getres` among them, holds them some microseconds), for a
-    /// tick at most (then the readers' next windup follows it).
-    pub(super) fn follow_step(&'static self) {
-        let give_up = std::time::Instant::now() + COARSE_TICK;
-        while !self.windup_by(Winder::Keeper) && std::time::Instant::now() < give_up {
-            std::thread::sleep(std::time::Duration::from_micros(20));
+    /// Winds up where the last windup is [`STALE`](super::clock::STALE) at
+    /// `kernel`, the kernel's Monotonic time (ns): what a coarse read past
+    /// its limit and `getres` do, which a clock whose counter stopped needs
+    /// (its reads never fall due, so that only a windup's watchdog finds
+    /// it).
+    pub(super) fn wind_up_if_stale(&'static self, kernel: u64) {
+        let windup = crate::engine::nanos::floor_nanos(self.timekeeper().uptime_coarse());
+        if kernel.saturating_sub(windup) > super::clock::STALE.as_nanos() as u64 {
+            self.windup();
         }
     }
 
-    /// Winds up as `winder`, then steers when a steering is due (unless
-    /// another thread steers: then it only winds up). True when it held
-    /// the locks a steering takes, so that it followed the kernel's
-    /// offsets (a step of Realtime).
-    pub(super) fn windup_by(&'static self, winder: Winder) -> bool {
+    /// Winds up, then steers when a steering is due, and takes a step of
+    /// the counter's choice while it is made (unless another thread steers:
+    /// then it only winds up). True when it held the locks a steering
+    /// takes, so that it followed the kernel's offsets (a step of
+    /// Realtime). Nothing here waits, allocates or starts a thread.
+    pub(crate) fn windup(&'static self) -> bool {
         let reference = || self.kernel.reference();
         let steered = match self.try_steering() {
-            Some(steering) => self.windup_and_steer(steering, reference, winder),
+            Some(mut steering) => {
+                // While the readers wait to move to the chosen counter, the
+                // timekeeper they read is retired: nothing to wind up.
+                if self.move_when_due(&mut steering) {
+                    return false;
+                }
+                let steered = self.windup_and_steer(&mut steering, reference);
+                if self.choice.load(Ordering::Acquire) != CHOSEN {
+                    self.choose_step(&mut steering);
+                }
+                self.publish_coarse_limit(&self.bound.load());
+                steered
+            }
             None => {
                 self.timekeeper().windup_following(reference);
                 false
@@ -128,19 +124,18 @@ impl HostClock {
     /// next windup on.
     fn windup_and_steer(
         &'static self,
-        mut steering: MutexGuard<'_, Steering>,
+        steering: &mut MutexGuard<'_, Steering>,
         reference: impl Fn() -> BinTime,
-        winder: Winder,
     ) -> bool {
         let Some(mut writes) = self.timekeeper().try_writes() else {
             return false;
         };
         let ntp = self.kernel_ntp();
-        self.follow_rate_change(&mut steering, &mut writes, ntp.as_ref(), true);
+        self.follow_rate_change(steering, &mut writes, ntp.as_ref(), true);
         writes.windup_following(reference);
         point("windup: wound up, not steered");
         let findings = steering.steer(&mut writes, self.kernel);
-        self.apply(&mut steering, writes, findings, ntp.as_ref(), winder);
+        self.apply(steering, writes, findings, ntp.as_ref());
         true
     }
 
@@ -160,15 +155,16 @@ impl HostClock {
         let said_rate = ntp.and_then(|ntp| ntp.rate_ppb);
         if let Some(change) = steering.follow_rate_change(writes, self.kernel, said_rate, measure) {
             let now = writes.timekeeper().uptime_nanos();
-            self.bound.store(self.bound.load().after(change, now));
+            self.state_bound(self.bound.load().after(change, now));
         }
     }
 
     /// Keeps what a steering found: the kernel's offsets (Realtime's given
     /// to the timekeeper through `writes`), the phase for `info` and
     /// `getres`; and, the writer lock let go, fails over from a counter the
-    /// watchdog found misbehaving, now or at a read's windup before, if
-    /// `winder` may (else it keeps the finding for the next). TAI − UTC as the windup's `ntp` state
+    /// watchdog found misbehaving, now or at a windup before (one whose
+    /// failover found the writer lock held: the finding waits for the
+    /// next). TAI − UTC as the windup's `ntp` state
     /// says it, when a steering ran and Realtime did not move (where it
     /// moved, a leap second may have moved both: `keep` follows them
     /// together).
@@ -178,7 +174,6 @@ impl HostClock {
         mut writes: Writes<'_, HostCounter>,
         findings: Findings,
         ntp: Option<&NtpState>,
-        winder: Winder,
     ) {
         let why = findings.misbehaviour.or(steering.misbehaving.take());
         if let Some(phase) = findings.phase {
@@ -190,47 +185,10 @@ impl HostClock {
         self.keep(&mut writes, findings);
         // The hand-over retires this timekeeper, which takes the lock.
         drop(writes);
-        match why {
-            Some(why) if winder.may_block() => {
-                self.fail_over(steering, &format_args!("watchdog: {why}"));
+        if let Some(why) = why {
+            if !self.fail_over(steering, &format_args!("watchdog: {why}")) {
+                steering.misbehaving = Some(why);
             }
-            why => steering.misbehaving = why,
-        }
-    }
-
-    /// The upkeep thread, after its windup: the coarse time ready for
-    /// `now_coarse` in one word, and Realtime's for `gettime`. Only that
-    /// thread publishes them, so that its stores come in order (Realtime
-    /// may step back, which no maximum could keep) and none lands after it
-    /// took them away.
-    ///
-    /// Where the windup before it was held up (a reader taken off its CPU
-    /// holding the writer lock, `getres`'s among them), the timekeeper's
-    /// coarse time stands: then, once it is more than [`COARSE_SLACK`]
-    /// behind, what CLOCK_MONOTONIC vouches for, less the bound (no `now()`
-    /// after it reads earlier), so that the coarse time lags at most a tick
-    /// and a half, and the slack, whatever holds the windup up.
-    pub(super) fn publish_coarse_time(&self) {
-        if !self.publishes {
-            return;
-        }
-        let timekeeper = self.readers_timekeeper();
-        let mut monotonic = floor_nanos(timekeeper.uptime_coarse());
-        let kernel = self.kernel.nanos(KernelClock::Monotonic);
-        if kernel.saturating_sub(monotonic) > COARSE_SLACK.as_nanos() as u64 {
-            monotonic = monotonic.max(self.vouched(kernel));
-        }
-        let realtime = realtime_nanos(monotonic, timekeeper.boottime());
-        REALTIME_COARSE.store(realtime_coarse_word(realtime), Ordering::Release);
-        keep_coarse_nanos(monotonic);
-    }
-
-    /// Takes the coarse time away: the next coarse read goes the long way,
-    /// and so says that coarse reads come (see `upkeep.rs`).
-    pub(super) fn take_coarse_time_away(&self) {
-        if self.publishes {
-            take_coarse_nanos_away();
-            REALTIME_COARSE.store(0, Ordering::Release);
         }
     }
 }

@@ -5,6 +5,9 @@ use crate::os::KernelClock;
 
 /// Where Linux lists its clocksources (no other OS has the directory).
 const CLOCKSOURCE_DIR: &str = "/sys/devices/system/clocksource/clocksource0";
+/// The file that names the clocksource in use.
+const CURRENT_CLOCKSOURCE: &str =
+    "/sys/devices/system/clocksource/clocksource0/current_clocksource";
 
 /// One of the OS's clocks ([`KernelClock`]) as a 64-bit counter at 1 GHz:
 /// the clock's nanoseconds.
@@ -95,9 +98,29 @@ impl Counter for KernelCounter {
 /// `"tsc"`, `"kvm-clock"`, `"hpet"` or `"arch_sys_counter"`; `None` when sysfs
 /// does not show it (in some containers, say, and on every OS but Linux).
 pub fn kernel_clocksource() -> Option<String> {
-    std::fs::read_to_string(format!("{CLOCKSOURCE_DIR}/current_clocksource"))
-        .ok()
-        .map(|source| source.trim().to_string())
+    kernel_clocksource_in(&mut [0; CLOCKSOURCE_NAME]).map(str::to_string)
+}
+
+/// The longest clocksource name read (Linux's are under 32 bytes).
+pub(crate) const CLOCKSOURCE_NAME: usize = 64;
+
+/// [`kernel_clocksource`] read into `buf`, allocating nothing: the clock's
+/// counter choice asks in whichever read makes it (a signal handler's
+/// maybe). std opens a path this short from a buffer on the stack.
+pub(crate) fn kernel_clocksource_in(buf: &mut [u8; CLOCKSOURCE_NAME]) -> Option<&str> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(CURRENT_CLOCKSOURCE).ok()?;
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    let source = std::str::from_utf8(&buf[..len]).ok()?.trim();
+    (!source.is_empty()).then_some(source)
 }
 
 /// The clocksources the kernel could switch to (`available_clocksource`); empty

@@ -45,10 +45,11 @@ pub mod tsc_sync;
 
 #[cfg(target_arch = "aarch64")]
 pub use cntvct::Cntvct;
+pub(crate) use kernel::{CLOCKSOURCE_NAME, kernel_clocksource_in};
 pub use kernel::{KernelCounter, available_clocksources, kernel_clocksource};
 #[cfg(target_arch = "x86_64")]
 pub use tsc::{
-    CrystalRatio, FrequencySource, OrderedRead, ReadCost, StatedFrequency, Tsc, TscFacts,
+    CrystalRatio, FrequencySource, OrderedRead, ReadCost, StatedFrequency, Tsc, TscFacts, Vendor,
 };
 #[cfg(target_arch = "x86_64")]
 pub(crate) use tsc::{rdtsc, read_ordered as read_tsc_ordered};

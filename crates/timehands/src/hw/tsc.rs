@@ -81,21 +81,62 @@ fn has_rdtscp() -> bool {
 
 /// Twelve bytes of a vendor string from three CPUID registers, without the NUL
 /// padding hypervisors use.
-fn vendor_string(registers: [u32; 3]) -> String {
-    let bytes: Vec<u8> = registers.iter().flat_map(|r| r.to_le_bytes()).collect();
-    String::from_utf8_lossy(&bytes)
-        .trim_end_matches('\0')
-        .to_string()
+fn vendor_string(registers: [u32; 3]) -> Vendor {
+    let mut bytes = [0; 12];
+    for (chunk, register) in bytes.chunks_exact_mut(4).zip(registers) {
+        chunk.copy_from_slice(&register.to_le_bytes());
+    }
+    Vendor(bytes)
+}
+
+/// A vendor's name as CPUID gives it: twelve bytes of ASCII (`GenuineIntel`,
+/// `KVMKVMKVM`), kept inline, so that reading the facts allocates nothing
+/// (the clock reads them in whichever read chooses its counter, a signal
+/// handler's maybe).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Vendor([u8; 12]);
+
+impl Vendor {
+    /// The name, without the NULs that pad a short one (`""` for bytes that
+    /// are not UTF-8).
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0)
+            .unwrap_or_default()
+            .trim_end_matches('\0')
+    }
+
+    /// Whether the name is empty (a hypervisor leaf left blank).
+    pub fn is_empty(&self) -> bool {
+        self.as_str().is_empty()
+    }
+}
+
+impl PartialEq<&str> for Vendor {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for Vendor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for Vendor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
 }
 
 /// What CPUID says about the TSC, read by [`TscFacts::read`].
 ///
 /// A leaf the CPU does not have reads as `None` or `false`. Under a hypervisor
 /// these are what the hypervisor chose to show, not necessarily the host's.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TscFacts {
     /// The CPU vendor (leaf 0), such as `"GenuineIntel"` or `"AuthenticAMD"`.
-    pub vendor: String,
+    pub vendor: Vendor,
     /// The largest basic leaf (leaf 0 EAX).
     pub max_basic_leaf: u32,
     /// The largest extended leaf (leaf 0x8000_0000 EAX).
@@ -115,7 +156,7 @@ pub struct TscFacts {
     pub hypervisor: bool,
     /// The hypervisor's vendor (leaf 0x4000_0000), such as `"KVMKVMKVM"` or
     /// `"VMwareVMware"`, when one is present.
-    pub hypervisor_vendor: Option<String>,
+    pub hypervisor_vendor: Option<Vendor>,
     /// The TSC frequency in kHz the hypervisor states (leaf 0x4000_0010 EAX),
     /// when it has that leaf and fills it in.
     pub hypervisor_tsc_khz: Option<u32>,
@@ -329,6 +370,14 @@ impl Tsc {
             read,
             cost: None,
         })
+    }
+
+    /// The same TSC, read the same way, at `frequency_hz` (one measured).
+    pub(crate) fn at_frequency(&self, frequency_hz: u64) -> Tsc {
+        Tsc {
+            frequency: frequency_hz,
+            ..*self
+        }
     }
 
     /// The fenced read [`read`](Counter::read) uses.

@@ -51,11 +51,6 @@ pub(crate) fn set_kernel_rate(_rate: KernelRate) -> io::Result<()> {
     ))
 }
 
-/// No CPU time of a thread that a program can read.
-pub(crate) fn thread_cpu_nanos() -> io::Result<u64> {
-    Err(unsupported("a thread's CPU time"))
-}
-
 /// No timer slack to set: nothing to do.
 pub(crate) fn set_minimal_timer_slack() {}
 
@@ -73,34 +68,4 @@ pub(crate) fn kernel_resolution(_clock: super::KernelClock) -> std::time::Durati
 /// state's, where the OS keeps one, says it).
 pub(crate) fn tai_minus_utc() -> Option<i32> {
     None
-}
-
-/// Whether the calling thread runs outside any signal handler: always,
-/// where the OS has no POSIX signals (Windows' handlers of console events
-/// and exceptions run code of their own, not a read's).
-pub(crate) fn outside_signal_handler() -> bool {
-    true
-}
-
-/// No notice of a step of the OS's Realtime (none is built here): the
-/// upkeep thread's sleeps are timed parks, and Realtime follows a step at
-/// the next windup.
-#[derive(Debug)]
-pub(crate) struct RealtimeNotice(std::convert::Infallible);
-
-impl RealtimeNotice {
-    /// Never one.
-    pub(crate) fn new() -> io::Result<RealtimeNotice> {
-        Err(unsupported("a notice of a step of Realtime"))
-    }
-
-    /// Never called: there is no notice.
-    pub(crate) fn wait(&self, _timeout: Duration) -> bool {
-        match self.0 {}
-    }
-
-    /// Never called: there is no notice.
-    pub(crate) fn nudge(&self) {
-        match self.0 {}
-    }
 }

@@ -3,16 +3,14 @@
 //! no CPU pinning (only affinity hints, not implemented here) and no timer
 //! slack to set.
 
-pub(crate) use super::absent::{RealtimeNotice, kernel_rate, set_kernel_rate, tai_minus_utc};
 pub(crate) use super::absent::{
     allowed_cpus, current_cpu, pin_to_cpus, process_cpus, set_minimal_timer_slack,
 };
+pub(crate) use super::absent::{kernel_rate, set_kernel_rate, tai_minus_utc};
 pub(crate) use super::ntp_model::ntp_gettime as ntp;
 use super::posix;
 pub(crate) use super::sched::set_scheduling;
-pub(crate) use posix::{
-    clock_name, kernel_nanos, kernel_resolution, on_fork, outside_signal_handler, thread_cpu_nanos,
-};
+pub(crate) use posix::{clock_name, kernel_nanos, kernel_resolution, on_fork};
 
 /// The clocks of `clock_gettime(3)`: CLOCK_UPTIME_RAW is
 /// mach_absolute_time (not counting sleep), which std's `Instant` reads;

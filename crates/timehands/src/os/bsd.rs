@@ -5,9 +5,9 @@
 //! DragonFly (NetBSD's and OpenBSD's are not implemented here).
 
 pub(crate) use super::absent::set_minimal_timer_slack;
-pub(crate) use super::absent::{RealtimeNotice, kernel_rate, set_kernel_rate, tai_minus_utc};
 #[cfg(any(target_os = "netbsd", target_os = "openbsd"))]
 pub(crate) use super::absent::{allowed_cpus, current_cpu, pin_to_cpus, process_cpus};
+pub(crate) use super::absent::{kernel_rate, set_kernel_rate, tai_minus_utc};
 #[cfg(target_os = "openbsd")]
 pub(crate) use super::absent::{ntp, set_scheduling};
 #[cfg(not(target_os = "openbsd"))]
@@ -15,9 +15,7 @@ pub(crate) use super::ntp_model::ntp_gettime as ntp;
 use super::posix;
 #[cfg(not(target_os = "openbsd"))]
 pub(crate) use super::sched::set_scheduling;
-pub(crate) use posix::{
-    clock_name, kernel_nanos, kernel_resolution, on_fork, outside_signal_handler, thread_cpu_nanos,
-};
+pub(crate) use posix::{clock_name, kernel_nanos, kernel_resolution, on_fork};
 
 /// The clock counting suspend: OpenBSD's CLOCK_BOOTTIME. FreeBSD's
 /// CLOCK_BOOTTIME is an alias of CLOCK_UPTIME, which does not count it, and

@@ -9,9 +9,8 @@ use std::time::{Instant, SystemTime};
 
 use super::KernelClock;
 pub(crate) use super::absent::{
-    RealtimeNotice, allowed_cpus, current_cpu, kernel_rate, kernel_resolution, ntp, on_fork,
-    outside_signal_handler, pin_to_cpus, process_cpus, set_kernel_rate, set_minimal_timer_slack,
-    set_scheduling, tai_minus_utc, thread_cpu_nanos,
+    allowed_cpus, current_cpu, kernel_rate, kernel_resolution, ntp, on_fork, pin_to_cpus,
+    process_cpus, set_kernel_rate, set_minimal_timer_slack, set_scheduling, tai_minus_utc,
 };
 
 /// `clock` in nanoseconds since its origin: Monotonic (and the others but

@@ -1,22 +1,15 @@
 //! Linux (glibc and musl) and Android: the clocks of `clock_gettime`, the
 //! NTP state of `adjtimex`, the CPU affinity of `sched_setaffinity`,
-//! RLIMIT_RTPRIO, the timer slack of `prctl`, and the timerfd that notices
-//! a step of CLOCK_REALTIME (`realtime_notice.rs`).
+//! RLIMIT_RTPRIO, and the timer slack of `prctl`.
 
 use std::io;
 
-#[cfg(miri)]
-pub(crate) use super::absent::RealtimeNotice;
 pub(crate) use super::cpu_mask::current_cpu;
 use super::cpu_mask::{pin_affinity, read_affinity};
 use super::posix;
-#[cfg(not(miri))]
-pub(crate) use super::realtime_notice::RealtimeNotice;
 use super::sched::{apply_scheduling, check_priority, scheduling_refused};
 use super::{NtpState, Policy};
-pub(crate) use posix::{
-    clock_name, kernel_nanos, kernel_resolution, on_fork, outside_signal_handler, thread_cpu_nanos,
-};
+pub(crate) use posix::{clock_name, kernel_nanos, kernel_resolution, on_fork};
 
 /// The kernel's clocks (`clock_gettime(2)`).
 pub(super) const CLOCKS: posix::Clocks = posix::Clocks {

@@ -25,17 +25,10 @@
 //! - `allowed_cpus()`, `process_cpus()`, `pin_to_cpus()`, `current_cpu()`:
 //!   where a thread runs, or an error naming the OS;
 //! - `set_scheduling(Policy, priority)` and `set_minimal_timer_slack()`;
-//! - `thread_cpu_nanos()`: the calling thread's CPU time, where the OS
-//!   tells it (CLOCK_THREAD_CPUTIME_ID);
 //! - `kernel_rate()` and `set_kernel_rate(KernelRate)`: the kernel clock's
 //!   tick and frequency (Linux's `adjtimex`), or an error naming the OS;
 //! - `on_fork(prepare, parent, child)`: the `pthread_atfork` handlers, and
 //!   their registration before `main`; nothing where there is no `fork`;
-//! - `outside_signal_handler()`: whether the calling thread can be told to
-//!   run outside any signal handler (always, where there are no signals);
-//! - `RealtimeNotice`: a timed sleep that a step of Realtime ends, and that
-//!   another thread can end (`realtime_notice.rs`, Linux's timerfd), or
-//!   none where the OS gives no such notice.
 //!
 //! The host clock and the engine hold no `cfg(target_os)`: what differs
 //! between OSes is here, and [`crate::sys`] shows it to the tools.
@@ -74,11 +67,8 @@ mod family;
 #[cfg(any(miri, not(any(target_os = "linux", target_os = "android"))))]
 #[allow(dead_code)]
 mod absent;
-// Miri has no timerfd: the notice is absent there.
 #[cfg(unix)]
 pub(crate) mod posix;
-#[cfg(all(not(miri), any(target_os = "linux", target_os = "android")))]
-mod realtime_notice;
 
 // The pieces a few families share, compiled where one uses them.
 #[cfg(any(
@@ -125,14 +115,36 @@ pub(crate) fn ntp_quietly() -> std::io::Result<NtpState> {
         ntp()
     }
 }
+/// The environment variable `name`, copied into `buf` (`None` where it is
+/// not set, or longer than `buf`), allocating nothing and taking no lock:
+/// the counter choice reads `TIMEHANDS_COUNTER` in whichever read makes it,
+/// a signal handler's maybe (std's `env::var` takes its environment lock
+/// and allocates).
+pub(crate) fn env_var<'a>(name: &std::ffi::CStr, buf: &'a mut [u8]) -> Option<&'a [u8]> {
+    #[cfg(unix)]
+    // SAFETY: `name` is a C string; `getenv` returns null or a C string of
+    // the environment, read here at once (as every C library reads it).
+    let value = unsafe {
+        let value = libc::getenv(name.as_ptr());
+        (!value.is_null()).then(|| std::ffi::CStr::from_ptr(value).to_bytes())
+    };
+    #[cfg(not(unix))]
+    let owned = std::env::var_os(name.to_str().ok()?);
+    #[cfg(not(unix))]
+    let value = owned.as_ref().map(|v| v.as_encoded_bytes());
+    let value = value?;
+    let copy = buf.get_mut(..value.len())?;
+    copy.copy_from_slice(value);
+    Some(copy)
+}
+
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 pub(crate) use family::refuse_threads_and_ntp;
-pub(crate) use family::{RealtimeNotice, kernel_rate, set_kernel_rate, tai_minus_utc};
 pub(crate) use family::{
     allowed_cpus, clock_name, current_cpu, kernel_nanos, kernel_resolution, ntp, on_fork,
-    outside_signal_handler, pin_to_cpus, process_cpus, set_minimal_timer_slack, set_scheduling,
-    thread_cpu_nanos,
+    pin_to_cpus, process_cpus, set_minimal_timer_slack, set_scheduling,
 };
+pub(crate) use family::{kernel_rate, set_kernel_rate, tai_minus_utc};
 
 /// The OS's clocks, as the host clock follows them. What each is on each OS
 /// is in the table of the repository's `docs/platforms.md`; in short:

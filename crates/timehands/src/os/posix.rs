@@ -54,11 +54,6 @@ pub fn clock_nanos(id: libc::clockid_t) -> io::Result<u64> {
     clock_timespec(id).map(|ts| timespec_nanos(&ts))
 }
 
-/// The CPU time the calling thread has used, in ns.
-pub(crate) fn thread_cpu_nanos() -> io::Result<u64> {
-    clock_nanos(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
 /// A unix family's ids for `clock_gettime` and names of the OS's clocks,
 /// in the order of [`KernelClock`]'s variants.
 pub(crate) struct Clocks {
@@ -106,61 +101,6 @@ pub(crate) fn kernel_resolution(clock: KernelClock) -> std::time::Duration {
 /// The OS's name for `clock`.
 pub(crate) fn clock_name(clock: KernelClock) -> &'static str {
     super::family::CLOCKS.of(clock).1
-}
-
-/// Whether the calling thread runs outside any signal handler, as far as
-/// the kernel lets a thread tell: no signal that has a handler is blocked.
-///
-/// While a handler runs, the kernel blocks its signal (unless it was
-/// installed with `SA_NODEFER`), so a thread inside one finds a blocked
-/// signal with a handler. Outside handlers, programs rarely block a signal
-/// they handle (a `signalfd` or `sigwait` program blocks signals it has
-/// no handler for): such a thread is taken, safely, as one that may be
-/// inside a handler. The one case it cannot see is a handler installed
-/// with `SA_NODEFER` and an empty `sa_mask`: inside it, nothing is
-/// blocked.
-///
-/// The clock asks before it does what a handler must not (allocate, start
-/// a thread, take a lock that waits): only on its rare paths, where a
-/// system call or a few cost nothing that matters. Both calls are on
-/// POSIX's list of async-signal-safe functions.
-pub(crate) fn outside_signal_handler() -> bool {
-    // Miri runs no signal handlers, and has no pthread_sigmask.
-    if cfg!(miri) {
-        return true;
-    }
-    // SAFETY: an all-zero sigset_t is a valid (empty) set to be written;
-    // pthread_sigmask with a null new set only reads the thread's mask.
-    let mut blocked: libc::sigset_t = unsafe { std::mem::zeroed() };
-    if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut blocked) } != 0 {
-        return false;
-    }
-    (1..signal_count()).all(|signal| {
-        // SAFETY: `blocked` was filled by pthread_sigmask above.
-        if unsafe { libc::sigismember(&blocked, signal) } != 1 {
-            return true;
-        }
-        // SAFETY: a null new action only reads the signal's disposition
-        // into `action`, a zeroed sigaction the call fills.
-        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-        if unsafe { libc::sigaction(signal, std::ptr::null(), &mut action) } != 0 {
-            return true;
-        }
-        matches!(action.sa_sigaction, libc::SIG_DFL | libc::SIG_IGN)
-    })
-}
-
-/// One past the largest signal number, real-time signals included.
-fn signal_count() -> libc::c_int {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    {
-        libc::SIGRTMAX() + 1
-    }
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    {
-        // The BSDs, Apple's OSes and illumos number theirs below 64.
-        65
-    }
 }
 
 /// Registers the fork handlers with the C library, which calls them around

@@ -7,14 +7,12 @@
 
 #[cfg(not(any(target_os = "illumos", target_os = "solaris")))]
 pub(crate) use super::absent::ntp;
-pub(crate) use super::absent::{RealtimeNotice, kernel_rate, set_kernel_rate, tai_minus_utc};
 pub(crate) use super::absent::{
     allowed_cpus, current_cpu, pin_to_cpus, process_cpus, set_minimal_timer_slack, set_scheduling,
 };
+pub(crate) use super::absent::{kernel_rate, set_kernel_rate, tai_minus_utc};
 use super::posix;
-pub(crate) use posix::{
-    clock_name, kernel_nanos, kernel_resolution, on_fork, outside_signal_handler, thread_cpu_nanos,
-};
+pub(crate) use posix::{clock_name, kernel_nanos, kernel_resolution, on_fork};
 
 /// POSIX's clocks: only CLOCK_MONOTONIC and CLOCK_REALTIME.
 pub(super) const CLOCKS: posix::Clocks = posix::Clocks {

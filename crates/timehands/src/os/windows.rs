@@ -20,8 +20,8 @@ use windows_sys::Win32::System::Threading::{
 
 use super::KernelClock;
 pub(crate) use super::absent::{
-    RealtimeNotice, kernel_rate, kernel_resolution, ntp, on_fork, outside_signal_handler,
-    set_kernel_rate, set_minimal_timer_slack, set_scheduling, tai_minus_utc, thread_cpu_nanos,
+    kernel_rate, kernel_resolution, ntp, on_fork, set_kernel_rate, set_minimal_timer_slack,
+    set_scheduling, tai_minus_utc,
 };
 use super::cpu_mask::{cpu_mask, cpus_in, pin_refused};
 

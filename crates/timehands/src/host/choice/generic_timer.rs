@@ -6,35 +6,34 @@
 //! function, tested on every architecture.
 
 #[cfg(target_arch = "aarch64")]
-use super::{Choice, Verdict};
+use super::{Choice, KeptVerdict, KeptVerdicts};
 #[cfg(target_arch = "aarch64")]
 use crate::Counter;
 #[cfg(target_arch = "aarch64")]
 use crate::host::counter::HostCounter;
 #[cfg(target_arch = "aarch64")]
+use crate::host::text::text;
+#[cfg(target_arch = "aarch64")]
 use crate::os::KernelClock;
 
 /// The generic timer: architected, synchronized and of known frequency;
 /// unless it reads the wall clock (an emulator's, below), where it is kept
-/// only if `forced`.
+/// only if `forced` (else the kernel's clock, with the reason).
 #[cfg(target_arch = "aarch64")]
-pub(super) fn hardware(
-    forced: bool,
-    mut verdicts: Vec<Verdict>,
-) -> Result<Choice, (String, Vec<Verdict>)> {
+pub(super) fn hardware(forced: bool, mut verdicts: KeptVerdicts) -> Choice {
     let counter = crate::hw::Cntvct::new();
-    verdicts.push(Verdict {
+    verdicts.push(KeptVerdict {
         check: "CNTFRQ_EL0",
         passed: true,
-        detail: format!("{} Hz", counter.frequency()),
+        detail: text!("{} Hz", counter.frequency()),
     });
     let free_running = free_running_verdict(&counter);
-    let reason = (!free_running.passed).then(|| free_running.detail.clone());
+    let reason = (!free_running.passed).then_some(free_running.detail);
     verdicts.push(free_running);
     if let (Some(reason), false) = (reason, forced) {
-        return Err((reason, verdicts));
+        return super::kernel_choice(reason, verdicts);
     }
-    Ok(Choice {
+    Choice {
         counter: HostCounter::Cntvct(counter),
         frequency_source: "CNTFRQ_EL0".into(),
         verdicts,
@@ -45,7 +44,7 @@ pub(super) fn hardware(
         // The generic timer is architected and synchronized: no clocksource
         // gates it, whatever the kernel keeps time with.
         own_evidence: None,
-    })
+    }
 }
 
 /// Whether the generic timer runs free of the wall clock. A hardware timer
@@ -54,22 +53,22 @@ pub(super) fn hardware(
 /// the microsecond, so that it steps back with a leap second or a
 /// `settimeofday`, and runs at NTP's slew.
 #[cfg(target_arch = "aarch64")]
-fn free_running_verdict(counter: &crate::hw::Cntvct) -> Verdict {
+fn free_running_verdict(counter: &crate::hw::Cntvct) -> KeptVerdict {
     let seconds = counter.read() / counter.frequency().max(1);
     let realtime = crate::os::kernel_nanos(KernelClock::Realtime)
         .ok()
         .map(|ns| ns / 1_000_000_000);
     let wall_clock = realtime.is_some_and(|realtime| reads_the_wall_clock(seconds, realtime));
-    Verdict {
+    KeptVerdict {
         check: "CNTVCT_EL0 runs free",
         passed: !wall_clock,
         detail: if wall_clock {
-            format!(
+            text!(
                 "CNTVCT_EL0 reads the wall clock ({seconds} s, the Unix time): an emulator's \
                  timer (qemu-user's), which steps when Realtime does"
             )
         } else {
-            format!("{seconds} s since it started, not the wall clock")
+            text!("{seconds} s since it started, not the wall clock")
         },
     }
 }
@@ -99,22 +98,28 @@ mod tests {
     #[test]
     fn the_generic_timer_is_kept_unless_it_reads_the_wall_clock() {
         let free = free_running_verdict(&crate::hw::Cntvct::new());
-        match hardware(false, Vec::new()) {
-            Ok(choice) => {
+        let choice = hardware(false, KeptVerdicts::default());
+        match choice.fallback {
+            None => {
                 assert!(free.passed, "{free:?}");
                 assert!(matches!(choice.counter, HostCounter::Cntvct(_)));
             }
-            Err((why, verdicts)) => {
+            Some(why) => {
                 assert!(!free.passed, "{why}");
                 assert!(why.contains("reads the wall clock"), "{why}");
+                assert!(matches!(choice.counter, HostCounter::Kernel(_)));
                 assert!(
-                    verdicts.iter().any(|v| v.check == free.check && !v.passed),
-                    "{verdicts:?}"
+                    choice
+                        .verdicts
+                        .iter()
+                        .any(|v| v.check == free.check && !v.passed),
+                    "{:?}",
+                    choice.verdicts
                 );
             }
         }
-        let forced = hardware(true, Vec::new()).map(|choice| choice.counter);
-        assert!(matches!(forced, Ok(HostCounter::Cntvct(_))));
+        let forced = hardware(true, KeptVerdicts::default());
+        assert!(matches!(forced.counter, HostCounter::Cntvct(_)));
     }
 }
 

@@ -1,6 +1,7 @@
 //! A program that reads in bursts between idle spells, as users meet it:
-//! the upkeep thread parks while nothing is read and a read wakes it, with
-//! forks and a stop during the park (see [`idle_between_bursts`]).
+//! nothing of the clock runs while nothing is read (it has no thread), and
+//! the first read after a spell reads true time, with forks and a stop
+//! during a spell (see [`idle_between_bursts`]).
 
 use std::time::Duration;
 
@@ -23,20 +24,21 @@ fn burst(checker: &mut Checker, ms: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// The upkeep thread's wakeups so far, asked without a read (`info` reads
-/// the clock, which is demand).
-fn wakeups() -> u64 {
-    crate::host::process::clock().wake.cost().0
+/// The threads of this process, where the OS lists them (`/proc`).
+fn threads() -> Option<usize> {
+    Some(std::fs::read_dir("/proc/self/task").ok()?.count())
 }
 
 /// A program that reads in bursts between idle spells, as users meet it:
 /// every read checked, the first after each idle spell too (10 ms, 1 s,
-/// 2 s); the upkeep thread parked through the second half of a 2 s idle
-/// spell; eight threads that wake it at once all read true time; a fork
-/// while it is parked, and one while a read wakes it, leave working
-/// clocks; and (the test stops the process during the last idle spell,
-/// after printing `IDLE`) a stop during a park resumes within the bound.
+/// 2 s); the process has no thread more after reading than before; eight
+/// threads that read at once after a spell all
+/// read true time; a fork during a spell, and one while a read ends it,
+/// leave working clocks; and (the test stops the process during the last
+/// idle spell, after printing `IDLE`) a stop during a spell resumes within
+/// the bound.
 pub(super) fn idle_between_bursts() -> Result<(), String> {
+    let before = threads();
     let mut checker = Checker::new();
     burst(&mut checker, 30)?;
     for gap_ms in [10, 1_000] {
@@ -44,16 +46,14 @@ pub(super) fn idle_between_bursts() -> Result<(), String> {
         burst(&mut checker, 5)?;
     }
     std::thread::sleep(Duration::from_millis(1_000));
-    let parked = wakeups();
-    std::thread::sleep(Duration::from_millis(1_000));
-    if wakeups() != parked {
+    if threads() != before {
         return Err(format!(
-            "the upkeep thread woke {} times with nothing read",
-            wakeups() - parked
+            "{:?} threads after reading, {before:?} before",
+            threads()
         ));
     }
     burst(&mut checker, 5)?;
-    // Eight threads wake the parked thread at once.
+    // Eight threads read at once after a spell.
     std::thread::sleep(Duration::from_millis(1_500));
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
     let readers: Vec<_> = (0..8)
@@ -69,7 +69,7 @@ pub(super) fn idle_between_bursts() -> Result<(), String> {
     for reader in readers {
         reader.join().expect("a reader")?;
     }
-    // A fork while the thread is parked, and one while a read wakes it.
+    // A fork during a spell, and one while a read ends it.
     std::thread::sleep(Duration::from_millis(1_500));
     verdict(fork_and_check())?;
     std::thread::sleep(Duration::from_millis(1_500));
@@ -83,12 +83,11 @@ pub(super) fn idle_between_bursts() -> Result<(), String> {
     println!("IDLE");
     std::thread::sleep(Duration::from_millis(1_500));
     burst(&mut checker, 20)?;
-    println!("upkeep: {} wakeups", wakeups());
     Ok(())
 }
 
 /// Bursts of reads between idle spells: see [`idle_between_bursts`]. The
-/// process is stopped for 300 ms while its upkeep thread is parked.
+/// process is stopped for 300 ms during a spell.
 #[test]
 #[cfg_attr(miri, ignore = "forks and stops a process")]
 fn reads_between_idle_spells_a_park_a_fork_and_a_stop() {

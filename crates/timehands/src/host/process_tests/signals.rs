@@ -2,8 +2,8 @@
 //! that reaches a named point (`fork_points::signal`) raises a signal on
 //! itself, and the handler reads every clock there, on top of the step
 //! half done (a start, a windup holding the writer lock, a steering, the
-//! kernel's NTP state being asked, the upkeep thread being started, a
-//! hand-over, a fork holding the clock's locks). A handler that waited
+//! kernel's NTP state being asked, the counter being chosen, a hand-over
+//! and the readers' move, a fork holding the clock's locks). A handler that waited
 //! for its own thread's step would never return: the child half's alarm
 //! then ends it, and the test fails.
 //!
@@ -22,9 +22,9 @@ use crate::os::KernelClock;
 use crate::{ClockId, getres, gettime, now, now_coarse, try_gettime};
 
 /// The points a signal is raised at (see `fork_points.rs`).
-pub(super) const POINTS: [&str; 10] = [
+pub(super) const POINTS: [&str; 11] = [
     "start: building the clock",
-    "upkeep: starting the thread",
+    "choice: choosing",
     "kernel: asking the NTP state",
     "windup: following the kernel's rate",
     "windup: wound up, not steered",
@@ -32,6 +32,7 @@ pub(super) const POINTS: [&str; 10] = [
     "choice: made, not handed over",
     "hand-over: retired, no successor",
     "hand-over: successor set, readers not moved",
+    "hand-over: due, readers not moved",
     "fork: the clock's locks held",
 ];
 
