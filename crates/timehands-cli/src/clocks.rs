@@ -301,7 +301,11 @@ fn count_slow(calls: u64, above: u64, read: impl Fn() -> u64) -> u64 {
 }
 
 fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    // As the kernel's clocks' timespec is turned into ns (see `kernel_ns`),
+    // so that the two are compared doing the same work after the read.
+    d.as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos()))
 }
 
 /// The kernel's clock `clock` in nanoseconds.

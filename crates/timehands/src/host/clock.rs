@@ -20,8 +20,8 @@ use super::choice::{Choice, KeptVerdicts, Settling, Verdict};
 use super::counter::HostCounter;
 use super::handover::Pending;
 use super::published::{
-    COARSE_FLOOR, COARSE_SLACK, COARSE_SLACK_UNTIL, NOT_STARTED, READER, coarse_slack_until,
-    reader_timekeeper,
+    COARSE_FLOOR, COARSE_REALTIME_SLACK_UNTIL, COARSE_SLACK, COARSE_SLACK_UNTIL, NOT_STARTED,
+    READER, coarse_slack_until, reader_timekeeper,
 };
 use super::stated_bound::StatedBound;
 use super::text::Text;
@@ -353,9 +353,23 @@ impl HostClock {
         if !self.publishes {
             return;
         }
-        let windup = floor_nanos_signed(self.readers_timekeeper().uptime_coarse()).unwrap_or(0);
+        let readers = self.readers_timekeeper();
+        let windup = floor_nanos_signed(readers.uptime_coarse()).unwrap_or(0);
         let stale = (windup as u64).saturating_add(STALE.as_nanos() as u64);
-        let limit = coarse_slack_until(bound).min(stale);
+        // Realtime's coarse read adds the error of its offset.
+        let realtime = Bound {
+            ns: bound
+                .ns
+                .saturating_add(self.realtime_uncertainty.load(Ordering::Relaxed)),
+            ..*bound
+        };
+        let limit = coarse_slack_until(&realtime).min(stale);
+        // Realtime's first: a coarse Realtime read past it takes the coarse
+        // Monotonic time, whose limit (below) it then meets.
+        COARSE_REALTIME_SLACK_UNTIL.store(
+            limit.saturating_add_signed(readers.realtime_offset_nanos()),
+            Ordering::SeqCst,
+        );
         let was = COARSE_SLACK_UNTIL.swap(limit, Ordering::SeqCst);
         if limit < was {
             // A common read that loaded the limit before the swap read the

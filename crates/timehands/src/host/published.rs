@@ -81,6 +81,12 @@ pub(crate) const COARSE_SLACK: Duration = Duration::from_micros(50);
 /// long way (`read::coarse_nanos_long_way`). 0 until the clock starts.
 pub(super) static COARSE_SLACK_UNTIL: AtomicU64 = AtomicU64::new(0);
 
+/// [`COARSE_SLACK_UNTIL`] on the kernel's Realtime: moved by our Realtime
+/// offset as last published, so that a coarse Realtime read compares the
+/// kernel's coarse Realtime with it (a step forward the clock has not
+/// followed yet puts the kernel's past it).
+pub(super) static COARSE_REALTIME_SLACK_UNTIL: AtomicU64 = AtomicU64::new(0);
+
 /// The largest coarse time a read that went the long way handed out, in
 /// ns: no such read returns less, so that coarse time never goes back.
 pub(super) static COARSE_FLOOR: AtomicU64 = AtomicU64::new(0);

@@ -8,8 +8,9 @@ use super::clock::HostClock;
 use super::counter::HostCounter;
 use super::process::{clock, try_clock};
 use super::published::{
-    COARSE_FLOOR, COARSE_SLACK, COARSE_SLACK_UNTIL, COUNTER_READ, HOW, NOT_STARTED, READER,
-    SECOND_HINTS, STAND_IN_FLOOR, publish_first_reader_word, reader_timekeeper,
+    COARSE_FLOOR, COARSE_REALTIME_SLACK_UNTIL, COARSE_SLACK, COARSE_SLACK_UNTIL, COUNTER_READ, HOW,
+    NOT_STARTED, READER, SECOND_HINTS, STAND_IN_FLOOR, publish_first_reader_word,
+    reader_timekeeper,
 };
 #[cfg(target_arch = "x86_64")]
 use super::published::{LFENCE_RDTSC, RDTSCP};
@@ -233,7 +234,8 @@ pub fn now_coarse() -> Instant {
 /// precise clock, which is no earlier than its coarse one).
 #[inline(always)]
 pub(super) fn coarse_nanos() -> u64 {
-    let kernel = SystemClocks.nanos(KernelClock::MonotonicCoarse);
+    let (seconds, nanos) = crate::os::kernel_coarse(KernelClock::MonotonicCoarse);
+    let kernel = nanos_of(seconds, nanos);
     if kernel < COARSE_SLACK_UNTIL.load(Ordering::Acquire) {
         // No underflow: the limit is published with the slack taken off.
         kernel - COARSE_SLACK.as_nanos() as u64
@@ -242,17 +244,76 @@ pub(super) fn coarse_nanos() -> u64 {
     }
 }
 
-/// The coarse time on CLOCK_REALTIME: the coarse Monotonic time moved by the
-/// Realtime offset of the timekeeper a `now()` after it reads, so that the
-/// two agree as the precise clocks do.
+/// [`coarse_nanos`] as a `Duration`, split as the kernel split it: no
+/// division.
+#[inline(always)]
+fn coarse_duration() -> Duration {
+    let (seconds, nanos) = crate::os::kernel_coarse(KernelClock::MonotonicCoarse);
+    let kernel = nanos_of(seconds, nanos);
+    if kernel < COARSE_SLACK_UNTIL.load(Ordering::Acquire) {
+        less_slack(seconds, nanos)
+    } else {
+        split_near(coarse_nanos_long_way(kernel), &SECOND_HINTS[0])
+    }
+}
+
+/// The coarse time on CLOCK_REALTIME: the kernel's coarse Realtime less
+/// [`COARSE_SLACK`] where the coarse Monotonic time may be taken so, moved
+/// onto Realtime by our offset ([`COARSE_REALTIME_SLACK_UNTIL`]); else
+/// the coarse Monotonic time moved by the Realtime offset of the
+/// timekeeper a `now()` after it reads, as our precise Realtime is. (A
+/// step of the kernel's Realtime forward puts its coarse Realtime past the
+/// limit until a windup follows the step: such a read goes the long way,
+/// never ahead of a precise read.)
 #[inline(always)]
 pub(super) fn realtime_coarse() -> Duration {
-    let monotonic = coarse_nanos();
-    let offset = match READER.load(Ordering::Acquire) {
-        NOT_STARTED => return Duration::from_nanos(kernel_gettime_nanos(ClockId::RealtimeCoarse)),
-        word => reader_timekeeper(word).realtime_offset_nanos(),
+    let (seconds, nanos) = crate::os::kernel_coarse(KernelClock::RealtimeCoarse);
+    if nanos_of(seconds, nanos) < COARSE_REALTIME_SLACK_UNTIL.load(Ordering::Acquire) {
+        less_slack(seconds, nanos)
+    } else {
+        realtime_coarse_long_way()
+    }
+}
+
+/// Whole nanoseconds of a clock the kernel split (584 years fit).
+#[inline(always)]
+fn nanos_of(seconds: u64, nanos: u32) -> u64 {
+    seconds
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(u64::from(nanos))
+}
+
+/// `seconds` and `nanos` less [`COARSE_SLACK`], as a `Duration`: a borrow
+/// of one second at most, and no division.
+#[inline(always)]
+fn less_slack(seconds: u64, nanos: u32) -> Duration {
+    let slack = COARSE_SLACK.as_nanos() as u32;
+    let (seconds, nanos) = match nanos.checked_sub(slack) {
+        Some(nanos) => (seconds, nanos),
+        None => (
+            seconds.wrapping_sub(1),
+            nanos.wrapping_add(1_000_000_000 - slack),
+        ),
     };
-    split_near(monotonic.saturating_add_signed(offset), &SECOND_HINTS[1])
+    // The kernel's nanoseconds are below 10^9; `min` says so to the
+    // compiler, which then leaves out `Duration::new`'s carry.
+    Duration::new(seconds, nanos.min(999_999_999))
+}
+
+/// [`realtime_coarse`] past its limit: the coarse Monotonic time (the long
+/// way's, if need be) moved by the readers' timekeeper's Realtime offset;
+/// the kernel's coarse Realtime while the clock starts.
+#[cold]
+#[inline(never)]
+fn realtime_coarse_long_way() -> Duration {
+    let monotonic = coarse_nanos();
+    match READER.load(Ordering::Acquire) {
+        NOT_STARTED => Duration::from_nanos(kernel_gettime_nanos(ClockId::RealtimeCoarse)),
+        word => split_near(
+            monotonic.saturating_add_signed(reader_timekeeper(word).realtime_offset_nanos()),
+            &SECOND_HINTS[1],
+        ),
+    }
 }
 
 /// A coarse read at the kernel's coarse time `kernel` (ns) past where the
@@ -361,7 +422,7 @@ pub fn gettime(id: ClockId) -> Duration {
     match id {
         ClockId::Monotonic => split_near(read_nanos::<false, true>(), &SECOND_HINTS[0]),
         ClockId::Realtime => split_near(read_nanos::<true, true>(), &SECOND_HINTS[1]),
-        ClockId::MonotonicCoarse => split_near(coarse_nanos(), &SECOND_HINTS[0]),
+        ClockId::MonotonicCoarse => coarse_duration(),
         ClockId::RealtimeCoarse => realtime_coarse(),
         ClockId::Tai => {
             let Some(clock) = try_clock() else {
@@ -493,6 +554,8 @@ fn kernel_gettime_nanos(id: ClockId) -> u64 {
             kernel_read::<true>().saturating_add_signed(offset * 1_000_000_000)
         }
         ClockId::MonotonicCoarse => coarse_nanos(),
-        ClockId::RealtimeCoarse => kernel(KernelClock::RealtimeCoarse),
+        ClockId::RealtimeCoarse => {
+            kernel(KernelClock::RealtimeCoarse).saturating_sub(COARSE_SLACK.as_nanos() as u64)
+        }
     }
 }

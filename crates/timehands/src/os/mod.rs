@@ -146,6 +146,24 @@ pub(crate) use family::{
 };
 pub(crate) use family::{kernel_rate, set_kernel_rate, tai_minus_utc};
 
+/// The OS's coarse clock `clock` (`MonotonicCoarse`, `RealtimeCoarse`) as
+/// whole seconds and nanoseconds: the one call a coarse read makes, inlined
+/// into it (on unix, `clock_gettime` and nothing around it: the coarse
+/// read costs what the kernel's does). Elsewhere the OS's clock of that
+/// name, split.
+#[inline(always)]
+pub(crate) fn kernel_coarse(clock: KernelClock) -> (u64, u32) {
+    #[cfg(unix)]
+    {
+        posix::clock_now(family::CLOCKS.of(clock).0)
+    }
+    #[cfg(not(unix))]
+    {
+        let ns = family::kernel_nanos(clock).unwrap_or(0);
+        (ns / 1_000_000_000, (ns % 1_000_000_000) as u32)
+    }
+}
+
 /// The OS's clocks, as the host clock follows them. What each is on each OS
 /// is in the table of the repository's `docs/platforms.md`; in short:
 ///

@@ -26,6 +26,20 @@ pub fn clock_timespec(id: libc::clockid_t) -> io::Result<libc::timespec> {
     }
 }
 
+/// Clock `id` now as whole seconds and nanoseconds, for an `id` the OS has
+/// (one of its table's: `clock_gettime` fails for no other reason), with
+/// nothing else around the call. A clock before its origin reads 0.
+#[inline(always)]
+pub(crate) fn clock_now(id: libc::clockid_t) -> (u64, u32) {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the OS (or the vDSO) to write.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    (u64::try_from(ts.tv_sec).unwrap_or(0), ts.tv_nsec as u32)
+}
+
 /// `ts` in nanoseconds: 0 before the clock's origin, `u64::MAX` 584 years
 /// after it.
 #[inline]
