@@ -190,6 +190,58 @@ fn th_clock_gettime_in_a_signal_handler_never_hangs() {
     }
 }
 
+/// What tests/c/callers.c printed of the clock after one kind of reader
+/// read: its `CALLER` line's fields by name.
+fn caller_fields(stdout: &str) -> std::collections::HashMap<String, String> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("CALLER "))
+        .unwrap_or_else(|| panic!("no CALLER line in {stdout}"));
+    line.split_whitespace()
+        .filter_map(|word| word.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// `th_clock_gettime` from every kind of thread, in a process of its own
+/// each (tests/c/callers.c): a thread that blocks every signal, a daemon's
+/// that blocks SIGHUP and SIGTERM but around a `ppoll`, and a process whose
+/// only reads are in a SIGPROF handler get the clock an ordinary thread's
+/// reads get: the same counter, a bound within twice its (and the 5 µs a
+/// loaded machine's brackets may add), about as many windups (the clock
+/// once stayed on the kernel's clock for such threads, winding up every
+/// 50 µs); and the library starts no thread for any.
+#[test]
+fn th_clock_gettime_gives_every_caller_the_same_clock() {
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("timehands-c-callers");
+    compile(&C, &crate_dir().join("tests/c/callers.c"), &exe);
+    let became = |kind: &str| {
+        let output = run(&exe, &[kind, "300"]);
+        assert_passed(&output, &format!("tests/c/callers.c {kind}"), |stdout| {
+            stdout.contains("CALLER ")
+        });
+        caller_fields(&text(&output.stdout))
+    };
+    let number = |fields: &std::collections::HashMap<String, String>, name: &str| -> u64 {
+        fields[name].parse().expect("a number")
+    };
+    let ordinary = became("ordinary");
+    for kind in ["blocked", "daemon", "handler"] {
+        let this = became(kind);
+        println!("{kind}: {this:?}; ordinary: {ordinary:?}");
+        assert_eq!(this["counter"], ordinary["counter"], "{kind}");
+        assert!(
+            number(&this, "accuracy_ns") <= 2 * number(&ordinary, "accuracy_ns") + 5_000,
+            "{kind}: {this:?}, ordinary {ordinary:?}"
+        );
+        assert!(
+            number(&this, "windups") <= 4 * number(&ordinary, "windups") + 100,
+            "{kind}: {this:?}, ordinary {ordinary:?}"
+        );
+        assert_eq!(this["threads_before"], this["threads_after"], "{kind}");
+    }
+}
+
 #[test]
 fn the_example_benchmark_prints_both_figures() {
     let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("timehands-clock-gettime-bench");

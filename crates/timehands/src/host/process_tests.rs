@@ -1,6 +1,8 @@
 //! The process's clock as programs meet it: forked at each step of its
 //! life, forked at random in its first milliseconds and while it steers,
-//! stopped and continued (`stop.rs`), read in bursts between idle spells (`idle.rs`). Each scenario runs in a fresh process (this test
+//! stopped and continued (`stop.rs`), read in bursts between idle spells
+//! (`idle.rs`), read by every kind of thread (`callers.rs`). Each scenario
+//! runs in a fresh process (this test
 //! binary again, filtered to [`process_child`]), which forks or is stopped;
 //! a forked child checks its clock and reports by its exit status to that
 //! process, which reports to the test; the test asserts. No child half
@@ -15,6 +17,7 @@
 //! second; `info` that returns (an alarm ends a child that hangs); the
 //! counter chosen, or the reason it is not.
 
+mod callers;
 #[path = "../../tests/support/emulator.rs"]
 mod emulator;
 mod idle;
@@ -230,6 +233,7 @@ fn process_child() {
         Some("stop") => stop::stopped(),
         Some("fresh") => first_100_ms(),
         Some("idle") => idle::idle_between_bursts(),
+        Some("caller") => callers::caller(words.next().expect("a reader kind")),
         Some("standing") => standing::real_time_read_behind_a_preempted_windup(),
         Some("signal") => signals::reads_in_a_handler_at_the_point(),
         #[cfg(target_arch = "x86_64")]
@@ -402,8 +406,8 @@ fn assert_child_passes(plan: &str, env: &[(&str, &str)]) {
 }
 
 /// Runs the ignored test `half` (its full path) alone in a process of its
-/// own, and asserts that it [`report`]ed a pass.
-pub(super) fn assert_half_passes(half: &str, plan: &str, env: &[(&str, &str)]) {
+/// own, and asserts that it [`report`]ed a pass; returns what it printed.
+pub(super) fn assert_half_passes(half: &str, plan: &str, env: &[(&str, &str)]) -> String {
     let output = child_half(half, plan, env)
         .output()
         .expect("the child half runs");
@@ -415,6 +419,7 @@ pub(super) fn assert_half_passes(half: &str, plan: &str, env: &[(&str, &str)]) {
         output.status
     );
     println!("{plan} {env:?}:\n{stdout}");
+    stdout.into_owned()
 }
 
 /// How many trials a randomized test makes: `default`, or the number in
