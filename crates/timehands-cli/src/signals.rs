@@ -10,15 +10,22 @@
 //! process at `--rate`, before its first read (so that the clock may be
 //! started, and its thread spawned, under the signals); two threads then
 //! allocate and read `now()` for `--ms`, and the handler reads every clock
-//! (`gettime` of each id, `now`, `now_coarse`, `now_unordered`). A process arms `alarm(2)` for
-//! `--hang-after` seconds first: one that is still running then dies of
-//! `SIGALRM`, and counts as hung. A read that hangs waits for a step of
-//! the clock's life that the thread it interrupted was taking; one that
-//! allocates in a handler that interrupted `malloc` deadlocks in it.
+//! (`gettime` of each id, `now`, `now_coarse`, `now_unordered`). A process
+//! hangs when it waits for something that never comes: a read that waits
+//! for a step of the clock's life that the thread it interrupted was
+//! taking, one that allocates in a handler that interrupted `malloc` and
+//! deadlocks in it. Such a process uses no CPU: one still running that
+//! used none for `--hang-after` seconds (its CPU time in `/proc`) is killed
+//! and counts as hung. A slow one (a debug build at 20 kHz spends most of
+//! its time in the handler) uses CPU all along, and is waited for. Where
+//! `/proc` does not say, a process still running after `--hang-after`
+//! seconds counts as hung.
 //!
 //! `--program` runs another workload under the same count: a program that
-//! takes the rate and the milliseconds as its two arguments and arms the
-//! same alarm (the C library's test, `th_clock_gettime` in the handler).
+//! takes the rate and the milliseconds as its two arguments (the C
+//! library's test, `th_clock_gettime` in the handler); one that says it
+//! hung (exit status 3: the C test's own watch of its reading threads) or
+//! dies of `SIGALRM` (its own alarm) counts as hung too.
 //! The run exits non-zero when any process hung or failed: the target is
 //! none.
 
@@ -54,7 +61,8 @@ pub struct Args {
     #[arg(long, default_value_t = 400,
           value_parser = clap::value_parser!(u32).range(1..=60_000))]
     pub ms: u32,
-    /// Seconds after which a process still running counts as hung.
+    /// Seconds without CPU time used after which a process still running
+    /// counts as hung.
     #[arg(long, default_value_t = 5,
           value_parser = clap::value_parser!(u32).range(1..=3_600))]
     pub hang_after: u32,
@@ -83,7 +91,7 @@ struct Count {
 pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.child {
         let rate = *args.rates.first().context("a child is given one rate")?;
-        return workload(rate, args.ms, args.hang_after);
+        return workload(rate, args.ms);
     }
     if let Some(program) = &args.program {
         anyhow::ensure!(
@@ -93,7 +101,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         );
     }
     output::print(&format!(
-        "{} processes a rate, each reading for {} ms under SIGPROF, hung if running after {} s\n",
+        "{} processes a rate, each reading for {} ms under SIGPROF, hung if running with no CPU used for {} s\n",
         args.processes, args.ms, args.hang_after
     ))?;
     let mut missed = false;
@@ -127,8 +135,6 @@ fn count_processes(args: &Args, rate: u32) -> anyhow::Result<Count> {
                     rate.to_string(),
                     "--ms".to_string(),
                     args.ms.to_string(),
-                    "--hang-after".to_string(),
-                    args.hang_after.to_string(),
                 ]);
             }
         }
@@ -143,9 +149,8 @@ fn count_processes(args: &Args, rate: u32) -> anyhow::Result<Count> {
             .collect::<Result<Vec<_>, _>>()
             .with_context(|| format!("starting {}", command().get_program().to_string_lossy()))?;
         started += batch;
-        for mut child in children {
-            let status = child.wait().context("waiting for a process")?;
-            match status_of(status) {
+        for ended in watch(children, Duration::from_secs(args.hang_after.into()))? {
+            match ended {
                 Ended::Passed => count.passed += 1,
                 Ended::Hung => count.hung += 1,
                 Ended::Failed => count.failed += 1,
@@ -155,10 +160,75 @@ fn count_processes(args: &Args, rate: u32) -> anyhow::Result<Count> {
     Ok(count)
 }
 
+/// How often the running processes are looked at.
+const LOOK_EVERY: Duration = Duration::from_millis(20);
+
+/// Waits for `children`, killing one that used no CPU for `hang_after`
+/// while it ran (see the module docs): how each ended.
+fn watch(children: Vec<std::process::Child>, hang_after: Duration) -> anyhow::Result<Vec<Ended>> {
+    struct Running {
+        child: std::process::Child,
+        cpu: Option<u64>,
+        since: Instant,
+    }
+    let mut running: Vec<Running> = children
+        .into_iter()
+        .map(|child| Running {
+            cpu: cpu_ticks(child.id()),
+            since: Instant::now(),
+            child,
+        })
+        .collect();
+    let mut ended = Vec::with_capacity(running.len());
+    while !running.is_empty() {
+        std::thread::sleep(LOOK_EVERY);
+        let mut still = Vec::with_capacity(running.len());
+        for mut process in running {
+            if let Some(status) = process.child.try_wait().context("waiting for a process")? {
+                ended.push(status_of(status));
+                continue;
+            }
+            let cpu = cpu_ticks(process.child.id());
+            if cpu.is_some() && cpu != process.cpu {
+                process.cpu = cpu;
+                process.since = Instant::now();
+            } else if process.since.elapsed() >= hang_after {
+                // A kill that races its exit finds it ended: then it hung
+                // no more than any other.
+                let _ = process.child.kill();
+                process
+                    .child
+                    .wait()
+                    .context("waiting for a killed process")?;
+                ended.push(Ended::Hung);
+                continue;
+            }
+            still.push(process);
+        }
+        running = still;
+    }
+    Ok(ended)
+}
+
+/// The CPU time process `pid` used so far, in clock ticks (`utime` and
+/// `stime` of `/proc/PID/stat`), where `/proc` says.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's name, which may hold spaces in its
+    // parentheses: the state first, then utime and stime 11 and 12 on.
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .collect();
+    let ticks = |at: usize| fields.get(at)?.parse::<u64>().ok();
+    Some(ticks(11)? + ticks(12)?)
+}
+
 /// How a process ended.
 enum Ended {
     Passed,
-    /// It died of its alarm.
+    /// It used no CPU for the time given while it ran (killed), said so
+    /// (exit status 3), or died of its own alarm.
     Hung,
     Failed,
 }
@@ -167,7 +237,7 @@ fn status_of(status: std::process::ExitStatus) -> Ended {
     use std::os::unix::process::ExitStatusExt;
     if status.success() {
         Ended::Passed
-    } else if status.signal() == Some(libc::SIGALRM) {
+    } else if status.signal() == Some(libc::SIGALRM) || status.code() == Some(3) {
         Ended::Hung
     } else {
         Ended::Failed
@@ -192,14 +262,12 @@ extern "C" fn read_every_clock(_: libc::c_int) {
     SINK.fetch_add(sum, Ordering::Relaxed);
 }
 
-/// One process: the alarm, the handler, the timer, then two threads that
-/// allocate and read for `ms`.
-fn workload(rate: u32, ms: u32, hang_after: u32) -> anyhow::Result<()> {
-    // SAFETY: alarm(2) only arms a timer, whose SIGALRM ends a process that
-    // hangs; the handler only reads clocks and an atomic; the timer sends
+/// One process: the handler, the timer, then two threads that allocate and
+/// read for `ms`.
+fn workload(rate: u32, ms: u32) -> anyhow::Result<()> {
+    // SAFETY: the handler only reads clocks and an atomic; the timer sends
     // SIGPROF to this process, and is deleted before it exits.
     let timer = unsafe {
-        libc::alarm(hang_after);
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = read_every_clock as *const () as libc::sighandler_t;
         action.sa_flags = libc::SA_RESTART;

@@ -173,8 +173,9 @@ fn the_c_api_behaves_like_clock_gettime() {
 
 /// `th_clock_gettime` of every clock in a SIGPROF handler, 20 000 times a
 /// second from before the first read, while two threads call `malloc` and
-/// `th_clock_gettime`: no process hangs (tests/c/signals.c; one that does
-/// dies of its alarm). `timehands signals --program` runs the same
+/// `th_clock_gettime`: no process hangs (tests/c/signals.c, which tells a
+/// hang, reading threads that make no round for 5 s, from a slow process,
+/// and exits 3 for one). `timehands signals --program` runs the same
 /// program by the thousand.
 #[test]
 fn th_clock_gettime_in_a_signal_handler_never_hangs() {

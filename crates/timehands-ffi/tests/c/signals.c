@@ -3,8 +3,13 @@
  * POSIX timer on CLOCK_MONOTONIC signals the process RATE times a second
  * from before its first read, while two threads call malloc and
  * th_clock_gettime for MS milliseconds. POSIX lets a handler call
- * clock_gettime; a drop-in must be as safe there. The alarm ends a process
- * that hangs (it dies of SIGALRM); one that returns 0 passed.
+ * clock_gettime; a drop-in must be as safe there. A process hangs when its
+ * reading threads make no progress at all (a read waiting for what never
+ * comes): the main thread watches their count of rounds, and one that has
+ * not moved for 5 s while they should read ends the process (exit 3,
+ * "hung"). A slow one (a debug build at 20 kHz) moves, and is waited for;
+ * the alarm is the last resort, should the watching thread hang too. One
+ * that returns 0 passed.
  *
  * Usage: signals RATE MS
  */
@@ -39,6 +44,10 @@ static void read_every_clock(int signal) {
 
 static struct timespec end;
 
+/* Rounds the reading threads made, and how many of them are done. */
+static volatile unsigned long rounds;
+static volatile int done;
+
 static int before_end(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -59,7 +68,34 @@ static void *allocate_and_read(void *unused) {
         }
         sink += stamps[63];
         free(stamps);
+        __atomic_add_fetch(&rounds, 1, __ATOMIC_RELAXED);
     }
+    return NULL;
+}
+
+/* Joins the two `readers` while watching the rounds: exits 3 once they
+ * stood for 5 s while a reader still read. */
+static void join_watching(pthread_t readers[2]) {
+    unsigned long seen = rounds;
+    int still = 0;
+    while (__atomic_load_n(&done, __ATOMIC_ACQUIRE) < 2) {
+        struct timespec tenth = {0, 100000000L};
+        nanosleep(&tenth, NULL);
+        unsigned long now = __atomic_load_n(&rounds, __ATOMIC_RELAXED);
+        still = now == seen ? still + 1 : 0;
+        seen = now;
+        if (still >= 50) {
+            fprintf(stderr, "hung: no reading thread made a round for 5 s\n");
+            _exit(3);
+        }
+    }
+    pthread_join(readers[0], NULL);
+    pthread_join(readers[1], NULL);
+}
+
+static void *read_then_say_done(void *unused) {
+    allocate_and_read(unused);
+    __atomic_add_fetch(&done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -69,7 +105,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     long rate = atol(argv[1]), ms = atol(argv[2]);
-    alarm(5);
+    alarm(600);
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = read_every_clock;
@@ -98,12 +134,12 @@ int main(int argc, char **argv) {
         end.tv_nsec -= 1000000000L;
     }
     timer_settime(timer, 0, &spec, NULL);
-    pthread_t other;
-    if (pthread_create(&other, NULL, allocate_and_read, NULL) != 0) {
+    pthread_t readers[2];
+    if (pthread_create(&readers[0], NULL, read_then_say_done, NULL) != 0 ||
+        pthread_create(&readers[1], NULL, read_then_say_done, NULL) != 0) {
         return 1;
     }
-    allocate_and_read(NULL);
-    pthread_join(other, NULL);
+    join_watching(readers);
     timer_delete(timer);
     return 0;
 }
