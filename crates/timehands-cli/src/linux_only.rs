@@ -1,4 +1,4 @@
-//! `latency`, `load` and `signals` on an OS other than Linux: each refuses in one line
+//! `latency`, `load`, `signals` and `callers` on an OS other than Linux: each refuses in one line
 //! and exits 2, the status of a check that cannot be made (as `tsc-sync`'s).
 //!
 //! `latency` is cyclictest: a SCHED_FIFO thread with its memory locked, woken
@@ -23,6 +23,8 @@ pub enum Subcommand {
     Load,
     /// `timehands signals`.
     Signals,
+    /// `timehands callers`.
+    Callers,
 }
 
 /// The one line a subcommand that needs Linux prints on `os` (a name as
@@ -41,6 +43,10 @@ pub fn refusal(subcommand: Subcommand, os: &str) -> String {
         Subcommand::Signals => (
             "signals",
             "its signals come from a POSIX timer, timer_create's, which macOS and Windows lack and which it is tested with on Linux alone",
+        ),
+        Subcommand::Callers => (
+            "callers",
+            "it reads each process's threads, their policies and its limits from /proc and RLIMIT_RTPRIO",
         ),
     };
     format!("{name} needs Linux ({needs}); this is {os}: run it on a Linux machine")
@@ -88,6 +94,8 @@ stub!(latency, Latency);
 stub!(load, Load);
 #[cfg(not(target_os = "linux"))]
 stub!(signals, Signals);
+#[cfg(not(target_os = "linux"))]
+stub!(callers, Callers);
 
 #[cfg(test)]
 mod tests {

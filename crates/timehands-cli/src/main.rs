@@ -12,8 +12,11 @@ mod clocks;
 mod discipline;
 mod info;
 mod interrupt;
-// latency, load and signals need Linux (see `linux_only`): elsewhere each is a stub
-// that refuses in one line, so that the rest of the command builds anywhere.
+// callers, latency, load and signals need Linux (see `linux_only`): elsewhere
+// each is a stub that refuses in one line, so that the rest of the command
+// builds anywhere.
+#[cfg(target_os = "linux")]
+mod callers;
 #[cfg(target_os = "linux")]
 mod latency;
 #[cfg(any(not(target_os = "linux"), test))]
@@ -23,7 +26,7 @@ mod load;
 #[cfg(target_os = "linux")]
 mod signals;
 #[cfg(not(target_os = "linux"))]
-use linux_only::{latency, load, signals};
+use linux_only::{callers, latency, load, signals};
 mod output;
 mod plot;
 mod progress;
@@ -69,7 +72,8 @@ Examples:
   timehands info              the counter, its frequency and the trust verdicts
   timehands info --json       the same as one JSON document
   timehands discipline        PPS and NTP discipline in simulation, beside a hardpps model
-  timehands signals           every clock read in SIGPROF handlers: processes that hang (Linux)";
+  timehands signals           every clock read in SIGPROF handlers: processes that hang (Linux)
+  timehands callers           the clock as each kind of reading thread finds it (Linux)";
 
 #[derive(Subcommand)]
 enum Command {
@@ -108,6 +112,10 @@ enum Command {
     /// Every clock read in SIGPROF handlers under a POSIX timer, in
     /// processes that allocate and read: how many hang (Linux).
     Signals(signals::Args),
+    /// The clock as each kind of thread that reads it finds it, in a
+    /// process each: cost, stated bound, steerings, and what the library
+    /// took of the process (Linux).
+    Callers(callers::Args),
     /// Bounds on UTC, live: the earliest and the latest the true time can
     /// be, from chronyd, ClockBound or the kernel, with ClockBound's own
     /// beside them where its daemon runs; --bench: their costs.
@@ -132,6 +140,7 @@ fn main() -> ExitCode {
         Some(Command::Load(args)) => load::run(&args),
         Some(Command::Discipline(args)) => discipline::run(&args),
         Some(Command::Signals(args)) => signals::run(&args),
+        Some(Command::Callers(args)) => callers::run(&args),
         Some(Command::Bounds(args)) => bounds::run(&args),
         None => report::run(&cli.report),
     };
