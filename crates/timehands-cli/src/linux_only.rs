@@ -115,5 +115,9 @@ mod tests {
             refusal(Subcommand::Signals, "freebsd"),
             "signals needs Linux (its signals come from a POSIX timer, timer_create's, which macOS and Windows lack and which it is tested with on Linux alone); this is freebsd: run it on a Linux machine"
         );
+        assert_eq!(
+            refusal(Subcommand::Callers, "macos"),
+            "callers needs Linux (it reads each process's threads, their policies and its limits from /proc and RLIMIT_RTPRIO); this is macos: run it on a Linux machine"
+        );
     }
 }

@@ -41,6 +41,7 @@ fn quick_runs() -> Vec<&'static [&'static str]> {
             &["latency", "-l", "10", "-i", "200", "-h", "5", "--json"],
             &["load", "-t", "1", "-D", "1"],
             &["signals", "-r", "1000", "-p", "2", "--ms", "20"],
+            &["callers", "--seconds", "0.05"],
         ]);
     }
     // Pinning, which the pairs need, is Linux's here (tests/tsc_sync.rs).

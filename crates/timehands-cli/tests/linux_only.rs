@@ -1,4 +1,4 @@
-//! `latency`, `load` and `signals` off Linux: one line saying what they need and where
+//! `latency`, `load`, `signals` and `callers` off Linux: one line saying what they need and where
 //! they are, exit status 2, whatever the flags.
 #![cfg(not(target_os = "linux"))]
 
@@ -11,6 +11,7 @@ fn latency_and_load_refuse_in_one_line_with_status_2() {
         &["latency", "-p", "80", "-l", "10"],
         &["load", "-t", "6"],
         &["signals", "-r", "50000"],
+        &["callers", "--seconds", "1"],
     ] {
         let status = support::fails_in_one_line(args, "needs Linux");
         assert_eq!(status, 2, "{args:?}");
