@@ -277,7 +277,7 @@ fn a_forked_child_reads_time() {
         return;
     }
     let before = now();
-    // The parent's upkeep thread, which the child does not inherit.
+    // The parent's coarse time, which the child's must not go back from.
     let coarse = now_coarse();
     // SAFETY: the child calls only timehands (whose thread start allocates:
     // glibc's malloc is fork-safe) and clock_gettime, then leaves with _exit.
@@ -289,8 +289,8 @@ fn a_forked_child_reads_time() {
             let gap = Duration::from_nanos(t.as_nanos()).abs_diff(kernel(KernelClock::Monotonic));
             t >= before && gap < LOOSE
         });
-        // Coarse reads only: they move on only if the child started an
-        // upkeep thread of its own (bounded, so that a failure ends).
+        // Coarse reads only: they move on with the kernel's tick
+        // (bounded, so that a failure ends).
         let limit = kernel(KernelClock::Monotonic) + Duration::from_secs(5);
         let start = now_coarse();
         let mut coarse_moves = false;

@@ -11,9 +11,6 @@ use crate::{Counter, Timekeeper};
 
 /// The shortest baseline a frequency is measured over before it is used.
 pub(crate) const MIN_BASELINE: Duration = Duration::from_millis(10);
-/// The shortest startup measurement, when CPUID states no frequency.
-#[cfg(target_arch = "x86_64")]
-const STARTUP_BASELINE: Duration = Duration::from_micros(20);
 
 /// A counter value and the kernel's CLOCK_MONOTONIC at the same moment, to
 /// within `width` counts.
@@ -145,25 +142,6 @@ pub(crate) fn read_tsc() -> u64 {
     unsafe {
         core::arch::x86_64::_mm_lfence();
         core::arch::x86_64::_rdtsc()
-    }
-}
-
-/// The counter's frequency from `start`, a pair taken when the clock began to
-/// start up, to now: the startup's own work (CPUID, the kernel's clocksource)
-/// is the baseline, so measuring costs nothing unless that work took less than
-/// [`STARTUP_BASELINE`], in which case this waits for the rest. Rough (some
-/// hundreds of ppm); the first steering, [`STEER_INTERVAL`](super::steer::STEER_INTERVAL) later and measured
-/// from the same `start`, makes it good.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn startup_frequency(
-    kernel: &dyn KernelClocks,
-    start: &Pair,
-    read: impl Fn() -> u64,
-) -> Measured {
-    loop {
-        if let Some(measured) = start.frequency_to(&pair(kernel, &read), STARTUP_BASELINE) {
-            return measured;
-        }
     }
 }
 

@@ -7,8 +7,8 @@
 //! `xen`, `hyperv_clocksource_tsc_page`), its own evidence holds: its rate
 //! over the two halves of the first measurement against CLOCK_MONOTONIC
 //! agrees (and with the frequency CPUID states, if it states one), checked
-//! before it takes over; and the cross-CPU check passes, checked by the
-//! upkeep thread once it has, which else retires it for the kernel's clock.
+//! before it takes over; and the cross-CPU check passed, which a program
+//! runs (`cross_cpu.rs`): until then the kernel's clock keeps time there.
 //! A paravirtual clocksource guards against a migration to a host whose TSC
 //! runs at another rate; here the watchdog does, at every steering. Any
 //! other clocksource (`hpet`, `acpi_pm`) means the kernel found the TSC
@@ -314,8 +314,7 @@ impl Trust {
 }
 
 /// What a TSC trusted on its own evidence must still show before it takes
-/// over ([`settle`]) and once the upkeep thread has checked it
-/// ([`cross_cpu_failover`]).
+/// over ([`Settling`]), and after it ([`cross_cpu_failover`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct OwnEvidence {
     /// The frequency CPUID states exactly (the hypervisor's leaf, the

@@ -255,9 +255,8 @@ fn count(word: Option<&str>) -> u64 {
     word.and_then(|w| w.parse().ok()).expect("a count")
 }
 
-/// Reads on a thread of its own (readers wind up and steer) until a thread
-/// of the clock's, that reader's or the upkeep thread, pauses at the point;
-/// forks there, checks.
+/// Reads on a thread of its own (readers wind up and steer) until that
+/// reader pauses at the point; forks there, checks.
 fn fork_at_point() -> Result<(), String> {
     now();
     std::thread::spawn(|| {

@@ -80,8 +80,8 @@ fn seconds_split_right_whatever_the_hint() {
     }
 }
 
-/// A thread that reads `clock` as `now()` does, winding it up when due
-/// (and so starting the upkeep thread), until `stop`.
+/// A thread that reads `clock` as `now()` does, winding it up when due,
+/// until `stop`.
 fn read_until(clock: &'static HostClock, stop: Arc<AtomicBool>) -> JoinHandle<Seen> {
     std::thread::spawn(move || {
         let mut seen = Seen {
@@ -104,7 +104,7 @@ fn read_until(clock: &'static HostClock, stop: Arc<AtomicBool>) -> JoinHandle<Se
 
 /// A clock started as the process's is starts on the kernel's clock
 /// (nothing to choose at the first read) and moves to the counter
-/// `choose` picks at its first windup, on the upkeep thread, with no
+/// `choose` picks, measured over the windups its readers make, with no
 /// step back for a reader reading through it.
 #[test]
 #[cfg_attr(miri, ignore = "reads the CPU's counter and the kernel's clocks")]

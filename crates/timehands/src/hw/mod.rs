@@ -53,17 +53,3 @@ pub use tsc::{
 };
 #[cfg(target_arch = "x86_64")]
 pub(crate) use tsc::{rdtsc, read_ordered as read_tsc_ordered};
-
-/// Whether a hypervisor may run this machine, which can stop one vCPU for
-/// milliseconds while the others run: where CPUID says so (its hypervisor
-/// bit) on x86_64; on other CPUs, taken as yes, as nothing here tells.
-pub(crate) fn under_hypervisor() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        TscFacts::read().hypervisor
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        true
-    }
-}

@@ -1,7 +1,7 @@
 //! Anything without a family of its own (wasm32-wasip1): std alone.
 //! Monotonic is std's `Instant`, counted from the first read; Realtime is
-//! std's `SystemTime`. No threads may be there (the upkeep thread's refusal
-//! is then reported), no `fork`, no NTP state, no scheduling.
+//! std's `SystemTime`. No threads may be there (the clock asks for none),
+//! no `fork`, no NTP state, no scheduling.
 
 use std::io;
 use std::sync::OnceLock;
