@@ -197,8 +197,6 @@ impl HostClock {
             let cpu = wakeup % WAKEUPS_A_CPU_READING == 0;
             self.wake
                 .woke(cpu.then(crate::os::thread_cpu_nanos).and_then(Result::ok));
-            // Bounds on UTC: starts or wakes their refresh thread if a read asked.
-            super::bounds::on_upkeep();
             match plan.next(Instant::now(), self.wake.demand()) {
                 Next::Tick { .. } if !self.keeps_coarse_time(&mut keeper) => {
                     // Readers check the coarse time themselves: nothing
