@@ -229,20 +229,36 @@ const CALLS: u32 = 20_000;
 /// Rounds of each; the median round is reported.
 const ROUNDS: usize = 15;
 
+/// ns per call of a round of [`CALLS`] of `f`.
+fn round<T>(f: &mut impl FnMut() -> T) -> f64 {
+    let start = Instant::now();
+    for _ in 0..CALLS {
+        std::hint::black_box(f());
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(CALLS)
+}
+
+/// The median of `rounds`.
+fn median_of(mut rounds: Vec<f64>) -> f64 {
+    rounds.sort_by(f64::total_cmp);
+    rounds[rounds.len() / 2]
+}
+
 /// ns per call of `f`, the median of [`ROUNDS`] rounds of [`CALLS`].
 fn cost<T>(mut f: impl FnMut() -> T) -> f64 {
-    let mut rounds: Vec<f64> = (0..ROUNDS)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..CALLS {
-                std::hint::black_box(f());
-            }
-            start.elapsed().as_nanos() as f64 / f64::from(CALLS)
-        })
-        .collect();
-    rounds.sort_by(f64::total_cmp);
-    rounds[ROUNDS / 2]
+    median_of((0..ROUNDS).map(|_| round(&mut f)).collect())
 }
+
+/// ns per call of `a` and of `b`, their rounds taken in turn (so that
+/// both meet the clock in the same state), each the median of [`ROUNDS`].
+fn costs_side_by_side<A, B>(mut a: impl FnMut() -> A, mut b: impl FnMut() -> B) -> (f64, f64) {
+    let (a, b): (Vec<f64>, Vec<f64>) = (0..ROUNDS).map(|_| (round(&mut a), round(&mut b))).unzip();
+    (median_of(a), median_of(b))
+}
+
+/// How long the clock is read before the costs are: its start (the
+/// counter's choice, the first steerings) is over by then.
+const WARM_UP: Duration = Duration::from_millis(200);
 
 fn median(values: &mut [u128]) -> Option<u128> {
     values.sort_unstable();
@@ -264,8 +280,13 @@ struct Bench {
 }
 
 fn bench(args: &Args, clockbound: &mut ClockBound) -> Result<()> {
-    let now_ns = cost(timehands::now);
-    let realtime_bounds_ns = cost(timehands::realtime_bounds);
+    let start = Instant::now();
+    while start.elapsed() < WARM_UP {
+        std::hint::black_box(timehands::now());
+        let _ = std::hint::black_box(timehands::realtime_bounds());
+    }
+    let (now_ns, realtime_bounds_ns) =
+        costs_side_by_side(timehands::now, timehands::realtime_bounds);
     let clockbound_ns = clockbound.present().then(|| cost(|| clockbound.now()));
     let (mut ours_hw, mut theirs_hw) = (Vec::new(), Vec::new());
     let mut source = None;

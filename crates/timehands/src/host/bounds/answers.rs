@@ -3,15 +3,13 @@
 //! kernel's leap second, TAI − UTC and errors (a void state's), and its
 //! source's own bound: how far below and above the kernel's Realtime UTC
 //! can be when it was taken, how fast that grows, and until when it holds.
-//! The refresh thread (`refresh.rs`) asks the sources and publishes these.
+//! The readers' steps (`refresh.rs`) ask the sources and publish these.
 
-#[cfg(target_os = "linux")]
-use std::path::Path;
 use std::time::Duration;
 
 use super::chrony::Tracking;
 #[cfg(target_os = "linux")]
-use super::clockbound::{self, ClockBoundStatus};
+use super::clockbound::{ClockBoundReading, ClockBoundStatus};
 use super::state::State;
 use super::{BoundsSource, BoundsStatus, LeapSecond, q32};
 use crate::os::{KernelClock, NtpState};
@@ -127,11 +125,13 @@ pub(super) fn from_tracking(
     }
 }
 
-/// The state from ClockBound's segment at `path`, or `None` where there is
-/// none (no daemon).
+/// The state from ClockBound's `reading`, or `None` where it is stale (no
+/// daemon writes it).
 #[cfg(target_os = "linux")]
-pub(super) fn from_clockbound(path: &Path, kernel: Option<&NtpState>) -> Option<State> {
-    let reading = clockbound::read(path).ok()?;
+pub(super) fn from_clockbound(
+    reading: &ClockBoundReading,
+    kernel: Option<&NtpState>,
+) -> Option<State> {
     // ClockBound's times are CLOCK_MONOTONIC_COARSE; the precise clock is
     // at or after it, so the age it gives is no smaller.
     let monotonic = Duration::from_nanos(kernel_now(KernelClock::Monotonic));

@@ -9,9 +9,13 @@
 //! 32-bit float of chrony's own (a 7-bit exponent and a 25-bit coefficient).
 //! Written here rather than taken from the `chrony-candm` crate, which is
 //! GPL-2.0-only while timehands is MIT or Apache-2.0.
+//!
+//! The socket is made and used with system calls on the stack, and never
+//! waits: a read of the bounds sends a request and a later one takes the
+//! answer (`refresh.rs`), in a signal handler as well as anywhere.
 
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// chrony's command protocol version (`PROTO_VERSION_NUMBER`).
@@ -35,9 +39,9 @@ const LEAP_UNSYNCHRONISED: u16 = 3;
 /// names another.
 pub(crate) const DEFAULT_ADDRESS: &str = "127.0.0.1:323";
 
-/// How long a query waits for chronyd's answer: chronyd answers in tens of
-/// microseconds; a daemon that does not within this is taken as gone.
-const TIMEOUT: Duration = Duration::from_millis(500);
+/// How long a request waits for chronyd's answer: chronyd answers in tens
+/// of microseconds; a daemon that does not within this is taken as gone.
+pub(crate) const TIMEOUT: Duration = Duration::from_millis(500);
 
 /// chronyd's tracking report (`chronyc tracking`), in seconds and ppm.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -116,41 +120,77 @@ fn be16(packet: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([packet[at], packet[at + 1]])
 }
 
-/// The tracking report in `reply`, an answer to `sequence`.
+/// Why a reply is not the tracking report asked for (one line each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BadReply {
+    /// Shorter than the reply's header, bytes.
+    Short(usize),
+    /// Another protocol version or packet type.
+    Protocol { version: u8, kind: u8 },
+    /// chronyd refused the request with this status.
+    Refused(u16),
+    /// A reply (command, reply type) to another request.
+    Other { command: u16, kind: u16 },
+    /// A tracking reply of this many bytes, too short.
+    Truncated(usize),
+}
+
+impl std::fmt::Display for BadReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            BadReply::Short(n) => {
+                write!(f, "chronyd's reply is {n} bytes, shorter than its header")
+            }
+            BadReply::Protocol { version, kind } => write!(
+                f,
+                "chronyd answered with protocol version {version} packet type {kind}: timehands speaks version {PROTOCOL_VERSION}"
+            ),
+            BadReply::Refused(status) => {
+                write!(
+                    f,
+                    "chronyd refused the tracking request with status {status}"
+                )
+            }
+            BadReply::Other { command, kind } => write!(
+                f,
+                "chronyd's reply (command {command}, reply {kind}) answers another request"
+            ),
+            BadReply::Truncated(n) => {
+                write!(
+                    f,
+                    "chronyd's tracking reply is {n} bytes, not {TRACKING_LEN}"
+                )
+            }
+        }
+    }
+}
+
+/// The tracking report in `reply`, an answer to `sequence`. Allocates
+/// nothing, on either path: a step of the bounds calls it (see
+/// `refresh.rs`).
 ///
 /// # Errors
-/// A reply that is not a successful tracking reply to that request, in one
-/// line that says what it is.
-pub(crate) fn parse(reply: &[u8], sequence: u32) -> io::Result<Tracking> {
-    let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+/// A reply that is not a successful tracking reply to that request, which
+/// says in one line what it is.
+pub(crate) fn parse(reply: &[u8], sequence: u32) -> Result<Tracking, BadReply> {
     if reply.len() < 28 {
-        return Err(bad(format!(
-            "chronyd's reply is {} bytes, shorter than its header",
-            reply.len()
-        )));
+        return Err(BadReply::Short(reply.len()));
     }
     if reply[0] != PROTOCOL_VERSION || reply[1] != REPLY {
-        return Err(bad(format!(
-            "chronyd answered with protocol version {} packet type {}: timehands speaks version {PROTOCOL_VERSION}",
-            reply[0], reply[1]
-        )));
+        return Err(BadReply::Protocol {
+            version: reply[0],
+            kind: reply[1],
+        });
     }
     let (command, kind, status) = (be16(reply, 4), be16(reply, 6), be16(reply, 8));
     if status != STATUS_SUCCESS {
-        return Err(bad(format!(
-            "chronyd refused the tracking request with status {status}"
-        )));
+        return Err(BadReply::Refused(status));
     }
     if command != REQ_TRACKING || kind != RPY_TRACKING || be32(reply, 16) != sequence {
-        return Err(bad(format!(
-            "chronyd's reply (command {command}, reply {kind}) answers another request"
-        )));
+        return Err(BadReply::Other { command, kind });
     }
     if reply.len() < TRACKING_LEN {
-        return Err(bad(format!(
-            "chronyd's tracking reply is {} bytes, not {TRACKING_LEN}",
-            reply.len()
-        )));
+        return Err(BadReply::Truncated(reply.len()));
     }
     let float = |at| chrony_float(be32(reply, at));
     // ref_id 28, ip_addr 32..52, stratum 52, leap_status 54, ref_time 56
@@ -176,68 +216,164 @@ pub(crate) fn parse(reply: &[u8], sequence: u32) -> io::Result<Tracking> {
     })
 }
 
-/// A socket to chronyd's command port, kept between queries.
+/// chronyd's address: `TIMEHANDS_CHRONYD` where it is set (`None` where
+/// it does not parse as an IP address and port: passed over, as a read has
+/// nowhere to say so), [`DEFAULT_ADDRESS`] where it is not.
+pub(crate) fn address(variable: Option<&std::ffi::OsStr>) -> Option<SocketAddr> {
+    match variable {
+        None => DEFAULT_ADDRESS.parse().ok(),
+        Some(value) => value.to_str()?.parse().ok(),
+    }
+}
+
+/// What a look at the socket found.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Received {
+    /// The answer to the last request.
+    Tracking(Tracking),
+    /// Nothing yet.
+    Nothing,
+    /// An error (chronyd's port refused on loopback comes so, at once) or a
+    /// reply that is not the tracking report asked for.
+    Failed,
+}
+
+/// A non-blocking socket to chronyd's command port, made and used with
+/// system calls alone (no allocation, no lock: safe in a signal handler).
+/// A request is sent by one step of the bounds and its answer taken by a
+/// later one, so no read waits for chronyd.
+#[cfg(unix)]
 pub(crate) struct Chronyd {
-    socket: UdpSocket,
+    fd: libc::c_int,
     sequence: u32,
 }
 
+#[cfg(unix)]
 impl Chronyd {
-    /// A socket connected to `address` (`host:port`).
+    /// A socket connected to `address`: `socket(2)`, `fcntl(2)` and
+    /// `connect(2)`, the address on the stack.
     ///
     /// # Errors
-    /// An address that does not parse, or a socket the OS refuses, in one
-    /// line naming the address.
-    pub(crate) fn connect(address: &str) -> io::Result<Chronyd> {
-        let parsed: SocketAddr = address.parse().map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("chronyd's address {address:?} is not an IP address and port: {e}"),
-            )
-        })?;
-        let local: SocketAddr = if parsed.is_ipv4() {
-            "0.0.0.0:0"
+    /// The OS's errno, where it refuses.
+    pub(crate) fn open(address: SocketAddr) -> io::Result<Chronyd> {
+        let family = if address.is_ipv4() {
+            libc::AF_INET
         } else {
-            "[::]:0"
+            libc::AF_INET6
+        };
+        // SAFETY: plain system calls on integers.
+        let fd = unsafe { libc::socket(family, libc::SOCK_DGRAM, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
         }
-        .parse()
-        .expect("a literal address");
-        let socket = UdpSocket::bind(local)?;
-        socket.connect(parsed)?;
-        socket.set_read_timeout(Some(TIMEOUT))?;
-        Ok(Chronyd {
-            socket,
+        // Owned from here: closed on every path out.
+        let chronyd = Chronyd {
+            fd,
             sequence: std::process::id().rotate_left(16),
-        })
+        };
+        // SAFETY: fcntl on our own descriptor; a storage of sockaddr_in6's
+        // size holds either address, and connect reads `len` bytes of it.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) < 0
+                || flags < 0
+                || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            let mut storage: libc::sockaddr_in6 = std::mem::zeroed();
+            let len = match address {
+                SocketAddr::V4(v4) => {
+                    let sin = (&raw mut storage).cast::<libc::sockaddr_in>();
+                    (*sin).sin_family = libc::AF_INET as libc::sa_family_t;
+                    (*sin).sin_port = v4.port().to_be();
+                    (*sin).sin_addr.s_addr = u32::from(*v4.ip()).to_be();
+                    std::mem::size_of::<libc::sockaddr_in>()
+                }
+                SocketAddr::V6(v6) => {
+                    storage.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+                    storage.sin6_port = v6.port().to_be();
+                    storage.sin6_addr.s6_addr = v6.ip().octets();
+                    storage.sin6_scope_id = v6.scope_id();
+                    std::mem::size_of::<libc::sockaddr_in6>()
+                }
+            };
+            let addr = (&raw const storage).cast::<libc::sockaddr>();
+            if libc::connect(fd, addr, len as libc::socklen_t) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(chronyd)
     }
 
-    /// chronyd's tracking report, now.
+    /// Sends a tracking request (a new sequence number), without waiting.
     ///
     /// # Errors
-    /// No answer within the timeout (no chronyd there: on loopback a refusal
-    /// comes at once), or an answer that is not a tracking report.
-    pub(crate) fn tracking(&mut self) -> io::Result<Tracking> {
+    /// The OS's errno (a refusal chronyd's port left on the socket).
+    pub(crate) fn send(&mut self) -> io::Result<()> {
         self.sequence = self.sequence.wrapping_add(1);
-        self.socket.send(&request(self.sequence))?;
+        let packet = request(self.sequence);
+        // SAFETY: sends our own buffer on our own descriptor.
+        let sent = unsafe { libc::send(self.fd, packet.as_ptr().cast(), packet.len(), 0) };
+        if sent < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The answer to the last request, if it came: replies to earlier
+    /// requests (one that timed out) are skipped.
+    pub(crate) fn receive(&mut self) -> Received {
         let mut reply = [0u8; 512];
-        // Replies to earlier requests (one that timed out) are skipped.
         loop {
-            let n = self.socket.recv(&mut reply)?;
+            // SAFETY: receives into our own buffer, at most its length.
+            let n = unsafe { libc::recv(self.fd, reply.as_mut_ptr().cast(), reply.len(), 0) };
+            let Ok(n) = usize::try_from(n) else {
+                return match io::Error::last_os_error().kind() {
+                    io::ErrorKind::WouldBlock => Received::Nothing,
+                    io::ErrorKind::Interrupted => continue,
+                    _ => Received::Failed,
+                };
+            };
             if n >= 20 && be32(&reply, 16) != self.sequence {
                 continue;
             }
-            return parse(&reply[..n], self.sequence);
+            return match parse(&reply[..n], self.sequence) {
+                Ok(tracking) => Received::Tracking(tracking),
+                Err(_) => Received::Failed,
+            };
         }
+    }
+
+    /// The socket's own port (for the tests: a forked child's is its own).
+    #[cfg(test)]
+    pub(crate) fn local_port(&self) -> u16 {
+        // SAFETY: getsockname writes at most `len` bytes into our storage.
+        unsafe {
+            let mut storage: libc::sockaddr_in6 = std::mem::zeroed();
+            let mut len = std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+            libc::getsockname(self.fd, (&raw mut storage).cast(), &mut len);
+            // The port is at the same place in both families.
+            u16::from_be(storage.sin6_port)
+        }
+    }
+}
+
+#[cfg(unix)]
+impl Drop for Chronyd {
+    fn drop(&mut self) {
+        // SAFETY: closes our own descriptor, once.
+        unsafe { libc::close(self.fd) };
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// chrony's float encoder (`UTI_FloatHostToNetwork`) for values in
     /// range, for the tests.
-    fn encode(x: f64) -> u32 {
+    pub(crate) fn encode(x: f64) -> u32 {
         let (neg, x) = (x < 0.0, x.abs());
         if x < 1e-100 {
             return 0;
@@ -256,7 +392,7 @@ mod tests {
     }
 
     /// A tracking reply as chronyd 4.x sends it.
-    fn reply(sequence: u32) -> Vec<u8> {
+    pub(crate) fn reply(sequence: u32) -> Vec<u8> {
         let mut p = vec![0u8; TRACKING_LEN];
         p[0] = 6;
         p[1] = 2;
@@ -335,8 +471,13 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_address_is_named() {
-        let e = Chronyd::connect("localhost:three").err().expect("refused");
-        assert!(e.to_string().contains("\"localhost:three\""), "{e}");
+    fn an_address_that_does_not_parse_is_passed_over() {
+        use std::ffi::OsStr;
+        assert_eq!(address(None), DEFAULT_ADDRESS.parse().ok());
+        assert_eq!(
+            address(Some(OsStr::new("[::1]:3230"))),
+            "[::1]:3230".parse().ok()
+        );
+        assert_eq!(address(Some(OsStr::new("localhost:three"))), None);
     }
 }

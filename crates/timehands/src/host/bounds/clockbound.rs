@@ -3,14 +3,20 @@
 //! (protocol version 2, the layout of its `docs/PROTOCOL.md`, in the CPU's
 //! byte order).
 //!
-//! The segment is read as a file, twice, and kept when both reads agree and
-//! the generation is even (ClockBound's writer makes it odd while it
-//! writes): no mapping, so no unsafe code, and the refresh thread reads it
-//! a few times a second at most.
+//! [`read`] reads the segment as a file, twice, and keeps it when both
+//! reads agree and the generation is even (ClockBound's writer makes it odd
+//! while it writes). The bounds' steps, which may run in a signal handler,
+//! map it instead and read it with loads under that generation
+//! ([`Segment`]), as ClockBound's client does.
 
+#[cfg(target_os = "linux")]
+use std::ffi::CStr;
 use std::io;
 use std::path::Path;
 use std::time::Duration;
+
+#[cfg(target_os = "linux")]
+use super::mapping::{Mapping, bytes};
 
 /// Where clock-bound-d 2.x writes its segment.
 pub const DEFAULT_PATH: &str = "/var/run/clockbound/shm0";
@@ -87,46 +93,70 @@ fn timespec(segment: &[u8], at: usize) -> Duration {
     )
 }
 
+/// Why a segment holds no reading (one line each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BadSegment {
+    /// Shorter than version 2's, bytes.
+    Short(usize),
+    /// Not ClockBound's magic number.
+    Foreign([u32; 2]),
+    /// Another layout version.
+    Version(u16),
+    /// Being written (an odd generation), or never written (0).
+    Writing(u16),
+}
+
+impl std::fmt::Display for BadSegment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            BadSegment::Short(n) => write!(
+                f,
+                "ClockBound's segment is {n} bytes, shorter than version 2's {SEGMENT_LEN}"
+            ),
+            BadSegment::Foreign([a, b]) => {
+                write!(f, "not a ClockBound segment (magic {a:#010x} {b:#010x})")
+            }
+            BadSegment::Version(version) => write!(
+                f,
+                "ClockBound's segment is version {version}: timehands reads version {VERSION} (clock-bound-d 2.x)"
+            ),
+            BadSegment::Writing(generation) => write!(
+                f,
+                "ClockBound's segment is being written (generation {generation})"
+            ),
+        }
+    }
+}
+
 /// The segment's generation, or the reason it cannot be read.
-fn generation(segment: &[u8]) -> io::Result<u16> {
-    let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+fn generation(segment: &[u8]) -> Result<u16, BadSegment> {
     if segment.len() < SEGMENT_LEN {
-        return Err(bad(format!(
-            "ClockBound's segment is {} bytes, shorter than version 2's {SEGMENT_LEN}",
-            segment.len()
-        )));
+        return Err(BadSegment::Short(segment.len()));
     }
     let magic = [
         u32::from_ne_bytes(ne(segment, 0)),
         u32::from_ne_bytes(ne(segment, 4)),
     ];
     if magic != MAGIC {
-        return Err(bad(format!(
-            "not a ClockBound segment (magic {:#010x} {:#010x})",
-            magic[0], magic[1]
-        )));
+        return Err(BadSegment::Foreign(magic));
     }
     let version = u16::from_ne_bytes(ne(segment, 12));
     if version != VERSION {
-        return Err(bad(format!(
-            "ClockBound's segment is version {version}: timehands reads version {VERSION} (clock-bound-d 2.x)"
-        )));
+        return Err(BadSegment::Version(version));
     }
     Ok(u16::from_ne_bytes(ne(segment, 14)))
 }
 
-/// The reading in `segment`, a whole version-2 segment.
+/// The reading in `segment`, a whole version-2 segment. Allocates nothing,
+/// on either path (a step of the bounds calls it).
 ///
 /// # Errors
 /// A segment that is too short, not ClockBound's, of another version, or
-/// being written (an odd generation), in one line.
-pub(crate) fn parse(segment: &[u8]) -> io::Result<ClockBoundReading> {
+/// being written (an odd generation), which says so in one line.
+pub(crate) fn parse(segment: &[u8]) -> Result<ClockBoundReading, BadSegment> {
     let generation = generation(segment)?;
     if generation % 2 == 1 || generation == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::WouldBlock,
-            format!("ClockBound's segment is being written (generation {generation})"),
-        ));
+        return Err(BadSegment::Writing(generation));
     }
     let bound = i64::from_ne_bytes(ne(segment, 48));
     Ok(ClockBoundReading {
@@ -141,6 +171,57 @@ pub(crate) fn parse(segment: &[u8]) -> io::Result<ClockBoundReading> {
             _ => ClockBoundStatus::Unknown,
         },
     })
+}
+
+/// [`DEFAULT_PATH`] for `open(2)`.
+#[cfg(target_os = "linux")]
+pub(crate) const DEFAULT_PATH_C: &CStr = c"/var/run/clockbound/shm0";
+
+/// The segment as the bounds' steps read it: mapped at the first look and
+/// read with loads under its generation; unmapped when it holds no reading
+/// or a stale one ([`Segment::unmap`]), so that the next look maps the
+/// file a restarted daemon made.
+#[cfg(target_os = "linux")]
+pub(crate) struct Segment {
+    path: &'static CStr,
+    mapping: Option<Mapping>,
+}
+
+#[cfg(target_os = "linux")]
+impl Segment {
+    pub(crate) const fn new(path: &'static CStr) -> Segment {
+        Segment {
+            path,
+            mapping: None,
+        }
+    }
+
+    /// The reading now; `None` where there is no segment or it holds none.
+    pub(crate) fn reading(&mut self) -> Option<ClockBoundReading> {
+        if self.mapping.is_none() {
+            self.mapping = Mapping::open(self.path, SEGMENT_LEN / 8).ok();
+        }
+        // The generation is the header's last u16 (bytes 14 and 15).
+        let stable = |word: u64| {
+            let [.., low, high] = word.to_ne_bytes();
+            let generation = u16::from_ne_bytes([low, high]);
+            generation % 2 == 0 && generation != 0
+        };
+        let words = self
+            .mapping
+            .as_ref()?
+            .read::<{ SEGMENT_LEN / 8 }>(1, stable);
+        let reading = words.and_then(|words| parse(&bytes::<10, SEGMENT_LEN>(&words)).ok());
+        if reading.is_none() {
+            self.unmap();
+        }
+        reading
+    }
+
+    /// Forgets the mapping (a stale segment's: its daemon may have gone).
+    pub(crate) fn unmap(&mut self) {
+        self.mapping = None;
+    }
 }
 
 /// ClockBound's last reading from the segment at `path`: read until two
@@ -168,7 +249,13 @@ pub fn read(path: &Path) -> io::Result<ClockBoundReading> {
         // Invariant: a reading is kept only when two whole reads agree and
         // its generation is even, so no half-written record is taken.
         if again == last {
-            return parse(&again).map_err(named);
+            return parse(&again).map_err(|e| {
+                let kind = match e {
+                    BadSegment::Writing(_) => io::ErrorKind::WouldBlock,
+                    _ => io::ErrorKind::InvalidData,
+                };
+                named(io::Error::new(kind, e.to_string()))
+            });
         }
         last = again;
     }

@@ -47,17 +47,23 @@
 //! # Cost, and who refreshes
 //!
 //! A read ([`realtime_bounds`] and the verbs on it) is our Realtime and a
-//! few loads of a state published by a thread of its own (`state.rs`, a
-//! seqlock): no system call, no lock, no allocation, no waiting, so it is
-//! safe in a signal handler. The state carries our accuracy too, as
-//! [`getres`](crate::getres) stated it at the refresh and the rate it grows
-//! at (`getres` itself takes a lock and asks the kernel). A read says it wants the
-//! state (one flag); the upkeep thread, which runs while the clock is read,
-//! starts the refresh thread (`refresh.rs`) the first time and wakes it
-//! when it parked. That thread asks the sources every 100 ms while reads
-//! come, and parks when they stop: nothing wakes while nobody asks. Until
-//! the first refresh, and after the state is void, a read asks the kernel
-//! itself (one `adjtimex`, no lock, no allocation; still safe in a handler).
+//! few loads of a published state (`state.rs`, a seqlock): no system
+//! call, no lock, no allocation, no waiting, so it is safe in a signal
+//! handler. The state carries our accuracy too, as
+//! [`getres`](crate::getres) stated it at the refresh and the rate it
+//! grows at. No thread keeps it: its readers do (`refresh.rs`), as the
+//! kernel's readers need nobody's thread. A read that finds the last step
+//! older than the wait it set (100 ms while the sources answer) and wins a
+//! flag advances the sources one step without waiting: it takes chronyd's
+//! answer to the request the step before sent (a non-blocking socket),
+//! reads ClockBound's mapped segment and the kernel's NTP state, publishes
+//! the best source's state and sends chronyd its next request. Nothing is
+//! asked while nobody reads. Every step is async-signal-safe too (system
+//! calls on the stack, no allocation, no lock, no thread, nothing decided
+//! from signal masks), so a process whose only reads are in a signal
+//! handler keeps its bounds as well as any. Until the first answer, and
+//! after the state is void, a read asks the kernel itself (one
+//! `adjtimex`, no lock, no allocation; still safe in a handler).
 //!
 //! # Leap seconds, steps
 //!
@@ -66,9 +72,9 @@
 //! bounds widen by that second. A step of the clock by chronyd closes its
 //! correction, which the bounds already hold. A step by anyone else (`date
 //! -s`) moves CLOCK_REALTIME − CLOCK_MONOTONIC beyond chronyd's bound while
-//! chronyd made no update: the next refresh sees it, and chronyd's answers
-//! give no bound until its next update (reads between the step and that
-//! refresh, 100 ms at most while reads come, are not protected).
+//! chronyd made no update: the next answer's step sees it, and chronyd's
+//! answers give no bound until its next update (reads between the step
+//! and that answer, 100 ms at most while reads come, are not protected).
 //!
 //! # Verbs
 //!
@@ -81,10 +87,17 @@
 mod answers;
 mod chrony;
 pub mod clockbound;
+#[cfg(all(test, unix))]
+mod fake_chronyd;
+#[cfg(target_os = "linux")]
+mod mapping;
+#[cfg(all(test, target_os = "linux"))]
+mod readers;
 mod refresh;
 mod state;
 
-pub(crate) use refresh::on_upkeep;
+#[cfg(unix)]
+pub(crate) use refresh::read_environment;
 
 use std::time::Duration;
 
@@ -304,8 +317,9 @@ fn from_kernel_now() -> Result<RealtimeBounds, Error> {
 /// bound the best source on the machine gives for it (chronyd, ClockBound,
 /// the kernel), grown since that source said it. See the module docs.
 ///
-/// Safe in a signal handler on Linux: loads, arithmetic, and (before the
-/// first refresh) one `adjtimex`.
+/// Safe in a signal handler on Linux: loads, arithmetic, and, once an
+/// interval, one read's step of the sources (a few system calls, none
+/// that waits; before the first answer, one `adjtimex` a read).
 ///
 /// ```
 /// match timehands::realtime_bounds() {
@@ -329,7 +343,7 @@ fn from_kernel_now() -> Result<RealtimeBounds, Error> {
 #[inline]
 pub fn realtime_bounds() -> Result<RealtimeBounds, Error> {
     let (realtime, second) = super::read::realtime_with_second();
-    refresh::ask();
+    refresh::keep(realtime);
     match state::PUBLISHED.load() {
         Some(state) if realtime < state.void_at => from_state(realtime, second, &state),
         _ => from_kernel_now(),
@@ -337,8 +351,8 @@ pub fn realtime_bounds() -> Result<RealtimeBounds, Error> {
 }
 
 /// [`realtime_bounds`], once the sources have been asked: waits (sleeping,
-/// at most `timeout`) until the refresh thread has asked them for the
-/// first time, so that the bounds are chronyd's or ClockBound's where they
+/// at most `timeout`, its reads stepping the sources) until the first
+/// state is published, so that the bounds are chronyd's or ClockBound's where they
 /// run rather than the kernel's (which gives none where chronyd leaves
 /// `STA_UNSYNC` set). For a program's start, as ClockBound's client is
 /// opened once: a read returns at once, with the kernel's word until then.

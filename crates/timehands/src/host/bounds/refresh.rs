@@ -1,24 +1,32 @@
-//! The refresh thread: asks the sources (chronyd, ClockBound, the kernel)
-//! off the read path and publishes the state readers read (`state.rs`).
+//! The bounds' steps: the readers keep the state (`state.rs`) themselves,
+//! as the kernel's readers need nobody's thread. A read that finds the
+//! state due ([`keep`]: the last step older than the wait it set, 100 ms
+//! while the sources answer) and wins a flag advances the sources one
+//! step, without waiting for anything: it takes chronyd's answer to the
+//! request the step before sent (a non-blocking `recv`), reads
+//! ClockBound's mapped segment with loads and the kernel's NTP state with
+//! `adjtimex`, publishes the best source's state, and sends chronyd the
+//! next request. A read that loses the flag, or finds a step under way on
+//! its own thread (a signal handler over it), goes on with the state
+//! published: nobody waits, nobody spins on another thread.
 //!
-//! It costs nothing while nobody asks. A read raises [`DEMAND`]; the upkeep
-//! thread, which runs while the clock is read, calls [`on_upkeep`] at each
-//! of its wakeups, which starts this thread the first time (never a read:
-//! a read may be a signal handler) and wakes it when it parked. The thread
-//! refreshes at most every [`REFRESH_INTERVAL`] while reads keep raising the
-//! demand, and parks, with no timeout, once a whole interval passed without
-//! one. A `fork()`ed child's upkeep thread is a new thread, whose
-//! thread-local handle is empty: it starts the child's own refresh thread.
+//! Everything a step does is async-signal-safe: system calls on the stack
+//! (the socket, the mapping), atomics, arithmetic; no allocation, no lock,
+//! no thread, and nothing read or changed of signal masks or dispositions.
+//! chronyd's address (`TIMEHANDS_CHRONYD`) is read once, before `main`,
+//! where the loader runs initializers (elsewhere the default is asked).
 //!
-//! Why a thread of its own rather than the upkeep thread's time: a query
-//! may wait for chronyd (half a second at most, when it hangs), which the
-//! upkeep thread's ticks cannot afford.
+//! A `fork()`ed child notices its own pid at its first step and starts its
+//! sources afresh, with a socket of its own (sharing its parent's, it would
+//! take the parent's answers). A child forked while its parent's reader
+//! stepped finds the flag held by that pid, with nobody to release it:
+//! once the step is [`TAKE_OVER_AFTER`] overdue it takes the flag over, and
+//! leaves the sources it may have caught half changed unclosed.
 
-use std::cell::OnceCell;
-use std::io;
-#[cfg(target_os = "linux")]
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::UnsafeCell;
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 #[cfg(target_os = "linux")]
@@ -26,15 +34,24 @@ use super::answers::from_clockbound;
 use super::answers::{
     MAX_RATE_PPB, from_kernel, from_tracking, kernel_now, read_rate, realtime_now,
 };
-use super::chrony::{self, Chronyd, Tracking};
+use super::chrony::{self, Tracking};
+#[cfg(unix)]
+use super::chrony::{Chronyd, Received};
 #[cfg(target_os = "linux")]
-use super::clockbound;
+use super::clockbound::{self, Segment};
 use super::state::{PUBLISHED, State};
 use super::{BoundsStatus, q32};
 use crate::os::{KernelClock, NtpState};
 
-/// How often the thread asks the sources while reads come.
+/// How often the sources are asked while reads come.
 pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_millis(100);
+/// How soon after a request a read first looks for chronyd's answer (it
+/// comes in tens of microseconds); then after as long again as it waited,
+/// up to chronyd's [`TIMEOUT`](chrony::TIMEOUT).
+const PICKUP: Duration = Duration::from_millis(1);
+/// How long a step may hold the flag before a forked child, which finds it
+/// held by its parent's pid, takes it over (a step takes microseconds).
+const TAKE_OVER_AFTER: Duration = Duration::from_secs(1);
 /// chronyd does not report its `maxclockerror`; until two answers of the
 /// same update show how fast its dispersion grows, this much is assumed
 /// (chrony's default is 1 ppm; this covers a configuration's larger one).
@@ -46,85 +63,103 @@ const STEP_TOLERANCE_NS: u64 = 1_000;
 /// to better than 1 % (a loopback round trip is some tens of µs).
 const MEASURE_SPAN: Duration = Duration::from_millis(20);
 
-/// Some read wants the state since the last refresh.
-static DEMAND: AtomicBool = AtomicBool::new(false);
-/// The OS refused the thread: readers ask the kernel themselves.
-static REFUSED: AtomicBool = AtomicBool::new(false);
+/// Our Realtime (ns) from which the next step is due: the last step's
+/// start and the wait it set, at most [`TAKE_OVER_AFTER`].
+static DUE_AT: AtomicU64 = AtomicU64::new(0);
+/// The pid of the process whose read steps, 0 when none does.
+static STEPPING: AtomicU32 = AtomicU32::new(0);
 
-thread_local! {
-    /// The refresh thread, as the upkeep thread (the only caller of
-    /// [`on_upkeep`]) started it in this process.
-    static REFRESHER: OnceCell<std::thread::Thread> = const { OnceCell::new() };
+/// The sources, changed only by the read that holds [`STEPPING`].
+struct Shared(UnsafeCell<Sources>);
+// SAFETY: only the holder of STEPPING touches the cell.
+unsafe impl Sync for Shared {}
+static SOURCES: Shared = Shared(UnsafeCell::new(Sources::new(0, None)));
+
+/// chronyd's address as the environment gave it before `main` (see
+/// [`chrony::address`], [`read_environment`]); unset where no initializer
+/// ran (AIX, Cygwin: the default is asked there).
+static CHRONYD: OnceLock<Option<SocketAddr>> = OnceLock::new();
+
+/// Reads `TIMEHANDS_CHRONYD`: before `main` (the loader's initializer that
+/// registers the fork handlers calls it, before anything runs in a
+/// program, or when a library is `dlopen`ed), as a step, which may be a
+/// signal handler, cannot read the environment.
+#[cfg(unix)]
+pub(crate) fn read_environment() {
+    let variable = std::env::var_os("TIMEHANDS_CHRONYD");
+    let _ = CHRONYD.set(chrony::address(variable.as_deref()));
 }
 
-/// A read wants the state: one load, and a store the first time.
+/// chronyd's address: the environment's, or the default port's.
+fn chronyd_address() -> Option<SocketAddr> {
+    CHRONYD
+        .get()
+        .copied()
+        .unwrap_or_else(|| chrony::address(None))
+}
+
+/// A read of the bounds at our Realtime `realtime`: steps the sources when
+/// they are due (a load, a subtraction and a compare otherwise). A
+/// Realtime more than the longest wait before the time due (stepped back)
+/// is due at once; so is one at or after it.
 #[inline]
-pub(crate) fn ask() {
-    if !DEMAND.load(Ordering::Relaxed) {
-        DEMAND.store(true, Ordering::Relaxed);
+pub(crate) fn keep(realtime: u64) {
+    let ahead = DUE_AT.load(Ordering::Relaxed).wrapping_sub(realtime);
+    // `ahead` in 1..=TAKE_OVER_AFTER: not yet; 0 wraps to the top.
+    if ahead.wrapping_sub(1) >= TAKE_OVER_AFTER.as_nanos() as u64 {
+        step(realtime);
     }
 }
 
-/// The upkeep thread's hook, at each of its wakeups: when a read asked,
-/// starts the refresh thread the first time, or wakes it.
-pub(crate) fn on_upkeep() {
-    if !DEMAND.load(Ordering::Relaxed) || REFUSED.load(Ordering::Relaxed) {
-        return;
-    }
-    REFRESHER.with(|refresher| {
-        if let Some(thread) = refresher.get() {
-            thread.unpark();
-            return;
-        }
-        match std::thread::Builder::new()
-            .name("timehands-bounds".to_string())
-            .spawn(run)
-        {
-            Ok(handle) => {
-                let _ = refresher.set(handle.thread().clone());
+/// One step, if the flag is to be had: see the module docs.
+#[cold]
+#[inline(never)]
+fn step(realtime: u64) {
+    let pid = std::process::id();
+    let from_parent = match STEPPING.compare_exchange(0, pid, Ordering::Acquire, Ordering::Relaxed)
+    {
+        Ok(_) => false,
+        // A step under way in this process (on another thread, or on this
+        // one under a signal handler): the state published serves.
+        Err(held) if held == pid => return,
+        // A parent's step, caught by the fork that made this process.
+        Err(held) => {
+            if STEPPING
+                .compare_exchange(held, pid, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                return;
             }
-            Err(_) => REFUSED.store(true, Ordering::Relaxed),
+            true
         }
-    });
+    };
+    // Other reads look again only after a while: a step takes
+    // microseconds, and a child finds a step its fork interrupted overdue
+    // after that while.
+    DUE_AT.store(due(realtime, TAKE_OVER_AFTER), Ordering::Relaxed);
+    // SAFETY: STEPPING is ours: no other step runs in this process, and no
+    // handler that interrupts this one steps.
+    let sources = unsafe { &mut *SOURCES.0.get() };
+    sources.belong_to(pid, from_parent);
+    let (state, wait) = sources.advance();
+    if let Some(mut state) = state {
+        (state.accuracy_ns, state.accuracy_q32) = our_accuracy();
+        PUBLISHED.publish(&state);
+    }
+    DUE_AT.store(due(realtime, wait), Ordering::Relaxed);
+    STEPPING.store(0, Ordering::Release);
 }
 
-/// The thread's life: refresh while asked, park when not.
-fn run() {
-    block_signals();
-    let mut sources = Sources::new();
-    loop {
-        if DEMAND.swap(false, Ordering::AcqRel) {
-            // Where no source answers and the kernel's state is not read
-            // (an OS without one), nothing is published: readers say so.
-            if let Some(mut state) = sources.refresh() {
-                (state.accuracy_ns, state.accuracy_q32) = our_accuracy();
-                PUBLISHED.publish(&state);
-            }
-            std::thread::sleep(REFRESH_INTERVAL);
-        } else {
-            std::thread::park();
-        }
-    }
-}
-
-/// No signal handler runs on this thread: a handler that reads the bounds
-/// there would find the state half written (it gives up after a few tries
-/// and asks the kernel, but need not).
-fn block_signals() {
-    #[cfg(unix)]
-    // SAFETY: a zeroed sigset_t is valid storage for sigfillset, which
-    // fills it; pthread_sigmask changes only this thread's mask.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-    }
+/// The Realtime `wait` after `realtime` (a wait of at most
+/// [`TAKE_OVER_AFTER`], as [`keep`] needs).
+fn due(realtime: u64, wait: Duration) -> u64 {
+    realtime.wrapping_add(wait.min(TAKE_OVER_AFTER).as_nanos() as u64)
 }
 
 /// The kernel's NTP state, read now; on Linux a plain `adjtimex` with no
 /// allocation (even on failure), safe in a signal handler.
 #[cfg(target_os = "linux")]
-pub(crate) fn kernel_ntp() -> io::Result<NtpState> {
+pub(crate) fn kernel_ntp() -> std::io::Result<NtpState> {
     crate::os::ntp_errno()
 }
 
@@ -136,7 +171,7 @@ pub(crate) fn kernel_realtime() -> u64 {
 
 /// The kernel's NTP state, read now (`ntp_gettime(2)` where the OS has it).
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn kernel_ntp() -> io::Result<NtpState> {
+pub(crate) fn kernel_ntp() -> std::io::Result<NtpState> {
     crate::os::ntp()
 }
 
@@ -181,12 +216,27 @@ struct Answer {
     received: u64,
 }
 
-/// The sources, and what the thread keeps between refreshes.
+/// chronyd's request in flight: when it was sent.
+#[derive(Clone, Copy)]
+struct Asked {
+    /// CLOCK_MONOTONIC_RAW, ns, as it was sent.
+    sent: u64,
+    /// Our Realtime before it was sent: the answer's state holds from
+    /// there (the dispersion chronyd reports is no younger).
+    as_of: u64,
+}
+
+/// The sources, and what the steps keep between them.
 struct Sources {
-    /// chronyd's address (`TIMEHANDS_CHRONYD`, or its default port).
-    chronyd_address: String,
-    /// The socket to it, made at the first refresh that needs it.
+    /// The process they belong to (0: none yet).
+    pid: u32,
+    /// chronyd's address (`None`: `TIMEHANDS_CHRONYD` did not parse).
+    address: Option<SocketAddr>,
+    /// The socket to it, made at the first step that asks.
+    #[cfg(unix)]
     chronyd: Option<Chronyd>,
+    /// chronyd's request in flight.
+    asked: Option<Asked>,
     /// chronyd's last answer.
     last_answer: Option<Answer>,
     /// chronyd's `maxclockerror`, ppb, as measured from its dispersion.
@@ -196,104 +246,195 @@ struct Sources {
     /// An update of chronyd's (its `ref_time`) that a step by someone else
     /// came after: its answers give no bound until its next update.
     stepped_after: Option<f64>,
+    /// ClockBound's segment, mapped.
+    #[cfg(target_os = "linux")]
+    clockbound: Segment,
 }
 
 impl Sources {
-    fn new() -> Sources {
+    const fn new(pid: u32, address: Option<SocketAddr>) -> Sources {
         Sources {
-            chronyd_address: std::env::var("TIMEHANDS_CHRONYD")
-                .unwrap_or_else(|_| chrony::DEFAULT_ADDRESS.to_string()),
+            pid,
+            address,
+            #[cfg(unix)]
             chronyd: None,
+            asked: None,
             last_answer: None,
             max_clock_error_ppb: None,
             held: None,
             stepped_after: None,
+            #[cfg(target_os = "linux")]
+            clockbound: Segment::new(clockbound::DEFAULT_PATH_C),
         }
     }
 
-    /// The state from the best source present now.
-    fn refresh(&mut self) -> Option<State> {
+    /// Sources of process `pid`'s own: afresh, where they were another's
+    /// (none yet, or a parent's before a fork: its socket would take the
+    /// parent's answers, and is closed in this process). `torn`: the
+    /// parent's step was under way at the fork, and may have left them
+    /// half changed: their descriptors are left as they are.
+    fn belong_to(&mut self, pid: u32, torn: bool) {
+        if self.pid == pid {
+            return;
+        }
+        let old = std::mem::replace(self, Sources::new(pid, chronyd_address()));
+        if torn {
+            std::mem::forget(old);
+        }
+    }
+
+    /// One step: the state to publish (`None`: nothing new, chronyd's
+    /// answer still to come), and how long until the next.
+    fn advance(&mut self) -> (Option<State>, Duration) {
+        let answer = match self.asked.take() {
+            None if self.ask_chronyd() => return (None, PICKUP),
+            // chronyd cannot be asked (no address, no socket): as if it
+            // did not answer.
+            None => None,
+            Some(asked) => match self.answer(asked) {
+                Ok(answer) => answer,
+                Err(waited) => {
+                    self.asked = Some(asked);
+                    return (None, waited.max(PICKUP));
+                }
+            },
+        };
         let kernel = kernel_ntp().ok();
-        if let Some(state) = self.chronyd_state(kernel.as_ref()) {
-            return Some(state);
+        let measuring =
+            answer.is_some_and(|(t, _)| t.synchronized()) && self.max_clock_error_ppb.is_none();
+        if let Some(state) = self.chronyd_state(answer, kernel.as_ref()) {
+            // A second answer measures the dispersion's growth.
+            let wait = if measuring {
+                MEASURE_SPAN
+            } else {
+                REFRESH_INTERVAL
+            };
+            return (Some(state), wait);
         }
         #[cfg(target_os = "linux")]
-        if let Some(state) = from_clockbound(Path::new(clockbound::DEFAULT_PATH), kernel.as_ref()) {
-            return Some(state);
+        if let Some(reading) = self.clockbound.reading() {
+            match from_clockbound(&reading, kernel.as_ref()) {
+                Some(state) => return (Some(state), REFRESH_INTERVAL),
+                // Stale: its daemon may have gone, or made a new file.
+                None => self.clockbound.unmap(),
+            }
         }
-        kernel.map(|kernel| from_kernel(realtime_now(), &kernel))
+        (
+            kernel.map(|kernel| from_kernel(realtime_now(), &kernel)),
+            REFRESH_INTERVAL,
+        )
     }
 
-    /// chronyd's answer now: the tracking and its Realtime (taken before
-    /// the request, so that the dispersion it reports is no younger).
-    fn ask_chronyd(&mut self) -> io::Result<(Tracking, u64)> {
+    /// Sends chronyd a request; whether it went.
+    #[cfg(unix)]
+    fn ask_chronyd(&mut self) -> bool {
+        let Some(address) = self.address else {
+            return false;
+        };
         if self.chronyd.is_none() {
-            self.chronyd = Some(Chronyd::connect(&self.chronyd_address)?);
+            self.chronyd = Chronyd::open(address).ok();
         }
-        let chronyd = self.chronyd.as_mut().expect("connected above");
+        let Some(chronyd) = self.chronyd.as_mut() else {
+            return false;
+        };
         let sent = kernel_now(KernelClock::MonotonicRaw);
         let as_of = realtime_now();
-        let tracking = chronyd.tracking()?;
+        // A refusal left on the socket: no chronyd there now.
+        if chronyd.send().is_err() {
+            return false;
+        }
+        self.asked = Some(Asked { sent, as_of });
+        true
+    }
+
+    #[cfg(not(unix))]
+    fn ask_chronyd(&mut self) -> bool {
+        false
+    }
+
+    /// chronyd's answer to `asked` with the Realtime its state holds from,
+    /// `None` when it failed or never came; `Err` with how long it has been
+    /// waited for while it may still come.
+    #[cfg(unix)]
+    fn answer(&mut self, asked: Asked) -> Result<Option<(Tracking, u64)>, Duration> {
+        let Some(chronyd) = self.chronyd.as_mut() else {
+            return Ok(None);
+        };
+        let tracking = match chronyd.receive() {
+            Received::Tracking(tracking) => tracking,
+            Received::Nothing => {
+                let waited = Duration::from_nanos(
+                    kernel_now(KernelClock::MonotonicRaw).saturating_sub(asked.sent),
+                );
+                return if waited < chrony::TIMEOUT {
+                    Err(waited)
+                } else {
+                    Ok(None)
+                };
+            }
+            Received::Failed => return Ok(None),
+        };
+        // Taken late (it waited in the socket), the answer is dated no
+        // earlier than it came: the span to the next request, and so the
+        // measured rate, errs on the side of more.
         let received = kernel_now(KernelClock::MonotonicRaw);
         if let Some(last) = self.last_answer {
-            if let Some(ppb) = max_clock_error_ppb(&last, &tracking, sent) {
+            if let Some(ppb) = max_clock_error_ppb(&last, &tracking, asked.sent) {
                 self.max_clock_error_ppb = Some(ppb);
             }
         }
         self.last_answer = Some(Answer { tracking, received });
-        Ok((tracking, as_of))
+        Ok(Some((tracking, asked.as_of)))
     }
 
-    /// The state from chronyd, or `None` when it does not answer and its
-    /// last state cannot be carried on (see [`Sources::carried_on`]).
-    fn chronyd_state(&mut self, kernel: Option<&NtpState>) -> Option<State> {
-        let mut answer = self.ask_chronyd();
-        if let Ok((tracking, _)) = &answer {
-            if tracking.synchronized() && self.max_clock_error_ppb.is_none() {
-                // A second answer measures the dispersion's growth.
-                std::thread::sleep(MEASURE_SPAN);
-                answer = self.ask_chronyd();
-            }
-        }
+    #[cfg(not(unix))]
+    fn answer(&mut self, _: Asked) -> Result<Option<(Tracking, u64)>, Duration> {
+        Ok(None)
+    }
+
+    /// The state from chronyd's `answer`, or, without one, its last state
+    /// carried on; `None` when neither is to be had (see
+    /// [`Sources::carried_on`]).
+    fn chronyd_state(
+        &mut self,
+        answer: Option<(Tracking, u64)>,
+        kernel: Option<&NtpState>,
+    ) -> Option<State> {
         let offset = realtime_offset();
-        match answer {
-            Ok((tracking, as_of)) => {
-                let state = from_tracking(
-                    &tracking,
-                    as_of,
-                    self.max_clock_error_ppb
-                        .unwrap_or(ASSUMED_MAX_CLOCK_ERROR_PPB),
-                    kernel,
-                );
-                let rate_ppb = kernel.and_then(|k| k.rate_ppb);
-                if state.status.is_some() {
-                    if self.stepped_since(&tracking, offset) {
-                        self.held = None;
-                        return Some(State {
-                            status: None,
-                            ..state
-                        });
-                    }
-                    self.held = Some(Held {
-                        state,
-                        offset,
-                        ref_time: tracking.ref_time,
-                        rate_ppb,
-                        rate_change_ppb: 0,
-                    });
-                    return Some(state);
-                }
-                // A chronyd (re)starting, not synchronized yet, may start
-                // slewing at its first update, faster than any bound grows
-                // (8.3 %): its predecessor's bound is not carried on.
+        let Some((tracking, as_of)) = answer else {
+            self.last_answer = None;
+            return self.carried_on(offset, kernel.and_then(|k| k.rate_ppb));
+        };
+        let state = from_tracking(
+            &tracking,
+            as_of,
+            self.max_clock_error_ppb
+                .unwrap_or(ASSUMED_MAX_CLOCK_ERROR_PPB),
+            kernel,
+        );
+        let rate_ppb = kernel.and_then(|k| k.rate_ppb);
+        if state.status.is_some() {
+            if self.stepped_since(&tracking, offset) {
                 self.held = None;
-                Some(state)
+                return Some(State {
+                    status: None,
+                    ..state
+                });
             }
-            Err(_) => {
-                self.last_answer = None;
-                self.carried_on(offset, kernel.and_then(|k| k.rate_ppb))
-            }
+            self.held = Some(Held {
+                state,
+                offset,
+                ref_time: tracking.ref_time,
+                rate_ppb,
+                rate_change_ppb: 0,
+            });
+            return Some(state);
         }
+        // A chronyd (re)starting, not synchronized yet, may start slewing
+        // at its first update, faster than any bound grows (8.3 %): its
+        // predecessor's bound is not carried on.
+        self.held = None;
+        Some(state)
     }
 
     /// Whether someone other than chronyd stepped the clock since chronyd's
@@ -371,7 +512,7 @@ struct Offset {
 
 impl Offset {
     /// How far the offset surely moved since `then`, ns: the difference
-    /// less both measures' uncertainty (a refresh thread preempted between
+    /// less both measures' uncertainty (a step preempted between
     /// its reads measures wide, and is not taken for a step).
     fn moved_from(&self, then: &Offset) -> u64 {
         self.ns
@@ -528,7 +669,7 @@ mod tests {
     /// rate, ends it.
     #[test]
     fn a_stopped_chronyd_s_state_is_carried_on_until_a_step() {
-        let mut sources = Sources::new();
+        let mut sources = Sources::new(1, None);
         assert_eq!(sources.carried_on(at(0), None), None, "nothing held");
         let held = from_tracking(&tracking(20e-6, 40e-6), NOON, 1_000, None);
         let hold = |sources: &mut Sources| {
@@ -585,7 +726,7 @@ mod tests {
     /// is no such step.
     #[test]
     fn a_step_by_someone_else_ends_chronyd_s_bound_until_its_next_update() {
-        let mut sources = Sources::new();
+        let mut sources = Sources::new(1, None);
         let answer = tracking(20e-6, 40e-6);
         sources.held = Some(Held {
             state: from_tracking(&answer, NOON, 1_000, None),
@@ -632,6 +773,87 @@ mod tests {
         assert_eq!(from_kernel(NOON, &ntp(false)).status, None);
     }
 
+    /// Steps against a chronyd of the test's own: a step sends the request
+    /// and publishes nothing; a step after the answer came publishes
+    /// chronyd's state, and asks again 20 ms on to measure
+    /// `maxclockerror`; with chronyd gone its last state is carried on,
+    /// free-running.
+    #[cfg(unix)]
+    #[test]
+    #[cfg_attr(miri, ignore = "sockets")]
+    fn steps_take_chronyd_s_answer_a_step_after_its_request() {
+        let chronyd = super::super::fake_chronyd::FakeChronyd::start();
+        let mut sources = Sources::new(std::process::id(), Some(chronyd.address));
+        let replied = chrony::parse(&chrony::tests::reply(1), 1).expect("a reply");
+        let stated = ((replied.skew_ppm + replied.resid_freq_ppm.abs()) * 1e3).ceil() as u64;
+        assert_eq!(sources.advance(), (None, PICKUP), "asked");
+        chronyd.wait_answered(1);
+        let (state, wait) = sources.advance();
+        let state = state.expect("chronyd's answer");
+        assert_eq!(
+            (state.source, state.status),
+            (BoundsSource::Chronyd, Some(BoundsStatus::Synchronized))
+        );
+        assert_eq!(wait, MEASURE_SPAN, "asks again to measure");
+        assert_eq!(
+            state.rate_q32,
+            read_rate(stated + ASSUMED_MAX_CLOCK_ERROR_PPB),
+            "skew and residual frequency, the assumed maxclockerror"
+        );
+        // The span the measure needs, as the wait said.
+        std::thread::sleep(MEASURE_SPAN);
+        assert_eq!(sources.advance(), (None, PICKUP), "asked again");
+        chronyd.wait_answered(2);
+        let (state, wait) = sources.advance();
+        // The test's replies keep their dispersion: nothing beyond the
+        // stated rates.
+        assert_eq!(sources.max_clock_error_ppb, Some(0));
+        assert_eq!(state.expect("an answer").rate_q32, read_rate(stated));
+        assert_eq!(wait, REFRESH_INTERVAL);
+        let port = sources.chronyd.as_ref().expect("a socket").local_port();
+        drop(chronyd);
+        assert_eq!(sources.advance(), (None, PICKUP), "asked, nobody there");
+        // The refusal comes at once on loopback, or the timeout in 500 ms.
+        let carried = loop {
+            match sources.advance() {
+                (Some(state), wait) => break (state, wait),
+                (None, wait) => std::thread::sleep(wait),
+            }
+        };
+        assert_eq!(
+            (carried.0.source, carried.0.status, carried.1),
+            (
+                BoundsSource::Chronyd,
+                Some(BoundsStatus::FreeRunning),
+                REFRESH_INTERVAL
+            )
+        );
+        // Sources of another process (a forked child's): a socket of
+        // their own, which asks from another port.
+        let chronyd = super::super::fake_chronyd::FakeChronyd::start();
+        sources.belong_to(std::process::id() + 1, false);
+        sources.address = Some(chronyd.address);
+        assert!(sources.chronyd.is_none() && sources.held.is_none());
+        assert_eq!(sources.advance(), (None, PICKUP));
+        chronyd.wait_answered(1);
+        let peers = chronyd.peers();
+        assert_eq!(peers.len(), 1);
+        assert!(peers.iter().all(|p| p.port() != port), "{peers:?} {port}");
+    }
+
+    /// A step with no chronyd to ask publishes the next source's state at
+    /// once.
+    #[test]
+    #[cfg_attr(miri, ignore = "calls adjtimex")]
+    fn without_chronyd_a_step_publishes_the_next_source_at_once() {
+        let mut sources = Sources::new(std::process::id(), None);
+        let (state, wait) = sources.advance();
+        assert_eq!(wait, REFRESH_INTERVAL);
+        if let Some(state) = state {
+            assert_ne!(state.source, BoundsSource::Chronyd, "{state:?}");
+        }
+    }
+
     /// ClockBound's bound, grown to now, on both sides; its drift with the
     /// slew's tenth.
     #[cfg(target_os = "linux")]
@@ -653,14 +875,24 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("timehands-clockbound-{}", std::process::id()));
         std::fs::write(&path, &segment).expect("a temporary file");
-        let state = from_clockbound(&path, None).expect("a reading");
+        let c_path = std::ffi::CString::new(path.to_str().expect("UTF-8")).expect("no NUL");
+        let mut mapped = Segment::new(Box::leak(c_path.into_boxed_c_str()));
+        let reading = mapped.reading().expect("a reading");
         std::fs::remove_file(&path).expect("removed");
+        assert_eq!(mapped.reading(), Some(reading), "still mapped");
+        let state = from_clockbound(&reading, None).expect("a reading");
         assert_eq!(state.source, BoundsSource::ClockBound);
         assert_eq!(state.status, Some(BoundsStatus::Synchronized));
         assert_eq!(state.below, state.above);
         // 91 µs, and 1 ppm for at most a few seconds since.
         assert!((91_000..100_000).contains(&state.below), "{state:?}");
         assert_eq!(state.rate_q32, q32(1_100));
-        assert_eq!(from_clockbound(Path::new("/nonexistent/shm0"), None), None);
+        let stale = clockbound::ClockBoundReading {
+            as_of: Duration::from_nanos(monotonic) - Duration::from_secs(11),
+            ..reading
+        };
+        assert_eq!(from_clockbound(&stale, None), None, "stale");
+        let mut absent = Segment::new(c"/nonexistent/shm0");
+        assert_eq!(absent.reading(), None);
     }
 }

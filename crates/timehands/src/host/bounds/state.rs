@@ -1,4 +1,4 @@
-//! The bounds' state, published by the refresh thread (`refresh.rs`) and
+//! The bounds' state, published by the readers' steps (`refresh.rs`) and
 //! read by [`realtime_bounds`](super::realtime_bounds) without a lock: a
 //! seqlock of our own over a few atomic words, so that a read is a handful
 //! of loads and some arithmetic, and safe in a signal handler.
@@ -64,7 +64,8 @@ fn joined(word: u64) -> Duration {
     Duration::new(word >> 32, word as u32)
 }
 
-/// The published words. One writer (the refresh thread), any readers.
+/// The published words. One writer (the read that holds the steps'
+/// flag), any readers.
 #[repr(align(64))]
 pub(crate) struct Published {
     /// Odd while the writer writes; each publication adds 2.
@@ -130,7 +131,7 @@ impl Published {
         }
     }
 
-    /// Publishes `state`. One writer at a time (the refresh thread, or a
+    /// Publishes `state`. One writer at a time (the step's, or a
     /// test's own `Published`): the sequence is not a lock.
     pub(crate) fn publish(&self, state: &State) {
         // Even: a `fork()`ed child may find it odd, its parent's writer
@@ -161,6 +162,13 @@ impl Published {
         self.accuracy.store(accuracy, Ordering::Relaxed);
         self.sequence
             .store(sequence.wrapping_add(2), Ordering::Release);
+    }
+
+    /// How many states were published (a forked child's count goes on
+    /// from its parent's).
+    #[cfg(test)]
+    pub(crate) fn publications(&self) -> u64 {
+        self.sequence.load(Ordering::Acquire) / 2
     }
 
     /// Whether anything was published yet.

@@ -1,0 +1,142 @@
+//! A daemon's shared page, mapped read-only and read with loads: made with
+//! system calls alone (`open`, `fstat`, `mmap`, `close`, the path a
+//! constant C string), so that a read of the bounds may map it in a signal
+//! handler, and read with atomic loads of whole words, as the daemon's
+//! writer stores them under its generation count (a seqlock).
+
+use std::ffi::CStr;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+
+/// A read-only shared mapping of the first `words` words of a file.
+pub(crate) struct Mapping {
+    base: *const AtomicU64,
+    words: usize,
+}
+
+// SAFETY: the mapping is only read, with atomic loads, and unmapped once by
+// its owner's drop.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    /// Maps the first `words` 8-byte words of the file at `path`.
+    ///
+    /// # Errors
+    /// The OS's errno (no such file: no daemon), or `InvalidData` when the
+    /// file is shorter than that (a page being made): a word past the
+    /// file's end would be a SIGBUS.
+    pub(crate) fn open(path: &CStr, words: usize) -> io::Result<Mapping> {
+        let len = words * 8;
+        // SAFETY: opens a NUL-terminated path, read only.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fstat writes into our zeroed stat; mmap maps `len` bytes
+        // of our own descriptor read-only, which close leaves mapped.
+        let base = unsafe {
+            let mut stat: libc::stat = std::mem::zeroed();
+            let base = if libc::fstat(fd, &mut stat) < 0 {
+                Err(io::Error::last_os_error())
+            } else if (stat.st_size as u64) < len as u64 {
+                Err(io::Error::from(io::ErrorKind::InvalidData))
+            } else {
+                let base = libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED,
+                    fd,
+                    0,
+                );
+                if base == libc::MAP_FAILED {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(base)
+                }
+            };
+            libc::close(fd);
+            base?
+        };
+        Ok(Mapping {
+            base: base.cast::<AtomicU64>().cast_const(),
+            words,
+        })
+    }
+
+    /// Word `at` (below `words`: the caller's check), loaded with `order`.
+    fn word(&self, at: usize, order: Ordering) -> u64 {
+        // SAFETY: within the mapping (checked by `read`), page-aligned plus a
+        // multiple of 8; the daemon's writer changes it only with stores of
+        // whole words, which an atomic load may race.
+        unsafe { (*self.base.add(at)).load(order) }
+    }
+
+    /// The first `N` words, as the writer's sequence word `sequence` (a
+    /// word index) and `stable` (its value's test: even and not zero, the
+    /// writer's way) say one whole write left them; `None` if the writer
+    /// wrote at each of a few tries, or the mapping is shorter than `N`.
+    /// Loads only: never waits.
+    pub(crate) fn read<const N: usize>(
+        &self,
+        sequence: usize,
+        stable: impl Fn(u64) -> bool,
+    ) -> Option<[u64; N]> {
+        if N > self.words || sequence >= N {
+            return None;
+        }
+        for _ in 0..4 {
+            let before = self.word(sequence, Ordering::Acquire);
+            if !stable(before) {
+                core::hint::spin_loop();
+                continue;
+            }
+            let words: [u64; N] = std::array::from_fn(|at| self.word(at, Ordering::Relaxed));
+            fence(Ordering::Acquire);
+            if self.word(sequence, Ordering::Relaxed) == before {
+                return Some(words);
+            }
+        }
+        None
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps our own mapping, once, of the length mapped.
+        unsafe { libc::munmap(self.base.cast_mut().cast(), self.words * 8) };
+    }
+}
+
+/// `words` as the bytes they hold, in the CPU's byte order.
+pub(crate) fn bytes<const N: usize, const B: usize>(words: &[u64; N]) -> [u8; B] {
+    let mut bytes = [0u8; B];
+    for (chunk, word) in bytes.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&word.to_ne_bytes());
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg_attr(miri, ignore = "maps a file")]
+    fn a_file_is_mapped_and_read_whole_and_a_short_one_refused() {
+        let path = std::env::temp_dir().join(format!("timehands-mapping-{}", std::process::id()));
+        let words: Vec<u8> = (1u64..=4).flat_map(u64::to_ne_bytes).collect();
+        std::fs::write(&path, &words).expect("a temporary file");
+        let c = std::ffi::CString::new(path.to_str().expect("UTF-8")).expect("no NUL");
+        let mapping = Mapping::open(&c, 4).expect("mapped");
+        assert_eq!(mapping.read::<4>(1, |w| w == 2), Some([1, 2, 3, 4]));
+        assert_eq!(mapping.read::<4>(0, |w| w % 2 == 0), None, "odd: writing");
+        assert_eq!(mapping.read::<5>(1, |_| true), None, "past the mapping");
+        assert_eq!(bytes::<2, 16>(&[1, 2])[8..], 2u64.to_ne_bytes());
+        let short = Mapping::open(&c, 5).err().expect("refused");
+        assert_eq!(short.kind(), io::ErrorKind::InvalidData);
+        std::fs::remove_file(&path).expect("removed");
+        let absent = Mapping::open(&c, 4).err().expect("absent");
+        assert_eq!(absent.kind(), io::ErrorKind::NotFound);
+    }
+}
