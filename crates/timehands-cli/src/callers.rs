@@ -207,14 +207,14 @@ fn threads() -> anyhow::Result<(usize, u64)> {
 }
 
 /// RLIMIT_RTPRIO, soft and hard.
-fn rtprio() -> (u64, u64) {
+fn rtprio() -> (libc::rlim_t, libc::rlim_t) {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: `limit` is a valid rlimit to write.
     unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut limit) };
-    (limit.rlim_cur as u64, limit.rlim_max as u64)
+    (limit.rlim_cur, limit.rlim_max)
 }
 
 fn kernel_ns() -> u64 {

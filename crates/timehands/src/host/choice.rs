@@ -67,8 +67,8 @@ impl KeptVerdict {
     }
 }
 
-/// The most verdicts a choice keeps: it makes at most six.
-const VERDICTS: usize = 8;
+/// The most verdicts a choice keeps: it makes at most five.
+const VERDICTS: usize = 6;
 
 /// The verdicts of a choice, kept inline.
 #[derive(Clone, Copy, Debug, Default)]

@@ -346,7 +346,9 @@ fn fork_while_steering(forks: u64) -> Result<(), String> {
     result
 }
 
-/// Sets `handler` for `signal`, to run with no other signal blocked.
+/// Sets `handler` for `signal`, to run with no other signal blocked, and on
+/// the thread's alternate stack where it has one (see
+/// `signals::alternate_stack`).
 fn on_signal(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) -> Result<(), String> {
     // SAFETY: a zeroed sigaction with a handler of the right type and an
     // empty mask is valid; each handler given here touches only clocks and
@@ -354,7 +356,7 @@ fn on_signal(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) -> Result
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = handler as *const () as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESTART;
+        action.sa_flags = libc::SA_RESTART | libc::SA_ONSTACK;
         libc::sigemptyset(&mut action.sa_mask);
         if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
             return Err(format!("sigaction: {}", std::io::Error::last_os_error()));

@@ -8,8 +8,10 @@
 
 use std::fmt;
 
-/// Bytes a [`Text`] holds: the longest verdict is some 160.
-const CAPACITY: usize = 256;
+/// Bytes a [`Text`] holds: the longest verdict is some 170. Small, as the
+/// choice's texts live on the stack of the read that makes it, which may be
+/// a signal handler's on a small alternate stack.
+const CAPACITY: usize = 192;
 
 /// A string of at most [`CAPACITY`] bytes, kept inline; a longer one is cut
 /// at a character boundary and ends in `…`.

@@ -43,7 +43,7 @@ fn threads() -> Option<usize> {
 }
 
 /// The soft and hard RLIMIT_RTPRIO, where the OS has it.
-fn rtprio() -> Option<(u64, u64)> {
+fn rtprio() -> Option<(libc::rlim_t, libc::rlim_t)> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
         let mut limit = libc::rlimit {
@@ -52,7 +52,7 @@ fn rtprio() -> Option<(u64, u64)> {
         };
         // SAFETY: `limit` is a valid rlimit to write.
         (unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut limit) } == 0)
-            .then_some((limit.rlim_cur as u64, limit.rlim_max as u64))
+            .then_some((limit.rlim_cur, limit.rlim_max))
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     None

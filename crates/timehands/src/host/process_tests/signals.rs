@@ -36,6 +36,29 @@ pub(super) const POINTS: [&str; 11] = [
     "fork: the clock's locks held",
 ];
 
+/// How much stack a handler gets: profilers run theirs on an alternate
+/// stack (a thread's own stack may be nearly used up where it is
+/// interrupted); 64 KiB, as many give theirs, is room for this test's
+/// handler in a debug build (std's own of 8 KiB is not: the handler's
+/// frame alone, unoptimized, overflows it).
+const ALTERNATE_STACK: usize = 64 * 1024;
+
+/// Gives the calling thread an alternate signal stack of
+/// [`ALTERNATE_STACK`] (leaked: the thread may take a signal until it
+/// ends), on which the handler runs (`SA_ONSTACK`): every step a read takes
+/// in the handler must fit there, not on the interrupted thread's stack.
+fn alternate_stack() {
+    let stack: &'static mut [u8] = Box::leak(vec![0u8; ALTERNATE_STACK].into_boxed_slice());
+    let alternate = libc::stack_t {
+        ss_sp: stack.as_mut_ptr().cast(),
+        ss_flags: 0,
+        ss_size: stack.len(),
+    };
+    // SAFETY: the stack is valid, leaked memory of the size given, and
+    // replaces only this thread's alternate stack.
+    unsafe { libc::sigaltstack(&alternate, std::ptr::null_mut()) };
+}
+
 /// Handlers that returned.
 static HANDLED: AtomicU64 = AtomicU64::new(0);
 static IN_HANDLER: AtomicU64 = AtomicU64::new(0);
@@ -147,6 +170,7 @@ pub(super) fn reads_in_a_handler_at_the_point() -> Result<(), String> {
     // SAFETY: alarm(2) only arms a timer; its SIGALRM ends a half that hangs.
     unsafe { libc::alarm(20) };
     let reading = |ms: u64| {
+        alternate_stack();
         let start = kernel_now();
         while kernel_now() - start < ms * 1_000_000 {
             read_everything();
