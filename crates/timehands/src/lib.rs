@@ -30,6 +30,19 @@
 //! println!("{:?} since start", start.elapsed());
 //! ```
 //!
+//! # Who keeps the time
+//!
+//! The readers, as the kernel's tick keeps the kernel's clock: the library
+//! starts no thread, takes no priority and changes no limit, signal mask or
+//! disposition. A read that finds the clock due winds it up (and steers it,
+//! and takes the next step of choosing its counter) without waiting for
+//! anything, so the clock is the same for every caller: a thread that blocks
+//! every signal, a SCHED_FIFO thread, a signal handler. A process that
+//! stopped reading costs nothing at all. The one check that needs threads of
+//! its own, the TSC's across CPUs, runs when a program asks
+//! ([`check_across_cpus`]); it lets the TSC keep time on a guest whose kernel
+//! reads a paravirtual clock.
+//!
 //! # In a signal handler
 //!
 //! POSIX lets a signal handler call `clock_gettime`; these may be called
