@@ -11,7 +11,7 @@
 //! may take: it waits for no lock (each is tried), allocates nothing
 //! (what `info` reports is kept in [`Text`]), and starts no thread.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -19,10 +19,7 @@ use super::choice::kernel_frequency_source;
 use super::choice::{Choice, KeptVerdicts, Settling, Verdict};
 use super::counter::HostCounter;
 use super::handover::Pending;
-use super::published::{
-    COARSE_FLOOR, COARSE_REALTIME_SLACK_UNTIL, COARSE_SLACK, COARSE_SLACK_UNTIL, NOT_STARTED,
-    READER, coarse_slack_until, reader_timekeeper,
-};
+use super::published::{COARSE, NOT_STARTED, READER, coarse_slack_until, reader_timekeeper};
 use super::stated_bound::StatedBound;
 use super::text::Text;
 use crate::engine::Writes;
@@ -364,24 +361,9 @@ impl HostClock {
             ..*bound
         };
         let limit = coarse_slack_until(&realtime).min(stale);
-        // Realtime's first: a coarse Realtime read past it takes the coarse
-        // Monotonic time, whose limit (below) it then meets.
-        COARSE_REALTIME_SLACK_UNTIL.store(
-            limit.saturating_add_signed(readers.realtime_offset_nanos()),
-            Ordering::SeqCst,
-        );
-        let was = COARSE_SLACK_UNTIL.swap(limit, Ordering::SeqCst);
-        if limit < was {
-            // A common read that loaded the limit before the swap read the
-            // kernel's coarse clock before that: no later than it reads now.
-            fence(Ordering::SeqCst);
-            let reached = self
-                .kernel
-                .nanos(KernelClock::MonotonicCoarse)
-                .min(was)
-                .saturating_sub(COARSE_SLACK.as_nanos() as u64);
-            COARSE_FLOOR.fetch_max(reached, Ordering::AcqRel);
-        }
+        COARSE.publish(limit, readers.realtime_offset_nanos(), || {
+            self.kernel.nanos(KernelClock::MonotonicCoarse)
+        });
     }
 
     /// The bound on |ours − CLOCK_MONOTONIC| now, in ns, once the kernel

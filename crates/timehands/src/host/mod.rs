@@ -145,6 +145,7 @@
 
 mod choice;
 mod clock;
+mod coarse_limit;
 mod counter;
 mod cross_cpu;
 mod fork_points;

@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use super::coarse_limit::CoarseLimit;
 use super::counter::HostCounter;
 use crate::Timekeeper;
 use crate::host::steer::Bound;
@@ -74,22 +75,9 @@ pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter>
 /// milliseconds.
 pub(crate) const COARSE_SLACK: Duration = Duration::from_micros(50);
 
-/// The kernel's Monotonic time, in ns, up to which the stated error bound
-/// stays below [`COARSE_SLACK`] (less the two ns a read rounds down): a
-/// coarse read whose kernel coarse time is earlier is that time less the
-/// slack, one load more than the kernel's own read; a later one goes the
-/// long way (`read::coarse_nanos_long_way`). 0 until the clock starts.
-pub(super) static COARSE_SLACK_UNTIL: AtomicU64 = AtomicU64::new(0);
-
-/// [`COARSE_SLACK_UNTIL`] on the kernel's Realtime: moved by our Realtime
-/// offset as last published, so that a coarse Realtime read compares the
-/// kernel's coarse Realtime with it (a step forward the clock has not
-/// followed yet puts the kernel's past it).
-pub(super) static COARSE_REALTIME_SLACK_UNTIL: AtomicU64 = AtomicU64::new(0);
-
-/// The largest coarse time a read that went the long way handed out, in
-/// ns: no such read returns less, so that coarse time never goes back.
-pub(super) static COARSE_FLOOR: AtomicU64 = AtomicU64::new(0);
+/// Until when coarse reads may take the kernel's coarse time less
+/// [`COARSE_SLACK`], and the floor of those past it (`coarse_limit.rs`).
+pub(super) static COARSE: CoarseLimit = CoarseLimit::new();
 
 /// The kernel time until which a coarse read may take the kernel's coarse
 /// time less [`COARSE_SLACK`]: where `bound` stays within the slack, less

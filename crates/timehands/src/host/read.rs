@@ -8,9 +8,8 @@ use super::clock::HostClock;
 use super::counter::HostCounter;
 use super::process::{clock, try_clock};
 use super::published::{
-    COARSE_FLOOR, COARSE_REALTIME_SLACK_UNTIL, COARSE_SLACK, COARSE_SLACK_UNTIL, COUNTER_READ, HOW,
-    NOT_STARTED, READER, SECOND_HINTS, STAND_IN_FLOOR, publish_first_reader_word,
-    reader_timekeeper,
+    COARSE, COARSE_SLACK, COUNTER_READ, HOW, NOT_STARTED, READER, SECOND_HINTS, STAND_IN_FLOOR,
+    publish_first_reader_word, reader_timekeeper,
 };
 #[cfg(target_arch = "x86_64")]
 use super::published::{LFENCE_RDTSC, RDTSCP};
@@ -236,7 +235,7 @@ pub fn now_coarse() -> Instant {
 pub(super) fn coarse_nanos() -> u64 {
     let (seconds, nanos) = crate::os::kernel_coarse(KernelClock::MonotonicCoarse);
     let kernel = nanos_of(seconds, nanos);
-    if kernel < COARSE_SLACK_UNTIL.load(Ordering::Acquire) {
+    if COARSE.trusts(kernel) {
         // No underflow: the limit is published with the slack taken off.
         kernel - COARSE_SLACK.as_nanos() as u64
     } else {
@@ -250,7 +249,7 @@ pub(super) fn coarse_nanos() -> u64 {
 fn coarse_duration() -> Duration {
     let (seconds, nanos) = crate::os::kernel_coarse(KernelClock::MonotonicCoarse);
     let kernel = nanos_of(seconds, nanos);
-    if kernel < COARSE_SLACK_UNTIL.load(Ordering::Acquire) {
+    if COARSE.trusts(kernel) {
         less_slack(seconds, nanos)
     } else {
         split_near(coarse_nanos_long_way(kernel), &SECOND_HINTS[0])
@@ -259,7 +258,7 @@ fn coarse_duration() -> Duration {
 
 /// The coarse time on CLOCK_REALTIME: the kernel's coarse Realtime less
 /// [`COARSE_SLACK`] where the coarse Monotonic time may be taken so, moved
-/// onto Realtime by our offset ([`COARSE_REALTIME_SLACK_UNTIL`]); else
+/// onto Realtime by our offset (see `coarse_limit.rs`); else
 /// the coarse Monotonic time moved by the Realtime offset of the
 /// timekeeper a `now()` after it reads, as our precise Realtime is. (A
 /// step of the kernel's Realtime forward puts its coarse Realtime past the
@@ -268,7 +267,7 @@ fn coarse_duration() -> Duration {
 #[inline(always)]
 pub(super) fn realtime_coarse() -> Duration {
     let (seconds, nanos) = crate::os::kernel_coarse(KernelClock::RealtimeCoarse);
-    if nanos_of(seconds, nanos) < COARSE_REALTIME_SLACK_UNTIL.load(Ordering::Acquire) {
+    if COARSE.trusts_realtime(nanos_of(seconds, nanos)) {
         less_slack(seconds, nanos)
     } else {
         realtime_coarse_long_way()
@@ -325,22 +324,19 @@ fn realtime_coarse_long_way() -> Duration {
 /// (which this starts). It hands out what the kernel's coarse time vouches
 /// for less the bound, or less the slack where that is more (never later
 /// than the common way's, so that no read there after it is earlier), and
-/// no earlier than a coarse read handed out before ([`COARSE_FLOOR`]: this
-/// way's, and the common way's up to when the limit was last brought
-/// forward, see [`HostClock::publish_coarse_limit`]).
+/// no earlier than a coarse read handed out before (`coarse_limit.rs`).
 #[cold]
 #[inline(never)]
 pub(super) fn coarse_nanos_long_way(kernel: u64) -> u64 {
-    let slack = kernel.saturating_sub(COARSE_SLACK.as_nanos() as u64);
-    let ns = match try_clock() {
+    let vouched = match try_clock() {
         Some(clock) => {
             clock.wind_up_if_stale(kernel);
-            clock.vouched(kernel).min(slack)
+            clock.vouched(kernel)
         }
         // While another thread starts the clock, reads ask the kernel.
-        None => slack,
+        None => kernel,
     };
-    ns.max(COARSE_FLOOR.fetch_max(ns, Ordering::AcqRel))
+    COARSE.hand_out(kernel, vouched)
 }
 
 /// The latest time [`now_coherent`] handed out, in ns: the floor of
