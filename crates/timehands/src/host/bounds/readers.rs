@@ -177,6 +177,7 @@ fn bounds_child() {
         "thread" => ordinary_thread(),
         "blocking" => blocking_thread(),
         "sigprof" => only_in_a_handler(),
+        "migration" => super::refresh::counter_sources_tests::a_migration_played(),
         _ => Err(format!("unknown plan {plan}")),
     });
 }
@@ -212,4 +213,13 @@ fn a_thread_that_blocks_every_signal_gets_chronyd_s_bound() {
 #[cfg_attr(miri, ignore = "runs processes")]
 fn reads_only_in_a_sigprof_handler_get_chronyd_s_bound() {
     reader_passes("sigprof", 1);
+}
+
+/// A migration played on a VMClock page (`counter_sources_tests.rs`): no
+/// read after the marker changed gets a bound, from the device's clock or
+/// chronyd's, until the sources answer anew.
+#[test]
+#[cfg_attr(miri, ignore = "runs processes")]
+fn a_played_migration_leaves_no_false_bound() {
+    assert_half_passes(CHILD, "migration", &[]);
 }

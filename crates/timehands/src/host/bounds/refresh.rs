@@ -29,18 +29,21 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-#[cfg(target_os = "linux")]
-use super::answers::from_clockbound;
 use super::answers::{
     MAX_RATE_PPB, from_kernel, from_tracking, kernel_now, read_rate, realtime_now,
 };
+#[cfg(target_os = "linux")]
+use super::answers::{from_clockbound, from_clockbound3, from_vmclock};
 use super::chrony::{self, Tracking};
 #[cfg(unix)]
 use super::chrony::{Chronyd, Received};
 #[cfg(target_os = "linux")]
-use super::clockbound::{self, Segment};
+#[cfg(target_os = "linux")]
+use super::mapping::Page;
 use super::state::{PUBLISHED, State};
 use super::{BoundsStatus, q32};
+#[cfg(target_os = "linux")]
+use super::{clockbound, clockbound3, vmclock};
 use crate::os::{KernelClock, NtpState};
 
 /// How often the sources are asked while reads come.
@@ -246,9 +249,22 @@ struct Sources {
     /// An update of chronyd's (its `ref_time`) that a step by someone else
     /// came after: its answers give no bound until its next update.
     stepped_after: Option<f64>,
-    /// ClockBound's segment, mapped.
+    /// ClockBound 2's segment and ClockBound 3's page, mapped.
     #[cfg(target_os = "linux")]
-    clockbound: Segment,
+    clockbound: Page,
+    #[cfg(target_os = "linux")]
+    clockbound3: Page,
+    /// Where the VMClock device is, and its marker when last read.
+    #[cfg(target_os = "linux")]
+    vmclock: &'static std::ffi::CStr,
+    marker: Option<u64>,
+    /// After the device's marker changed (a migration), ClockBound 2's
+    /// readings no later than this CLOCK_MONOTONIC, and the kernel's state
+    /// while its `maxerror` (µs) is not below this, give no bound: they
+    /// have not answered anew.
+    #[cfg(target_os = "linux")]
+    clockbound_after: Option<Duration>,
+    kernel_after: Option<u64>,
 }
 
 impl Sources {
@@ -264,7 +280,15 @@ impl Sources {
             held: None,
             stepped_after: None,
             #[cfg(target_os = "linux")]
-            clockbound: Segment::new(clockbound::DEFAULT_PATH_C),
+            clockbound: Page::new(clockbound::DEFAULT_PATH_C),
+            #[cfg(target_os = "linux")]
+            clockbound3: Page::new(clockbound3::DEFAULT_PATH),
+            #[cfg(target_os = "linux")]
+            vmclock: vmclock::DEFAULT_PATH,
+            marker: None,
+            #[cfg(target_os = "linux")]
+            clockbound_after: None,
+            kernel_after: None,
         }
     }
 
@@ -300,8 +324,13 @@ impl Sources {
             },
         };
         let kernel = kernel_ntp().ok();
+        #[cfg(target_os = "linux")]
+        let device = self.watch_vmclock(kernel.as_ref());
         let measuring =
             answer.is_some_and(|(t, _)| t.synchronized()) && self.max_clock_error_ppb.is_none();
+        // Every state carries the device's marker, for the reads to check.
+        let marker = self.marker;
+        let marked = |state: State| State { marker, ..state };
         if let Some(state) = self.chronyd_state(answer, kernel.as_ref()) {
             // A second answer measures the dispersion's growth.
             let wait = if measuring {
@@ -309,20 +338,84 @@ impl Sources {
             } else {
                 REFRESH_INTERVAL
             };
-            return (Some(state), wait);
+            return (Some(marked(state)), wait);
         }
         #[cfg(target_os = "linux")]
-        if let Some(reading) = self.clockbound.reading() {
-            match from_clockbound(&reading, kernel.as_ref()) {
-                Some(state) => return (Some(state), REFRESH_INTERVAL),
+        if let Some(state) = self.daemons_state(device.as_ref(), kernel.as_ref()) {
+            return (Some(marked(state)), REFRESH_INTERVAL);
+        }
+        let state = kernel.map(|kernel| {
+            let state = from_kernel(realtime_now(), &kernel);
+            match self.kernel_after {
+                // Its daemon has updated it since the migration.
+                Some(then) if kernel.maxerror_us < then => {
+                    self.kernel_after = None;
+                    state
+                }
+                Some(_) => State {
+                    status: None,
+                    ..state
+                },
+                None => state,
+            }
+        });
+        (state.map(marked), REFRESH_INTERVAL)
+    }
+
+    /// The VMClock device now, where there is one; a marker changed since
+    /// the last step (a migration, a restore) withholds each source's bound
+    /// until it answers anew: chronyd's until its next update (its last
+    /// state is not carried on), ClockBound 2's until a reading taken
+    /// since, the kernel's until its daemon lowers its `maxerror`.
+    /// ClockBound 3 compares its own marker with the device's.
+    #[cfg(target_os = "linux")]
+    fn watch_vmclock(&mut self, kernel: Option<&NtpState>) -> Option<vmclock::Reading> {
+        let device = vmclock::read(self.vmclock);
+        // A page being written at each try keeps the marker last read: the
+        // reads still load the word itself.
+        let marker = device.map(|d| d.marker)?;
+        if self.marker.is_some_and(|last| last != marker) {
+            self.stepped_after = self
+                .last_answer
+                .map(|a| a.tracking.ref_time)
+                .or(self.held.map(|h| h.ref_time));
+            self.held = None;
+            self.clockbound_after = Some(Duration::from_nanos(kernel_now(KernelClock::Monotonic)));
+            self.kernel_after = kernel.map(|k| k.maxerror_us);
+        }
+        self.marker = Some(marker);
+        device
+    }
+
+    /// The state from the daemons' pages, the first that gives one:
+    /// ClockBound 3's, ClockBound 2's, the VMClock device's.
+    #[cfg(target_os = "linux")]
+    fn daemons_state(
+        &mut self,
+        device: Option<&vmclock::Reading>,
+        kernel: Option<&NtpState>,
+    ) -> Option<State> {
+        if let Some(reading) = clockbound3::look(&mut self.clockbound3) {
+            match from_clockbound3(&reading, self.marker, kernel) {
+                Some(state) => return Some(state),
+                // Void: its daemon may have gone, or made a new file.
+                None => self.clockbound3.unmap(),
+            }
+        }
+        if let Some(reading) = clockbound::look(&mut self.clockbound) {
+            match from_clockbound(&reading, kernel) {
+                Some(state) => {
+                    let before = self.clockbound_after.is_some_and(|t| reading.as_of <= t);
+                    return Some(State {
+                        status: state.status.filter(|_| !before),
+                        ..state
+                    });
+                }
                 // Stale: its daemon may have gone, or made a new file.
                 None => self.clockbound.unmap(),
             }
         }
-        (
-            kernel.map(|kernel| from_kernel(realtime_now(), &kernel)),
-            REFRESH_INTERVAL,
-        )
+        device.and_then(|device| from_vmclock(device, kernel))
     }
 
     /// Sends chronyd a request; whether it went.
@@ -559,6 +652,10 @@ fn max_clock_error_ppb(last: &Answer, now: &Tracking, sent: u64) -> Option<u64> 
     let stated_ppb = (now.skew_ppm + now.resid_freq_ppm.abs()) * 1e3;
     Some((rate_ppb - stated_ppb).max(0.0).ceil() as u64)
 }
+
+#[cfg(all(test, target_os = "linux"))]
+#[path = "counter_sources_tests.rs"]
+pub(super) mod counter_sources_tests;
 
 #[cfg(test)]
 mod tests {
@@ -876,10 +973,10 @@ mod tests {
             std::env::temp_dir().join(format!("timehands-clockbound-{}", std::process::id()));
         std::fs::write(&path, &segment).expect("a temporary file");
         let c_path = std::ffi::CString::new(path.to_str().expect("UTF-8")).expect("no NUL");
-        let mut mapped = Segment::new(Box::leak(c_path.into_boxed_c_str()));
-        let reading = mapped.reading().expect("a reading");
+        let mut mapped = Page::new(Box::leak(c_path.into_boxed_c_str()));
+        let reading = clockbound::look(&mut mapped).expect("a reading");
         std::fs::remove_file(&path).expect("removed");
-        assert_eq!(mapped.reading(), Some(reading), "still mapped");
+        assert_eq!(clockbound::look(&mut mapped), Some(reading), "still mapped");
         let state = from_clockbound(&reading, None).expect("a reading");
         assert_eq!(state.source, BoundsSource::ClockBound);
         assert_eq!(state.status, Some(BoundsStatus::Synchronized));
@@ -892,7 +989,7 @@ mod tests {
             ..reading
         };
         assert_eq!(from_clockbound(&stale, None), None, "stale");
-        let mut absent = Segment::new(c"/nonexistent/shm0");
-        assert_eq!(absent.reading(), None);
+        let mut absent = Page::new(c"/nonexistent/shm0");
+        assert_eq!(clockbound::look(&mut absent), None);
     }
 }
