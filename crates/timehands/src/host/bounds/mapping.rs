@@ -6,6 +6,7 @@
 
 use std::ffi::CStr;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 /// A read-only shared mapping of the first `words` words of a file.
@@ -67,6 +68,22 @@ impl Mapping {
             base: base.cast::<AtomicU64>().cast_const(),
             words,
         })
+    }
+
+    /// The mapping's base, mapped for the rest of the process's life
+    /// (never unmapped: readers anywhere may load from it).
+    pub(crate) fn leak(self) -> *const AtomicU64 {
+        let base = self.base;
+        std::mem::forget(self);
+        base
+    }
+
+    /// The mapping [`leak`](Mapping::leak) gave `base` for, `words` long.
+    ///
+    /// # Safety
+    /// `base` is what `leak` returned for a mapping of `words` words.
+    pub(crate) unsafe fn leaked(base: *const AtomicU64, words: usize) -> ManuallyDrop<Mapping> {
+        ManuallyDrop::new(Mapping { base, words })
     }
 
     /// Word `at`, loaded with `order` (0 past the mapping).

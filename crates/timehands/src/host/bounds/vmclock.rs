@@ -17,10 +17,12 @@
 //! The page is mapped once, the first time a step finds the device, and
 //! stays mapped for the process's life (a forked child inherits it), so
 //! that a read can load the marker from anywhere, a signal handler too.
+//! The first mapping is the process's: a step given another path later
+//! (the tests') reads the first.
 
 use std::ffi::CStr;
-use std::sync::OnceLock;
-use std::sync::atomic::Ordering;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use super::mapping::{Mapping, bytes};
 use super::ticking::{self, CounterClock};
@@ -52,8 +54,18 @@ const TIME_MAXERROR_VALID: u64 = 1 << 6;
 /// The word of the disruption marker (bytes 16 to 23).
 const MARKER_WORD: usize = 2;
 
-/// The device's page, once mapped.
-static DEVICE: OnceLock<Mapping> = OnceLock::new();
+/// The device's page, once mapped (its base; null before): an atomic, not
+/// a once-cell, which a forked child of a parent caught mapping it would
+/// wait on for ever.
+static DEVICE: AtomicPtr<AtomicU64> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The device's mapping, if a step mapped it.
+#[inline]
+fn device() -> Option<ManuallyDrop<Mapping>> {
+    let base = DEVICE.load(Ordering::Acquire);
+    // SAFETY: a non-null base is a leaked mapping of WORDS words (`read`).
+    (!base.is_null()).then(|| unsafe { Mapping::leaked(base, WORDS) })
+}
 
 /// What the page said at one read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,13 +136,17 @@ pub(crate) fn parse(page: &[u8; LEN]) -> Option<Reading> {
 /// The device's page now, mapped from `path` the first time it is found;
 /// `None` where there is none, or it is being written at each try.
 pub(crate) fn read(path: &CStr) -> Option<Reading> {
-    let device = match DEVICE.get() {
-        Some(device) => device,
-        None => {
-            let mapping = Mapping::open(path, WORDS).ok()?;
-            DEVICE.get_or_init(|| mapping)
-        }
-    };
+    if DEVICE.load(Ordering::Acquire).is_null() {
+        let base = Mapping::open(path, WORDS).ok()?.leak();
+        // One step maps at a time (the steps' flag): this one is the first.
+        let _ = DEVICE.compare_exchange(
+            std::ptr::null_mut(),
+            base.cast_mut(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+    let device = device()?;
     // The sequence count is the header's last u32 (bytes 12 to 15).
     let stable = |word: u64| (word >> 32) % 2 == 0;
     let words = device.read::<WORDS>(1, stable)?;
@@ -141,9 +157,7 @@ pub(crate) fn read(path: &CStr) -> Option<Reading> {
 /// taken with: one load of the mapped word.
 #[inline]
 pub(crate) fn moved_from(marker: u64) -> bool {
-    DEVICE
-        .get()
-        .is_some_and(|device| device.load(MARKER_WORD, Ordering::Relaxed) != marker)
+    device().is_some_and(|device| device.load(MARKER_WORD, Ordering::Relaxed) != marker)
 }
 
 #[cfg(test)]
