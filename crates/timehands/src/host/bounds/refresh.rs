@@ -234,6 +234,7 @@ struct Sources {
     /// The process they belong to (0: none yet).
     pid: u32,
     /// chronyd's address (`None`: `TIMEHANDS_CHRONYD` did not parse).
+    #[cfg(unix)]
     address: Option<SocketAddr>,
     /// The socket to it, made at the first step that asks.
     #[cfg(unix)]
@@ -269,8 +270,12 @@ struct Sources {
 
 impl Sources {
     const fn new(pid: u32, address: Option<SocketAddr>) -> Sources {
+        // Where chrony does not run (not unix), nobody asks it.
+        #[cfg(not(unix))]
+        let _ = address;
         Sources {
             pid,
+            #[cfg(unix)]
             address,
             #[cfg(unix)]
             chronyd: None,

@@ -7,6 +7,7 @@
 //! its own, as their clients do, and widens it to hold our Realtime.
 
 /// Nanoseconds in a second.
+#[cfg(target_os = "linux")]
 const SECOND_NS: u128 = 1_000_000_000;
 
 /// The CPU's counter now (`rdtsc`, or `isb; mrs cntvct_el0`): what the
@@ -39,6 +40,7 @@ pub(crate) fn counter() -> u64 {
 /// A period of `frac / 2^(64 + shift)` seconds a tick (the sources' form)
 /// as ns a tick in `mult / 2^(32 + shift)`; `None` when it does not fit
 /// (a shift past 95, a period of a second or more).
+#[cfg(target_os = "linux")]
 pub(crate) fn mult(frac: u64, shift: u8) -> Option<u64> {
     if u32::from(shift) + 32 >= 128 {
         return None;
@@ -47,6 +49,7 @@ pub(crate) fn mult(frac: u64, shift: u8) -> Option<u64> {
 }
 
 /// `part / 2^(64 + shift)` of a second a second, as ppb, rounded up.
+#[cfg(target_os = "linux")]
 pub(crate) fn ppb(part: u64, shift: u8) -> Option<u64> {
     let scale = 64 + u32::from(shift);
     if scale >= 128 {
@@ -102,12 +105,13 @@ impl CounterClock {
     }
 
     /// The source's time (ns, UTC) at counter value `now`.
+    #[cfg(target_os = "linux")]
     pub(crate) fn time_at(&self, now: u64) -> u64 {
         self.time_ns.saturating_add(self.elapsed(now))
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
     use crate::host::bounds::q32;
