@@ -142,8 +142,7 @@ pub(crate) fn a_migration_played() -> Result<(), String> {
     sources.address = Some(chronyd.address);
     sources.advance();
     chronyd.wait_answered(1);
-    let (chronyd_state, _) = sources.advance();
-    let chronyd_state = chronyd_state.ok_or("no answer from chronyd")?;
+    let (chronyd_state, _) = super::tests::published(&mut sources);
     if (chronyd_state.source, chronyd_state.marker) != (BoundsSource::Chronyd, Some(1)) {
         return Err(format!("chronyd's state unmarked: {chronyd_state:?}"));
     }
@@ -186,8 +185,7 @@ pub(crate) fn a_migration_played() -> Result<(), String> {
     // from them, until its next update (the test's chronyd makes none).
     sources.advance();
     chronyd.wait_answered(2);
-    let (after_chronyd, _) = sources.advance();
-    let after_chronyd = after_chronyd.ok_or("no answer from chronyd")?;
+    let (after_chronyd, _) = super::tests::published(&mut sources);
     if (after_chronyd.status, after_chronyd.marker) != (None, Some(2)) {
         return Err(format!(
             "chronyd's bound from before the migration: {after_chronyd:?}"
