@@ -61,6 +61,7 @@ fn describe(source: BoundsSource, status: BoundsStatus) -> String {
         BoundsSource::ClockBound => "ClockBound",
         BoundsSource::ClockBound3 => "ClockBound 3",
         BoundsSource::VmClock => "VMClock",
+        BoundsSource::Ptp4l => "ptp4l",
         _ => "kernel",
     };
     let status = match status {

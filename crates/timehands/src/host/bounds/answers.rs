@@ -15,7 +15,7 @@ use super::state::State;
 use super::ticking::{CounterClock, counter};
 use super::{BoundsSource, BoundsStatus, LeapSecond, q32};
 #[cfg(target_os = "linux")]
-use super::{clockbound3, vmclock};
+use super::{clockbound3, ptp, vmclock};
 use crate::os::{KernelClock, NtpState};
 
 /// How long a state holds after it was taken: then reads ask the kernel.
@@ -243,6 +243,30 @@ pub(super) fn from_vmclock(reading: &vmclock::Reading, kernel: Option<&NtpState>
             (u64::MAX, free_running_in),
             kernel,
         )
+    })
+}
+
+/// ptp4l's bound, free-running once its last Sync is this old (ptp4l
+/// sends one a second or more often).
+#[cfg(target_os = "linux")]
+const PTP_FREE_RUNNING_AFTER_NS: u64 = 10_000_000_000;
+
+/// The state from ptp4l's `status`, where it gives a bound (see
+/// `ptp.rs`): held at the Sync's ingress, growing at the kernel's rate.
+#[cfg(target_os = "linux")]
+pub(super) fn from_ptp4l(status: &ptp::Status, kernel: Option<&NtpState>) -> Option<State> {
+    let (half, ingress) = status.bound()?;
+    Some(State {
+        as_of: ingress,
+        below: half,
+        above: half,
+        // The kernel counts its own seconds: no slew margin.
+        rate_q32: q32(KERNEL_RATE_PPB),
+        void_at: ingress.saturating_add(VALIDITY.as_nanos() as u64),
+        free_running_at: ingress.saturating_add(PTP_FREE_RUNNING_AFTER_NS),
+        source: BoundsSource::Ptp4l,
+        status: Some(BoundsStatus::Synchronized),
+        ..void(kernel)
     })
 }
 

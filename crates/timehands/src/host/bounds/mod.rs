@@ -108,10 +108,16 @@ mod chrony;
 pub mod clockbound;
 #[cfg(target_os = "linux")]
 mod clockbound3;
+#[cfg(unix)]
+mod datagram;
 #[cfg(all(test, unix))]
 mod fake_chronyd;
 #[cfg(target_os = "linux")]
 mod mapping;
+#[cfg(target_os = "linux")]
+mod ptp;
+#[cfg(all(test, target_os = "linux"))]
+mod ptp4l_test;
 #[cfg(all(test, target_os = "linux"))]
 mod readers;
 mod refresh;
@@ -150,6 +156,8 @@ pub enum BoundsSource {
     ClockBound3,
     /// The VMClock device's clock (the hypervisor's), on the CPU's counter.
     VmClock,
+    /// linuxptp's `ptp4l` (software timestamps), over its management socket.
+    Ptp4l,
 }
 
 /// How the source keeps the clock, when it gives a bound (as ClockBound's

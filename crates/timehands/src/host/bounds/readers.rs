@@ -15,11 +15,11 @@ use super::{BoundsSource, BoundsStatus, realtime_bounds};
 use crate::host::process_tests::{assert_half_passes, fork_and, no_fork, report, verdict};
 
 /// The child half's test, by its full path.
-const CHILD: &str = "host::bounds::readers::bounds_child";
+pub(super) const CHILD: &str = "host::bounds::readers::bounds_child";
 /// How long a reader may take to get chronyd's bound before the half
 /// says it did not (it takes milliseconds): a guard against a hang, not a
 /// measure.
-const GUARD: Duration = Duration::from_secs(10);
+pub(super) const GUARD: Duration = Duration::from_secs(10);
 
 /// The threads of this process.
 fn tasks() -> usize {
@@ -178,6 +178,9 @@ fn bounds_child() {
         "blocking" => blocking_thread(),
         "sigprof" => only_in_a_handler(),
         "migration" => super::refresh::counter_sources_tests::a_migration_played(),
+        plan if plan.starts_with("ptp:") => {
+            super::ptp4l_test::reads_in_the_slave_s_namespace(&plan["ptp:".len()..])
+        }
         _ => Err(format!("unknown plan {plan}")),
     });
 }

@@ -113,6 +113,7 @@ fn source_code(source: BoundsSource) -> u64 {
         BoundsSource::ClockBound => 2,
         BoundsSource::ClockBound3 => 3,
         BoundsSource::VmClock => 4,
+        BoundsSource::Ptp4l => 5,
     }
 }
 
@@ -272,6 +273,7 @@ impl Published {
                     2 => BoundsSource::ClockBound,
                     3 => BoundsSource::ClockBound3,
                     4 => BoundsSource::VmClock,
+                    5 => BoundsSource::Ptp4l,
                     _ => BoundsSource::Kernel,
                 },
                 status: match (meta >> 8) & 0xff {
