@@ -21,17 +21,23 @@
 //!    the growth of the root dispersion between two answers. This holds
 //!    whether or not chronyd keeps the kernel's `STA_UNSYNC` clear (its
 //!    `rtcsync`).
-//! 2. **ClockBound 3** (`clockbound3.rs`): the clock AWS's `clockbound`
+//! 2. **ptp4l** (`ptp.rs`), asked over its management socket as fbclock
+//!    asks it, where it measures a grandmaster with software timestamps
+//!    (its clock is then CLOCK_REALTIME): at the last Sync's ingress the
+//!    Realtime was within the measured offset, the path delay and the
+//!    grandmaster's stated accuracy of the grandmaster's time; growing at
+//!    the kernel's 500 ppm.
+//! 3. **ClockBound 3** (`clockbound3.rs`): the clock AWS's `clockbound`
 //!    3.x keeps on the CPU's counter in its page (`shm1`): the time and its
 //!    bound at a counter value, the counter's period and their errors. The
 //!    bound is on that clock, not on the kernel's Realtime, so a read
 //!    computes it from a counter read of its own (`ticking.rs`), as
 //!    ClockBound's client does, widened to hold our Realtime.
-//! 3. **ClockBound 2** (`clockbound.rs`): the bound `clock-bound-d` 2.x
+//! 4. **ClockBound 2** (`clockbound.rs`): the bound `clock-bound-d` 2.x
 //!    publishes in its segment (`shm0`), growing at its `max_drift`.
-//! 4. **VMClock** (`vmclock.rs`): the hypervisor's clock on the counter, in
+//! 5. **VMClock** (`vmclock.rs`): the hypervisor's clock on the counter, in
 //!    the device's page, where it states a maximum error.
-//! 5. **The kernel** (`adjtimex(2)`): its `maxerror`, which an NTP daemon
+//! 6. **The kernel** (`adjtimex(2)`): its `maxerror`, which an NTP daemon
 //!    (ntpd, systemd-timesyncd, a PTP daemon, chronyd with `rtcsync`) keeps,
 //!    growing at 500 ppm; none while the kernel says `STA_UNSYNC`.
 //!
@@ -40,8 +46,8 @@
 //! snapshot's restore changes it, and ends every bound at once; then the
 //! sources give none until they answer anew (chronyd after its next
 //! update, ClockBound 3 once its marker is the device's, ClockBound 2 with
-//! a reading taken since, the kernel once its daemon lowers `maxerror`;
-//! the device's own clock at once).
+//! a reading taken since, ptp4l with a Sync received since, the kernel
+//! once its daemon lowers `maxerror`; the device's own clock at once).
 //!
 //! Each bound is a promise the source makes; timehands adds its own
 //! accuracy against the kernel's Realtime on both sides and never narrows
