@@ -1,9 +1,11 @@
 //! Each source's answer as the state readers read: chronyd's tracking,
-//! ClockBound's segment, the kernel's NTP state. Every state carries the
+//! ptp4l's status, ClockBound 3's and 2's pages, the VMClock device's
+//! clock, the kernel's NTP state. Every state carries the
 //! kernel's leap second, TAI − UTC and errors (a void state's), and its
 //! source's own bound: how far below and above the kernel's Realtime UTC
 //! can be when it was taken, how fast that grows, and until when it holds.
-//! The readers' steps (`refresh.rs`) ask the sources and publish these.
+//! The readers' steps (`steps.rs`, `refresh.rs`) ask the sources and
+//! publish these.
 
 use std::time::Duration;
 

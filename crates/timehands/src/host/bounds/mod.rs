@@ -73,7 +73,7 @@
 //! call, no lock, no allocation, no waiting, so it is safe in a signal
 //! handler. The state carries our accuracy too, as
 //! [`getres`](crate::getres) stated it at the refresh and the rate it
-//! grows at. No thread keeps it: its readers do (`refresh.rs`), as the
+//! grows at. No thread keeps it: its readers do (`steps.rs`), as the
 //! kernel's readers need nobody's thread. A read that finds the last step
 //! older than the wait it set (100 ms while the sources answer) and wins a
 //! flag advances the sources one step without waiting: it takes chronyd's
@@ -116,6 +116,7 @@ pub mod clockbound;
 mod clockbound3;
 #[cfg(unix)]
 mod datagram;
+mod environment;
 #[cfg(all(test, unix))]
 mod fake_chronyd;
 #[cfg(target_os = "linux")]
@@ -128,12 +129,13 @@ mod ptp4l_test;
 mod readers;
 mod refresh;
 mod state;
+mod steps;
 mod ticking;
 #[cfg(target_os = "linux")]
 mod vmclock;
 
 #[cfg(unix)]
-pub(crate) use refresh::read_environment;
+pub(crate) use environment::read_environment;
 
 use std::time::Duration;
 
@@ -396,7 +398,7 @@ fn from_kernel_now() -> Result<RealtimeBounds, Error> {
 #[inline]
 pub fn realtime_bounds() -> Result<RealtimeBounds, Error> {
     let (realtime, second) = super::read::realtime_with_second();
-    refresh::keep(realtime);
+    steps::keep(realtime);
     match state::PUBLISHED.load() {
         Some(state) if realtime < state.void_at => from_state(realtime, second, &state),
         _ => from_kernel_now(),

@@ -1,4 +1,4 @@
-//! The bounds' state, published by the readers' steps (`refresh.rs`) and
+//! The bounds' state, published by the readers' steps (`steps.rs`) and
 //! read by [`realtime_bounds`](super::realtime_bounds) without a lock: a
 //! seqlock of our own over a few atomic words, so that a read is a handful
 //! of loads and some arithmetic, and safe in a signal handler.
