@@ -59,6 +59,9 @@ fn describe(source: BoundsSource, status: BoundsStatus) -> String {
     let source = match source {
         BoundsSource::Chronyd => "chronyd",
         BoundsSource::ClockBound => "ClockBound",
+        BoundsSource::ClockBound3 => "ClockBound 3",
+        BoundsSource::VmClock => "VMClock",
+        BoundsSource::Ptp4l => "ptp4l",
         _ => "kernel",
     };
     let status = match status {

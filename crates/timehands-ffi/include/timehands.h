@@ -82,7 +82,9 @@ struct th_realtime_bounds {
    */
   bool synchronized;
   /**
-   * Where the bound comes from: 0 the kernel, 1 chronyd, 2 ClockBound.
+   * Where the bound comes from: 0 the kernel, 1 chronyd, 2 ClockBound
+   * (2.x's segment), 3 ClockBound 3's page, 4 the VMClock device, 5
+   * ptp4l.
    */
   int source;
   /**

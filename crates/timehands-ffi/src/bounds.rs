@@ -35,7 +35,9 @@ pub struct th_realtime_bounds {
     /// Whether a source bounds real time at all. If not, no bound exists:
     /// only `realtime` is filled, the rest is zero.
     pub synchronized: bool,
-    /// Where the bound comes from: 0 the kernel, 1 chronyd, 2 ClockBound.
+    /// Where the bound comes from: 0 the kernel, 1 chronyd, 2 ClockBound
+    /// (2.x's segment), 3 ClockBound 3's page, 4 the VMClock device, 5
+    /// ptp4l.
     pub source: c_int,
     /// As ClockBound's status: 0 unknown (no bound), 1 synchronized, 2
     /// free-running (the source stopped updating the clock; the bound still
@@ -89,6 +91,9 @@ fn to_c(bounds: &RealtimeBounds) -> th_realtime_bounds {
         source: match bounds.source {
             BoundsSource::Chronyd => 1,
             BoundsSource::ClockBound => 2,
+            BoundsSource::ClockBound3 => 3,
+            BoundsSource::VmClock => 4,
+            BoundsSource::Ptp4l => 5,
             _ => 0,
         },
         status: match bounds.status {

@@ -1,9 +1,11 @@
 //! Each source's answer as the state readers read: chronyd's tracking,
-//! ClockBound's segment, the kernel's NTP state. Every state carries the
+//! ptp4l's status, ClockBound 3's and 2's pages, the VMClock device's
+//! clock, the kernel's NTP state. Every state carries the
 //! kernel's leap second, TAI − UTC and errors (a void state's), and its
 //! source's own bound: how far below and above the kernel's Realtime UTC
 //! can be when it was taken, how fast that grows, and until when it holds.
-//! The readers' steps (`refresh.rs`) ask the sources and publish these.
+//! The readers' steps (`steps.rs`, `refresh.rs`) ask the sources and
+//! publish these.
 
 use std::time::Duration;
 
@@ -11,7 +13,11 @@ use super::chrony::Tracking;
 #[cfg(target_os = "linux")]
 use super::clockbound::{ClockBoundReading, ClockBoundStatus};
 use super::state::State;
+#[cfg(target_os = "linux")]
+use super::ticking::{CounterClock, counter};
 use super::{BoundsSource, BoundsStatus, LeapSecond, q32};
+#[cfg(target_os = "linux")]
+use super::{clockbound3, ptp, vmclock};
 use crate::os::{KernelClock, NtpState};
 
 /// How long a state holds after it was taken: then reads ask the kernel.
@@ -72,6 +78,8 @@ fn void(kernel: Option<&NtpState>) -> State {
         accuracy_q32: 0,
         kernel_max_error: Duration::from_micros(kernel.map_or(0, |k| k.maxerror_us)),
         kernel_estimated_error: Duration::from_micros(kernel.map_or(0, |k| k.esterror_us)),
+        counter: None,
+        marker: None,
     }
 }
 
@@ -154,6 +162,112 @@ pub(super) fn from_clockbound(
         },
         source: BoundsSource::ClockBound,
         status: bound.map(|_| BoundsStatus::Synchronized),
+        ..void(kernel)
+    })
+}
+
+/// `span` ns of a source's own time as a span of our Realtime it surely
+/// outlasts (ours may run a tenth fast, slewed).
+#[cfg(target_os = "linux")]
+fn within(span: u64) -> u64 {
+    (span / SLEW_MARGIN_TENTHS * 10).min(VALIDITY.as_nanos() as u64)
+}
+
+/// The state of a source's `clock` on the counter (see `ticking.rs`) with
+/// `status`, taken now: void after `void_in` ns of the source's time,
+/// free-running after `free_running_in`.
+#[cfg(target_os = "linux")]
+fn from_counter_clock(
+    source: BoundsSource,
+    clock: CounterClock,
+    status: Option<BoundsStatus>,
+    (void_in, free_running_in): (u64, u64),
+    kernel: Option<&NtpState>,
+) -> State {
+    let as_of = realtime_now();
+    State {
+        as_of,
+        void_at: as_of.saturating_add(within(void_in)),
+        free_running_at: as_of.saturating_add(within(free_running_in)),
+        source,
+        status,
+        counter: Some(clock),
+        ..void(kernel)
+    }
+}
+
+/// The state from ClockBound 3's `reading`, with the VMClock device's
+/// marker where there is one; `None` where it is void (no daemon writes
+/// it) or its clock does not fit.
+#[cfg(target_os = "linux")]
+pub(super) fn from_clockbound3(
+    reading: &clockbound3::Reading,
+    device_marker: Option<u64>,
+    kernel: Option<&NtpState>,
+) -> Option<State> {
+    let clock = reading.clock?;
+    let now = clock.time_at(counter());
+    if now > reading.void_after_ns {
+        return None;
+    }
+    let status = reading.status_at(now, device_marker);
+    let free_running_in = match status {
+        Some(BoundsStatus::Synchronized) => {
+            (reading.as_of_ns + clockbound3::FREE_RUNNING_AFTER_NS).saturating_sub(now)
+        }
+        _ => 0,
+    };
+    let spans = (reading.void_after_ns - now, free_running_in);
+    Some(from_counter_clock(
+        BoundsSource::ClockBound3,
+        clock,
+        status,
+        spans,
+        kernel,
+    ))
+}
+
+/// The state from the VMClock device's clock, where it gives one.
+#[cfg(target_os = "linux")]
+pub(super) fn from_vmclock(reading: &vmclock::Reading, kernel: Option<&NtpState>) -> Option<State> {
+    let (clock, status) = reading.clock?;
+    let free_running_in = match status {
+        BoundsStatus::FreeRunning => 0,
+        _ => u64::MAX,
+    };
+    Some(State {
+        tai_offset_s: reading.tai_offset_s,
+        leap: reading.leap,
+        ..from_counter_clock(
+            BoundsSource::VmClock,
+            clock,
+            Some(status),
+            (u64::MAX, free_running_in),
+            kernel,
+        )
+    })
+}
+
+/// ptp4l's bound, free-running once its last Sync is this old (ptp4l
+/// sends one a second or more often).
+#[cfg(target_os = "linux")]
+const PTP_FREE_RUNNING_AFTER_NS: u64 = 10_000_000_000;
+
+/// The state from ptp4l's `status`, where it gives a bound (see
+/// `ptp.rs`): held at the Sync's ingress, growing at the kernel's rate.
+#[cfg(target_os = "linux")]
+pub(super) fn from_ptp4l(status: &ptp::Status, kernel: Option<&NtpState>) -> Option<State> {
+    let (half, ingress) = status.bound()?;
+    Some(State {
+        as_of: ingress,
+        below: half,
+        above: half,
+        // The kernel counts its own seconds: no slew margin.
+        rate_q32: q32(KERNEL_RATE_PPB),
+        void_at: ingress.saturating_add(VALIDITY.as_nanos() as u64),
+        free_running_at: ingress.saturating_add(PTP_FREE_RUNNING_AFTER_NS),
+        source: BoundsSource::Ptp4l,
+        status: Some(BoundsStatus::Synchronized),
         ..void(kernel)
     })
 }

@@ -16,6 +16,9 @@
 
 use std::io;
 use std::net::SocketAddr;
+
+#[cfg(unix)]
+use super::datagram::Datagram;
 use std::time::Duration;
 
 /// chrony's command protocol version (`PROTO_VERSION_NUMBER`).
@@ -238,72 +241,49 @@ pub(crate) enum Received {
     Failed,
 }
 
-/// A non-blocking socket to chronyd's command port, made and used with
-/// system calls alone (no allocation, no lock: safe in a signal handler).
+/// A non-blocking socket to chronyd's command port (see `datagram.rs`).
 /// A request is sent by one step of the bounds and its answer taken by a
 /// later one, so no read waits for chronyd.
 #[cfg(unix)]
 pub(crate) struct Chronyd {
-    fd: libc::c_int,
+    socket: Datagram,
     sequence: u32,
 }
 
 #[cfg(unix)]
 impl Chronyd {
-    /// A socket connected to `address`: `socket(2)`, `fcntl(2)` and
-    /// `connect(2)`, the address on the stack.
+    /// A socket connected to `address`, on the stack.
     ///
     /// # Errors
     /// The OS's errno, where it refuses.
     pub(crate) fn open(address: SocketAddr) -> io::Result<Chronyd> {
-        let family = if address.is_ipv4() {
-            libc::AF_INET
-        } else {
-            libc::AF_INET6
-        };
-        // SAFETY: plain system calls on integers.
-        let fd = unsafe { libc::socket(family, libc::SOCK_DGRAM, 0) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // Owned from here: closed on every path out.
-        let chronyd = Chronyd {
-            fd,
-            sequence: std::process::id().rotate_left(16),
-        };
-        // SAFETY: fcntl on our own descriptor; a storage of sockaddr_in6's
-        // size holds either address, and connect reads `len` bytes of it.
-        unsafe {
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            if libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) < 0
-                || flags < 0
-                || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0
-            {
-                return Err(io::Error::last_os_error());
-            }
-            let mut storage: libc::sockaddr_in6 = std::mem::zeroed();
-            let len = match address {
-                SocketAddr::V4(v4) => {
-                    let sin = (&raw mut storage).cast::<libc::sockaddr_in>();
+        // SAFETY: a zeroed sockaddr_in6 is valid storage for either family;
+        // the fields written are those of the family given.
+        let mut storage: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+        let (family, len) = match address {
+            SocketAddr::V4(v4) => {
+                let sin = (&raw mut storage).cast::<libc::sockaddr_in>();
+                // SAFETY: sockaddr_in fits in sockaddr_in6's storage.
+                unsafe {
                     (*sin).sin_family = libc::AF_INET as libc::sa_family_t;
                     (*sin).sin_port = v4.port().to_be();
                     (*sin).sin_addr.s_addr = u32::from(*v4.ip()).to_be();
-                    std::mem::size_of::<libc::sockaddr_in>()
                 }
-                SocketAddr::V6(v6) => {
-                    storage.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-                    storage.sin6_port = v6.port().to_be();
-                    storage.sin6_addr.s6_addr = v6.ip().octets();
-                    storage.sin6_scope_id = v6.scope_id();
-                    std::mem::size_of::<libc::sockaddr_in6>()
-                }
-            };
-            let addr = (&raw const storage).cast::<libc::sockaddr>();
-            if libc::connect(fd, addr, len as libc::socklen_t) < 0 {
-                return Err(io::Error::last_os_error());
+                (libc::AF_INET, std::mem::size_of::<libc::sockaddr_in>())
             }
-        }
-        Ok(chronyd)
+            SocketAddr::V6(v6) => {
+                storage.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+                storage.sin6_port = v6.port().to_be();
+                storage.sin6_addr.s6_addr = v6.ip().octets();
+                storage.sin6_scope_id = v6.scope_id();
+                (libc::AF_INET6, std::mem::size_of::<libc::sockaddr_in6>())
+            }
+        };
+        let to = ((&raw const storage).cast(), len as libc::socklen_t);
+        Ok(Chronyd {
+            socket: Datagram::connected(family, None, to)?,
+            sequence: std::process::id().rotate_left(16),
+        })
     }
 
     /// Sends a tracking request (a new sequence number), without waiting.
@@ -312,13 +292,7 @@ impl Chronyd {
     /// The OS's errno (a refusal chronyd's port left on the socket).
     pub(crate) fn send(&mut self) -> io::Result<()> {
         self.sequence = self.sequence.wrapping_add(1);
-        let packet = request(self.sequence);
-        // SAFETY: sends our own buffer on our own descriptor.
-        let sent = unsafe { libc::send(self.fd, packet.as_ptr().cast(), packet.len(), 0) };
-        if sent < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        self.socket.send(&request(self.sequence))
     }
 
     /// The answer to the last request, if it came: replies to earlier
@@ -326,14 +300,10 @@ impl Chronyd {
     pub(crate) fn receive(&mut self) -> Received {
         let mut reply = [0u8; 512];
         loop {
-            // SAFETY: receives into our own buffer, at most its length.
-            let n = unsafe { libc::recv(self.fd, reply.as_mut_ptr().cast(), reply.len(), 0) };
-            let Ok(n) = usize::try_from(n) else {
-                return match io::Error::last_os_error().kind() {
-                    io::ErrorKind::WouldBlock => Received::Nothing,
-                    io::ErrorKind::Interrupted => continue,
-                    _ => Received::Failed,
-                };
+            let n = match self.socket.receive(&mut reply) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Received::Nothing,
+                Err(_) => return Received::Failed,
             };
             if n >= 20 && be32(&reply, 16) != self.sequence {
                 continue;
@@ -345,25 +315,10 @@ impl Chronyd {
         }
     }
 
-    /// The socket's own port (for the tests: a forked child's is its own).
+    /// The socket's own port (for the tests).
     #[cfg(test)]
     pub(crate) fn local_port(&self) -> u16 {
-        // SAFETY: getsockname writes at most `len` bytes into our storage.
-        unsafe {
-            let mut storage: libc::sockaddr_in6 = std::mem::zeroed();
-            let mut len = std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
-            libc::getsockname(self.fd, (&raw mut storage).cast(), &mut len);
-            // The port is at the same place in both families.
-            u16::from_be(storage.sin6_port)
-        }
-    }
-}
-
-#[cfg(unix)]
-impl Drop for Chronyd {
-    fn drop(&mut self) {
-        // SAFETY: closes our own descriptor, once.
-        unsafe { libc::close(self.fd) };
+        self.socket.local_port()
     }
 }
 

@@ -7,7 +7,7 @@
 //! reads agree and the generation is even (ClockBound's writer makes it odd
 //! while it writes). The bounds' steps, which may run in a signal handler,
 //! map it instead and read it with loads under that generation
-//! ([`Segment`]), as ClockBound's client does.
+//! (`look`), as ClockBound's client does.
 
 #[cfg(target_os = "linux")]
 use std::ffi::CStr;
@@ -16,7 +16,7 @@ use std::path::Path;
 use std::time::Duration;
 
 #[cfg(target_os = "linux")]
-use super::mapping::{Mapping, bytes};
+use super::mapping::{Page, bytes, clockbound_written};
 
 /// Where clock-bound-d 2.x writes its segment.
 pub const DEFAULT_PATH: &str = "/var/run/clockbound/shm0";
@@ -177,51 +177,13 @@ pub(crate) fn parse(segment: &[u8]) -> Result<ClockBoundReading, BadSegment> {
 #[cfg(target_os = "linux")]
 pub(crate) const DEFAULT_PATH_C: &CStr = c"/var/run/clockbound/shm0";
 
-/// The segment as the bounds' steps read it: mapped at the first look and
-/// read with loads under its generation; unmapped when it holds no reading
-/// or a stale one ([`Segment::unmap`]), so that the next look maps the
-/// file a restarted daemon made.
+/// The reading in the segment `page` maps, now; `None` where there is no
+/// segment or it holds none. Loads only, as ClockBound's client reads it.
 #[cfg(target_os = "linux")]
-pub(crate) struct Segment {
-    path: &'static CStr,
-    mapping: Option<Mapping>,
-}
-
-#[cfg(target_os = "linux")]
-impl Segment {
-    pub(crate) const fn new(path: &'static CStr) -> Segment {
-        Segment {
-            path,
-            mapping: None,
-        }
-    }
-
-    /// The reading now; `None` where there is no segment or it holds none.
-    pub(crate) fn reading(&mut self) -> Option<ClockBoundReading> {
-        if self.mapping.is_none() {
-            self.mapping = Mapping::open(self.path, SEGMENT_LEN / 8).ok();
-        }
-        // The generation is the header's last u16 (bytes 14 and 15).
-        let stable = |word: u64| {
-            let [.., low, high] = word.to_ne_bytes();
-            let generation = u16::from_ne_bytes([low, high]);
-            generation % 2 == 0 && generation != 0
-        };
-        let words = self
-            .mapping
-            .as_ref()?
-            .read::<{ SEGMENT_LEN / 8 }>(1, stable);
-        let reading = words.and_then(|words| parse(&bytes::<10, SEGMENT_LEN>(&words)).ok());
-        if reading.is_none() {
-            self.unmap();
-        }
-        reading
-    }
-
-    /// Forgets the mapping (a stale segment's: its daemon may have gone).
-    pub(crate) fn unmap(&mut self) {
-        self.mapping = None;
-    }
+pub(crate) fn look(page: &mut Page) -> Option<ClockBoundReading> {
+    page.look::<{ SEGMENT_LEN / 8 }, _>(1, clockbound_written, |words| {
+        parse(&bytes::<{ SEGMENT_LEN / 8 }, SEGMENT_LEN>(words)).ok()
+    })
 }
 
 /// ClockBound's last reading from the segment at `path`: read until two

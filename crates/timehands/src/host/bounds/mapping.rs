@@ -6,6 +6,7 @@
 
 use std::ffi::CStr;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 /// A read-only shared mapping of the first `words` words of a file.
@@ -17,14 +18,17 @@ pub(crate) struct Mapping {
 // SAFETY: the mapping is only read, with atomic loads, and unmapped once by
 // its owner's drop.
 unsafe impl Send for Mapping {}
+// SAFETY: as for Send: shared, it is only loaded from.
+unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// Maps the first `words` 8-byte words of the file at `path`.
     ///
     /// # Errors
     /// The OS's errno (no such file: no daemon), or `InvalidData` when the
-    /// file is shorter than that (a page being made): a word past the
-    /// file's end would be a SIGBUS.
+    /// file is a regular one shorter than that (a page being made): a word
+    /// past the file's end would be a SIGBUS. A device's page (VMClock's)
+    /// states no size.
     pub(crate) fn open(path: &CStr, words: usize) -> io::Result<Mapping> {
         let len = words * 8;
         // SAFETY: opens a NUL-terminated path, read only.
@@ -38,7 +42,9 @@ impl Mapping {
             let mut stat: libc::stat = std::mem::zeroed();
             let base = if libc::fstat(fd, &mut stat) < 0 {
                 Err(io::Error::last_os_error())
-            } else if (stat.st_size as u64) < len as u64 {
+            } else if stat.st_mode & libc::S_IFMT == libc::S_IFREG
+                && (stat.st_size as u64) < len as u64
+            {
                 Err(io::Error::from(io::ErrorKind::InvalidData))
             } else {
                 let base = libc::mmap(
@@ -64,9 +70,29 @@ impl Mapping {
         })
     }
 
-    /// Word `at` (below `words`: the caller's check), loaded with `order`.
-    fn word(&self, at: usize, order: Ordering) -> u64 {
-        // SAFETY: within the mapping (checked by `read`), page-aligned plus a
+    /// The mapping's base, mapped for the rest of the process's life
+    /// (never unmapped: readers anywhere may load from it).
+    pub(crate) fn leak(self) -> *const AtomicU64 {
+        let base = self.base;
+        std::mem::forget(self);
+        base
+    }
+
+    /// The mapping [`leak`](Mapping::leak) gave `base` for, `words` long.
+    ///
+    /// # Safety
+    /// `base` is what `leak` returned for a mapping of `words` words.
+    pub(crate) unsafe fn leaked(base: *const AtomicU64, words: usize) -> ManuallyDrop<Mapping> {
+        ManuallyDrop::new(Mapping { base, words })
+    }
+
+    /// Word `at`, loaded with `order` (0 past the mapping).
+    #[inline]
+    pub(crate) fn load(&self, at: usize, order: Ordering) -> u64 {
+        if at >= self.words {
+            return 0;
+        }
+        // SAFETY: within the mapping (checked), page-aligned plus a
         // multiple of 8; the daemon's writer changes it only with stores of
         // whole words, which an atomic load may race.
         unsafe { (*self.base.add(at)).load(order) }
@@ -86,14 +112,14 @@ impl Mapping {
             return None;
         }
         for _ in 0..4 {
-            let before = self.word(sequence, Ordering::Acquire);
+            let before = self.load(sequence, Ordering::Acquire);
             if !stable(before) {
                 core::hint::spin_loop();
                 continue;
             }
-            let words: [u64; N] = std::array::from_fn(|at| self.word(at, Ordering::Relaxed));
+            let words: [u64; N] = std::array::from_fn(|at| self.load(at, Ordering::Relaxed));
             fence(Ordering::Acquire);
-            if self.word(sequence, Ordering::Relaxed) == before {
+            if self.load(sequence, Ordering::Relaxed) == before {
                 return Some(words);
             }
         }
@@ -106,6 +132,61 @@ impl Drop for Mapping {
         // SAFETY: unmaps our own mapping, once, of the length mapped.
         unsafe { libc::munmap(self.base.cast_mut().cast(), self.words * 8) };
     }
+}
+
+/// A daemon's page at a path, as the bounds' steps look at it: mapped at
+/// the first look, forgotten when it holds nothing readable or
+/// [`unmap`](Page::unmap)ped (stale), so that the next look maps the file
+/// a restarted daemon made.
+pub(crate) struct Page {
+    path: &'static CStr,
+    mapping: Option<Mapping>,
+}
+
+impl Page {
+    pub(crate) const fn new(path: &'static CStr) -> Page {
+        Page {
+            path,
+            mapping: None,
+        }
+    }
+
+    /// What `parse` makes of the page's first `N` words, read whole under
+    /// the sequence word `sequence` (see [`Mapping::read`]); `None` where
+    /// there is no page or it holds nothing.
+    pub(crate) fn look<const N: usize, T>(
+        &mut self,
+        sequence: usize,
+        stable: impl Fn(u64) -> bool,
+        parse: impl FnOnce(&[u64; N]) -> Option<T>,
+    ) -> Option<T> {
+        if self.mapping.is_none() {
+            self.mapping = Mapping::open(self.path, N).ok();
+        }
+        let found = self
+            .mapping
+            .as_ref()?
+            .read::<N>(sequence, stable)
+            .and_then(|w| parse(&w));
+        if found.is_none() {
+            self.unmap();
+        }
+        found
+    }
+
+    /// Forgets the mapping.
+    pub(crate) fn unmap(&mut self) {
+        self.mapping = None;
+    }
+}
+
+/// Whether ClockBound's header word (its second: size, version,
+/// generation) says a whole write is there: its generation (the last u16)
+/// even and not 0, the writer's way (ClockBound 2's page and 3's alike).
+pub(crate) fn clockbound_written(word: u64) -> bool {
+    let [.., low, high] = word.to_ne_bytes();
+    let generation = u16::from_ne_bytes([low, high]);
+    generation % 2 == 0 && generation != 0
 }
 
 /// `words` as the bytes they hold, in the CPU's byte order.

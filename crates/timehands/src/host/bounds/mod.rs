@@ -21,11 +21,33 @@
 //!    the growth of the root dispersion between two answers. This holds
 //!    whether or not chronyd keeps the kernel's `STA_UNSYNC` clear (its
 //!    `rtcsync`).
-//! 2. **ClockBound** (`clockbound.rs`): the bound AWS's `clock-bound-d`
-//!    publishes in shared memory, growing at its `max_drift`.
-//! 3. **The kernel** (`adjtimex(2)`): its `maxerror`, which an NTP daemon
+//! 2. **ptp4l** (`ptp.rs`), asked over its management socket as fbclock
+//!    asks it, where it measures a grandmaster with software timestamps
+//!    (its clock is then CLOCK_REALTIME): at the last Sync's ingress the
+//!    Realtime was within the measured offset, the path delay and the
+//!    grandmaster's stated accuracy of the grandmaster's time; growing at
+//!    the kernel's 500 ppm.
+//! 3. **ClockBound 3** (`clockbound3.rs`): the clock AWS's `clockbound`
+//!    3.x keeps on the CPU's counter in its page (`shm1`): the time and its
+//!    bound at a counter value, the counter's period and their errors. The
+//!    bound is on that clock, not on the kernel's Realtime, so a read
+//!    computes it from a counter read of its own (`ticking.rs`), as
+//!    ClockBound's client does, widened to hold our Realtime.
+//! 4. **ClockBound 2** (`clockbound.rs`): the bound `clock-bound-d` 2.x
+//!    publishes in its segment (`shm0`), growing at its `max_drift`.
+//! 5. **VMClock** (`vmclock.rs`): the hypervisor's clock on the counter, in
+//!    the device's page, where it states a maximum error.
+//! 6. **The kernel** (`adjtimex(2)`): its `maxerror`, which an NTP daemon
 //!    (ntpd, systemd-timesyncd, a PTP daemon, chronyd with `rtcsync`) keeps,
 //!    growing at 500 ppm; none while the kernel says `STA_UNSYNC`.
+//!
+//! Where a VMClock device is, every state carries its disruption marker,
+//! and every read compares it with the device's: a live migration or a
+//! snapshot's restore changes it, and ends every bound at once; then the
+//! sources give none until they answer anew (chronyd after its next
+//! update, ClockBound 3 once its marker is the device's, ClockBound 2 with
+//! a reading taken since, ptp4l with a Sync received since, the kernel
+//! once its daemon lowers `maxerror`; the device's own clock at once).
 //!
 //! Each bound is a promise the source makes; timehands adds its own
 //! accuracy against the kernel's Realtime on both sides and never narrows
@@ -51,7 +73,7 @@
 //! call, no lock, no allocation, no waiting, so it is safe in a signal
 //! handler. The state carries our accuracy too, as
 //! [`getres`](crate::getres) stated it at the refresh and the rate it
-//! grows at. No thread keeps it: its readers do (`refresh.rs`), as the
+//! grows at. No thread keeps it: its readers do (`steps.rs`), as the
 //! kernel's readers need nobody's thread. A read that finds the last step
 //! older than the wait it set (100 ms while the sources answer) and wins a
 //! flag advances the sources one step without waiting: it takes chronyd's
@@ -85,19 +107,35 @@
 //! measurements beside ClockBound.
 
 mod answers;
+// chrony runs on unix alone: elsewhere nothing asks it, and only the
+// answer's type, which the steps share, is used.
+#[cfg_attr(not(unix), allow(dead_code))]
 mod chrony;
 pub mod clockbound;
+#[cfg(target_os = "linux")]
+mod clockbound3;
+#[cfg(unix)]
+mod datagram;
+mod environment;
 #[cfg(all(test, unix))]
 mod fake_chronyd;
 #[cfg(target_os = "linux")]
 mod mapping;
+#[cfg(target_os = "linux")]
+mod ptp;
+#[cfg(all(test, target_os = "linux"))]
+mod ptp4l_test;
 #[cfg(all(test, target_os = "linux"))]
 mod readers;
 mod refresh;
 mod state;
+mod steps;
+mod ticking;
+#[cfg(target_os = "linux")]
+mod vmclock;
 
 #[cfg(unix)]
-pub(crate) use refresh::read_environment;
+pub(crate) use environment::read_environment;
 
 use std::time::Duration;
 
@@ -120,8 +158,14 @@ pub enum BoundsSource {
     Kernel,
     /// chronyd's tracking, over its command port.
     Chronyd,
-    /// AWS ClockBound's shared memory.
+    /// AWS ClockBound's shared memory (clock-bound-d 2.x's segment).
     ClockBound,
+    /// AWS ClockBound 3's page: its own clock on the CPU's counter.
+    ClockBound3,
+    /// The VMClock device's clock (the hypervisor's), on the CPU's counter.
+    VmClock,
+    /// linuxptp's `ptp4l` (software timestamps), over its management socket.
+    Ptp4l,
 }
 
 /// How the source keeps the clock, when it gives a bound (as ClockBound's
@@ -233,6 +277,17 @@ fn from_state(realtime_ns: u64, second: u64, state: &State) -> Result<RealtimeBo
     if realtime_ns >= state.free_running_at {
         status = BoundsStatus::FreeRunning;
     }
+    // A migration or a restore since the state was taken: every clock may
+    // have moved.
+    #[cfg(target_os = "linux")]
+    if state.marker.is_some_and(vmclock::moved_from) {
+        return Err(Error::Unsynchronized);
+    }
+    // A source's own clock on the counter: its interval now, around ours.
+    let (below, above) = match &state.counter {
+        None => (state.below, state.above),
+        Some(clock) => clock.around(realtime_ns, ticking::counter()),
+    };
     // A chronyd step back may put the Realtime before `as_of`: no growth
     // then (the step closed the correction the bounds already hold).
     let age = realtime_ns.saturating_sub(state.as_of);
@@ -240,8 +295,8 @@ fn from_state(realtime_ns: u64, second: u64, state: &State) -> Result<RealtimeBo
     let ours = accuracy_ns + grown(age, u64::from(state.accuracy_q32));
     // One multiply for both rates, on the way to the bounds.
     let widening = accuracy_ns + grown(age, state.rate_q32 + u64::from(state.accuracy_q32));
-    let mut below = state.below.saturating_add(widening);
-    let mut above = state.above.saturating_add(widening);
+    let mut below = below.saturating_add(widening);
+    let mut above = above.saturating_add(widening);
     if state.leap != LeapSecond::None && near_midnight(realtime_ns) {
         below = below.saturating_add(SECOND_NS);
         above = above.saturating_add(SECOND_NS);
@@ -343,7 +398,7 @@ fn from_kernel_now() -> Result<RealtimeBounds, Error> {
 #[inline]
 pub fn realtime_bounds() -> Result<RealtimeBounds, Error> {
     let (realtime, second) = super::read::realtime_with_second();
-    refresh::keep(realtime);
+    steps::keep(realtime);
     match state::PUBLISHED.load() {
         Some(state) if realtime < state.void_at => from_state(realtime, second, &state),
         _ => from_kernel_now(),
@@ -518,6 +573,8 @@ mod tests {
             accuracy_q32: q32(100) as u32,
             kernel_max_error: Duration::from_secs(16),
             kernel_estimated_error: Duration::from_secs(16),
+            counter: None,
+            marker: None,
         }
     }
 

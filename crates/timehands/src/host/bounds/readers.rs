@@ -15,11 +15,11 @@ use super::{BoundsSource, BoundsStatus, realtime_bounds};
 use crate::host::process_tests::{assert_half_passes, fork_and, no_fork, report, verdict};
 
 /// The child half's test, by its full path.
-const CHILD: &str = "host::bounds::readers::bounds_child";
+pub(super) const CHILD: &str = "host::bounds::readers::bounds_child";
 /// How long a reader may take to get chronyd's bound before the half
 /// says it did not (it takes milliseconds): a guard against a hang, not a
 /// measure.
-const GUARD: Duration = Duration::from_secs(10);
+pub(super) const GUARD: Duration = Duration::from_secs(10);
 
 /// The threads of this process.
 fn tasks() -> usize {
@@ -177,6 +177,10 @@ fn bounds_child() {
         "thread" => ordinary_thread(),
         "blocking" => blocking_thread(),
         "sigprof" => only_in_a_handler(),
+        "migration" => super::refresh::counter_sources_tests::a_migration_played(),
+        plan if plan.starts_with("ptp:") => {
+            super::ptp4l_test::reads_in_the_slave_s_namespace(&plan["ptp:".len()..])
+        }
         _ => Err(format!("unknown plan {plan}")),
     });
 }
@@ -212,4 +216,13 @@ fn a_thread_that_blocks_every_signal_gets_chronyd_s_bound() {
 #[cfg_attr(miri, ignore = "runs processes")]
 fn reads_only_in_a_sigprof_handler_get_chronyd_s_bound() {
     reader_passes("sigprof", 1);
+}
+
+/// A migration played on a VMClock page (`counter_sources_tests.rs`): no
+/// read after the marker changed gets a bound, from the device's clock or
+/// chronyd's, until the sources answer anew.
+#[test]
+#[cfg_attr(miri, ignore = "runs processes")]
+fn a_played_migration_leaves_no_false_bound() {
+    assert_half_passes(CHILD, "migration", &[]);
 }

@@ -1,46 +1,35 @@
-//! The bounds' steps: the readers keep the state (`state.rs`) themselves,
-//! as the kernel's readers need nobody's thread. A read that finds the
-//! state due ([`keep`]: the last step older than the wait it set, 100 ms
-//! while the sources answer) and wins a flag advances the sources one
-//! step, without waiting for anything: it takes chronyd's answer to the
-//! request the step before sent (a non-blocking `recv`), reads
-//! ClockBound's mapped segment with loads and the kernel's NTP state with
-//! `adjtimex`, publishes the best source's state, and sends chronyd the
-//! next request. A read that loses the flag, or finds a step under way on
-//! its own thread (a signal handler over it), goes on with the state
-//! published: nobody waits, nobody spins on another thread.
-//!
-//! Everything a step does is async-signal-safe: system calls on the stack
-//! (the socket, the mapping), atomics, arithmetic; no allocation, no lock,
-//! no thread, and nothing read or changed of signal masks or dispositions.
-//! chronyd's address (`TIMEHANDS_CHRONYD`) is read once, before `main`,
-//! where the loader runs initializers (elsewhere the default is asked).
-//!
-//! A `fork()`ed child notices its own pid at its first step and starts its
-//! sources afresh, with a socket of its own (sharing its parent's, it would
-//! take the parent's answers). A child forked while its parent's reader
-//! stepped finds the flag held by that pid, with nobody to release it:
-//! once the step is [`TAKE_OVER_AFTER`] overdue it takes the flag over, and
-//! leaves the sources it may have caught half changed unclosed.
+//! The sources, as the readers' steps (`steps.rs`) advance them: each
+//! step takes chronyd's answer to the request the step before sent (a
+//! non-blocking `recv`), ptp4l's answers the same way, reads the daemons'
+//! mapped pages (ClockBound 3's and 2's, the VMClock device's) with loads
+//! and the kernel's NTP state with `adjtimex`, gives the best source's
+//! state, and sends chronyd and ptp4l the next requests; and keeps what
+//! the steps need between them (chronyd's last state, its measured
+//! `maxclockerror`, a step seen, a migration seen). Nothing here waits,
+//! allocates or locks: a step may be a signal handler.
 
-use std::cell::UnsafeCell;
 use std::net::SocketAddr;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-#[cfg(target_os = "linux")]
-use super::answers::from_clockbound;
 use super::answers::{
     MAX_RATE_PPB, from_kernel, from_tracking, kernel_now, read_rate, realtime_now,
 };
+#[cfg(target_os = "linux")]
+use super::answers::{from_clockbound, from_clockbound3, from_ptp4l, from_vmclock};
 use super::chrony::{self, Tracking};
 #[cfg(unix)]
 use super::chrony::{Chronyd, Received};
+use super::environment::chronyd_address;
 #[cfg(target_os = "linux")]
-use super::clockbound::{self, Segment};
-use super::state::{PUBLISHED, State};
+use super::environment::ptp4l_path;
+#[cfg(target_os = "linux")]
+use super::mapping::Page;
+#[cfg(target_os = "linux")]
+use super::ptp::{self, Ptp4l};
+use super::state::State;
 use super::{BoundsStatus, q32};
+#[cfg(target_os = "linux")]
+use super::{clockbound, clockbound3, vmclock};
 use crate::os::{KernelClock, NtpState};
 
 /// How often the sources are asked while reads come.
@@ -49,9 +38,6 @@ pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_millis(100);
 /// comes in tens of microseconds); then after as long again as it waited,
 /// up to chronyd's [`TIMEOUT`](chrony::TIMEOUT).
 const PICKUP: Duration = Duration::from_millis(1);
-/// How long a step may hold the flag before a forked child, which finds it
-/// held by its parent's pid, takes it over (a step takes microseconds).
-const TAKE_OVER_AFTER: Duration = Duration::from_secs(1);
 /// chronyd does not report its `maxclockerror`; until two answers of the
 /// same update show how fast its dispersion grows, this much is assumed
 /// (chrony's default is 1 ppm; this covers a configuration's larger one).
@@ -62,99 +48,6 @@ const STEP_TOLERANCE_NS: u64 = 1_000;
 /// Two answers this far apart (at least) measure the dispersion's growth
 /// to better than 1 % (a loopback round trip is some tens of µs).
 const MEASURE_SPAN: Duration = Duration::from_millis(20);
-
-/// Our Realtime (ns) from which the next step is due: the last step's
-/// start and the wait it set, at most [`TAKE_OVER_AFTER`].
-static DUE_AT: AtomicU64 = AtomicU64::new(0);
-/// The pid of the process whose read steps, 0 when none does.
-static STEPPING: AtomicU32 = AtomicU32::new(0);
-
-/// The sources, changed only by the read that holds [`STEPPING`].
-struct Shared(UnsafeCell<Sources>);
-// SAFETY: only the holder of STEPPING touches the cell.
-unsafe impl Sync for Shared {}
-static SOURCES: Shared = Shared(UnsafeCell::new(Sources::new(0, None)));
-
-/// chronyd's address as the environment gave it before `main` (see
-/// [`chrony::address`], [`read_environment`]); unset where no initializer
-/// ran (AIX, Cygwin: the default is asked there).
-static CHRONYD: OnceLock<Option<SocketAddr>> = OnceLock::new();
-
-/// Reads `TIMEHANDS_CHRONYD`: before `main` (the loader's initializer that
-/// registers the fork handlers calls it, before anything runs in a
-/// program, or when a library is `dlopen`ed), as a step, which may be a
-/// signal handler, cannot read the environment.
-#[cfg(unix)]
-pub(crate) fn read_environment() {
-    let variable = std::env::var_os("TIMEHANDS_CHRONYD");
-    let _ = CHRONYD.set(chrony::address(variable.as_deref()));
-}
-
-/// chronyd's address: the environment's, or the default port's.
-fn chronyd_address() -> Option<SocketAddr> {
-    CHRONYD
-        .get()
-        .copied()
-        .unwrap_or_else(|| chrony::address(None))
-}
-
-/// A read of the bounds at our Realtime `realtime`: steps the sources when
-/// they are due (a load, a subtraction and a compare otherwise). A
-/// Realtime more than the longest wait before the time due (stepped back)
-/// is due at once; so is one at or after it.
-#[inline]
-pub(crate) fn keep(realtime: u64) {
-    let ahead = DUE_AT.load(Ordering::Relaxed).wrapping_sub(realtime);
-    // `ahead` in 1..=TAKE_OVER_AFTER: not yet; 0 wraps to the top.
-    if ahead.wrapping_sub(1) >= TAKE_OVER_AFTER.as_nanos() as u64 {
-        step(realtime);
-    }
-}
-
-/// One step, if the flag is to be had: see the module docs.
-#[cold]
-#[inline(never)]
-fn step(realtime: u64) {
-    let pid = std::process::id();
-    let from_parent = match STEPPING.compare_exchange(0, pid, Ordering::Acquire, Ordering::Relaxed)
-    {
-        Ok(_) => false,
-        // A step under way in this process (on another thread, or on this
-        // one under a signal handler): the state published serves.
-        Err(held) if held == pid => return,
-        // A parent's step, caught by the fork that made this process.
-        Err(held) => {
-            if STEPPING
-                .compare_exchange(held, pid, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-            {
-                return;
-            }
-            true
-        }
-    };
-    // Other reads look again only after a while: a step takes
-    // microseconds, and a child finds a step its fork interrupted overdue
-    // after that while.
-    DUE_AT.store(due(realtime, TAKE_OVER_AFTER), Ordering::Relaxed);
-    // SAFETY: STEPPING is ours: no other step runs in this process, and no
-    // handler that interrupts this one steps.
-    let sources = unsafe { &mut *SOURCES.0.get() };
-    sources.belong_to(pid, from_parent);
-    let (state, wait) = sources.advance();
-    if let Some(mut state) = state {
-        (state.accuracy_ns, state.accuracy_q32) = our_accuracy();
-        PUBLISHED.publish(&state);
-    }
-    DUE_AT.store(due(realtime, wait), Ordering::Relaxed);
-    STEPPING.store(0, Ordering::Release);
-}
-
-/// The Realtime `wait` after `realtime` (a wait of at most
-/// [`TAKE_OVER_AFTER`], as [`keep`] needs).
-fn due(realtime: u64, wait: Duration) -> u64 {
-    realtime.wrapping_add(wait.min(TAKE_OVER_AFTER).as_nanos() as u64)
-}
 
 /// The kernel's NTP state, read now; on Linux a plain `adjtimex` with no
 /// allocation (even on failure), safe in a signal handler.
@@ -173,24 +66,6 @@ pub(crate) fn kernel_realtime() -> u64 {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn kernel_ntp() -> std::io::Result<NtpState> {
     crate::os::ntp()
-}
-
-/// Our Realtime's bound against the kernel's, ns, and how fast it grows,
-/// ppb: what [`getres`](crate::getres) states (which asks the kernel
-/// whether it changed its rate, and follows a change), and the rate's
-/// uncertainty it grows at. Readers grow it from the state's `as_of`
-/// (earlier than now): never less than `getres` would say while the
-/// kernel keeps its rate. A rate change between windups that no windup
-/// saw yet leaves our Realtime behind the kernel's slew, on the side of
-/// chronyd's correction, which the bounds hold already.
-fn our_accuracy() -> (u32, u32) {
-    let ns = crate::getres(crate::ClockId::Realtime).accuracy.as_nanos();
-    let ppb = crate::host::clock().bound.load().ppb;
-    (
-        u32::try_from(ns).unwrap_or(u32::MAX),
-        // At most q32(MAX_RATE_PPB), some 2^22: a u32.
-        read_rate(ppb) as u32,
-    )
 }
 
 /// chronyd's last synchronized state, and the kernel's clock when it was
@@ -227,10 +102,11 @@ struct Asked {
 }
 
 /// The sources, and what the steps keep between them.
-struct Sources {
+pub(super) struct Sources {
     /// The process they belong to (0: none yet).
     pid: u32,
     /// chronyd's address (`None`: `TIMEHANDS_CHRONYD` did not parse).
+    #[cfg(unix)]
     address: Option<SocketAddr>,
     /// The socket to it, made at the first step that asks.
     #[cfg(unix)]
@@ -246,15 +122,43 @@ struct Sources {
     /// An update of chronyd's (its `ref_time`) that a step by someone else
     /// came after: its answers give no bound until its next update.
     stepped_after: Option<f64>,
-    /// ClockBound's segment, mapped.
+    /// ClockBound 2's segment and ClockBound 3's page, mapped.
     #[cfg(target_os = "linux")]
-    clockbound: Segment,
+    clockbound: Page,
+    #[cfg(target_os = "linux")]
+    clockbound3: Page,
+    /// Where the VMClock device is, and its marker when last read.
+    #[cfg(target_os = "linux")]
+    vmclock: &'static std::ffi::CStr,
+    marker: Option<u64>,
+    /// After the device's marker changed (a migration), ClockBound 2's
+    /// readings no later than this CLOCK_MONOTONIC, and the kernel's state
+    /// while its `maxerror` (µs) is not below this, give no bound: they
+    /// have not answered anew.
+    #[cfg(target_os = "linux")]
+    clockbound_after: Option<Duration>,
+    kernel_after: Option<u64>,
+    /// The socket to ptp4l, when its last round went (CLOCK_MONOTONIC_RAW),
+    /// its last whole round, and the Realtime of a migration its Syncs
+    /// before give no bound.
+    #[cfg(target_os = "linux")]
+    ptp4l: Option<Ptp4l>,
+    #[cfg(target_os = "linux")]
+    ptp4l_sent: Option<u64>,
+    #[cfg(target_os = "linux")]
+    ptp4l_status: Option<ptp::Status>,
+    #[cfg(target_os = "linux")]
+    ptp4l_after: Option<u64>,
 }
 
 impl Sources {
-    const fn new(pid: u32, address: Option<SocketAddr>) -> Sources {
+    pub(super) const fn new(pid: u32, address: Option<SocketAddr>) -> Sources {
+        // Where chrony does not run (not unix), nobody asks it.
+        #[cfg(not(unix))]
+        let _ = address;
         Sources {
             pid,
+            #[cfg(unix)]
             address,
             #[cfg(unix)]
             chronyd: None,
@@ -264,7 +168,23 @@ impl Sources {
             held: None,
             stepped_after: None,
             #[cfg(target_os = "linux")]
-            clockbound: Segment::new(clockbound::DEFAULT_PATH_C),
+            clockbound: Page::new(clockbound::DEFAULT_PATH_C),
+            #[cfg(target_os = "linux")]
+            clockbound3: Page::new(clockbound3::DEFAULT_PATH),
+            #[cfg(target_os = "linux")]
+            vmclock: vmclock::DEFAULT_PATH,
+            marker: None,
+            #[cfg(target_os = "linux")]
+            clockbound_after: None,
+            kernel_after: None,
+            #[cfg(target_os = "linux")]
+            ptp4l: None,
+            #[cfg(target_os = "linux")]
+            ptp4l_sent: None,
+            #[cfg(target_os = "linux")]
+            ptp4l_status: None,
+            #[cfg(target_os = "linux")]
+            ptp4l_after: None,
         }
     }
 
@@ -273,7 +193,7 @@ impl Sources {
     /// parent's answers, and is closed in this process). `torn`: the
     /// parent's step was under way at the fork, and may have left them
     /// half changed: their descriptors are left as they are.
-    fn belong_to(&mut self, pid: u32, torn: bool) {
+    pub(super) fn belong_to(&mut self, pid: u32, torn: bool) {
         if self.pid == pid {
             return;
         }
@@ -285,7 +205,9 @@ impl Sources {
 
     /// One step: the state to publish (`None`: nothing new, chronyd's
     /// answer still to come), and how long until the next.
-    fn advance(&mut self) -> (Option<State>, Duration) {
+    pub(super) fn advance(&mut self) -> (Option<State>, Duration) {
+        #[cfg(target_os = "linux")]
+        self.poll_ptp4l();
         let answer = match self.asked.take() {
             None if self.ask_chronyd() => return (None, PICKUP),
             // chronyd cannot be asked (no address, no socket): as if it
@@ -300,8 +222,13 @@ impl Sources {
             },
         };
         let kernel = kernel_ntp().ok();
+        #[cfg(target_os = "linux")]
+        let device = self.watch_vmclock(kernel.as_ref());
         let measuring =
             answer.is_some_and(|(t, _)| t.synchronized()) && self.max_clock_error_ppb.is_none();
+        // Every state carries the device's marker, for the reads to check.
+        let marker = self.marker;
+        let marked = |state: State| State { marker, ..state };
         if let Some(state) = self.chronyd_state(answer, kernel.as_ref()) {
             // A second answer measures the dispersion's growth.
             let wait = if measuring {
@@ -309,20 +236,122 @@ impl Sources {
             } else {
                 REFRESH_INTERVAL
             };
-            return (Some(state), wait);
+            return (Some(marked(state)), wait);
         }
         #[cfg(target_os = "linux")]
-        if let Some(reading) = self.clockbound.reading() {
-            match from_clockbound(&reading, kernel.as_ref()) {
-                Some(state) => return (Some(state), REFRESH_INTERVAL),
+        if let Some(state) = self.daemons_state(device.as_ref(), kernel.as_ref()) {
+            return (Some(marked(state)), REFRESH_INTERVAL);
+        }
+        let state = kernel.map(|kernel| {
+            let state = from_kernel(realtime_now(), &kernel);
+            match self.kernel_after {
+                // Its daemon has updated it since the migration.
+                Some(then) if kernel.maxerror_us < then => {
+                    self.kernel_after = None;
+                    state
+                }
+                Some(_) => State {
+                    status: None,
+                    ..state
+                },
+                None => state,
+            }
+        });
+        (state.map(marked), REFRESH_INTERVAL)
+    }
+
+    /// The VMClock device now, where there is one; a marker changed since
+    /// the last step (a migration, a restore) withholds each source's bound
+    /// until it answers anew: chronyd's until its next update (its last
+    /// state is not carried on), ClockBound 2's until a reading taken
+    /// since, the kernel's until its daemon lowers its `maxerror`.
+    /// ClockBound 3 compares its own marker with the device's.
+    #[cfg(target_os = "linux")]
+    fn watch_vmclock(&mut self, kernel: Option<&NtpState>) -> Option<vmclock::Reading> {
+        let device = vmclock::read(self.vmclock);
+        // A page being written at each try keeps the marker last read: the
+        // reads still load the word itself.
+        let marker = device.map(|d| d.marker)?;
+        if self.marker.is_some_and(|last| last != marker) {
+            self.stepped_after = self
+                .last_answer
+                .map(|a| a.tracking.ref_time)
+                .or(self.held.map(|h| h.ref_time));
+            self.held = None;
+            self.clockbound_after = Some(Duration::from_nanos(kernel_now(KernelClock::Monotonic)));
+            self.kernel_after = kernel.map(|k| k.maxerror_us);
+            self.ptp4l_after = Some(realtime_now());
+        }
+        self.marker = Some(marker);
+        device
+    }
+
+    /// Takes ptp4l's answers to the round the last step sent, and sends the
+    /// next round once that one is whole, or given up (not whole in
+    /// chronyd's timeout: no ptp4l answering there).
+    #[cfg(target_os = "linux")]
+    fn poll_ptp4l(&mut self) {
+        let now = kernel_now(KernelClock::MonotonicRaw);
+        if let (Some(ptp4l), Some(sent)) = (self.ptp4l.as_mut(), self.ptp4l_sent) {
+            let status = ptp4l.receive();
+            if status.whole() {
+                self.ptp4l_status = Some(status);
+            } else if now.saturating_sub(sent) < chrony::TIMEOUT.as_nanos() as u64 {
+                return;
+            } else {
+                self.ptp4l_status = None;
+            }
+        }
+        self.ptp4l_sent = None;
+        if self.ptp4l.is_none() {
+            self.ptp4l = Ptp4l::open(ptp4l_path()).ok();
+        }
+        match self.ptp4l.as_mut().map(Ptp4l::send) {
+            Some(Ok(())) => self.ptp4l_sent = Some(now),
+            // Refused: no ptp4l there now (a new one may come).
+            _ => {
+                self.ptp4l = None;
+                self.ptp4l_status = None;
+            }
+        }
+    }
+
+    /// The state from the other daemons, the first that gives one:
+    /// ptp4l's, ClockBound 3's page, ClockBound 2's, the VMClock device's.
+    #[cfg(target_os = "linux")]
+    fn daemons_state(
+        &mut self,
+        device: Option<&vmclock::Reading>,
+        kernel: Option<&NtpState>,
+    ) -> Option<State> {
+        if let Some(state) = self.ptp4l_status.and_then(|s| from_ptp4l(&s, kernel)) {
+            let before = self.ptp4l_after.is_some_and(|t| state.as_of <= t);
+            return Some(State {
+                status: state.status.filter(|_| !before),
+                ..state
+            });
+        }
+        if let Some(reading) = clockbound3::look(&mut self.clockbound3) {
+            match from_clockbound3(&reading, self.marker, kernel) {
+                Some(state) => return Some(state),
+                // Void: its daemon may have gone, or made a new file.
+                None => self.clockbound3.unmap(),
+            }
+        }
+        if let Some(reading) = clockbound::look(&mut self.clockbound) {
+            match from_clockbound(&reading, kernel) {
+                Some(state) => {
+                    let before = self.clockbound_after.is_some_and(|t| reading.as_of <= t);
+                    return Some(State {
+                        status: state.status.filter(|_| !before),
+                        ..state
+                    });
+                }
                 // Stale: its daemon may have gone, or made a new file.
                 None => self.clockbound.unmap(),
             }
         }
-        (
-            kernel.map(|kernel| from_kernel(realtime_now(), &kernel)),
-            REFRESH_INTERVAL,
-        )
+        device.and_then(|device| from_vmclock(device, kernel))
     }
 
     /// Sends chronyd a request; whether it went.
@@ -560,339 +589,10 @@ fn max_clock_error_ppb(last: &Answer, now: &Tracking, sent: u64) -> Option<u64> 
     Some((rate_ppb - stated_ppb).max(0.0).ceil() as u64)
 }
 
+#[cfg(all(test, target_os = "linux"))]
+#[path = "counter_sources_tests.rs"]
+pub(super) mod counter_sources_tests;
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::host::bounds::{BoundsSource, LeapSecond};
-
-    /// 2026-11-23 12:00:00 UTC, in ns.
-    const NOON: u64 = 1_795_435_200_000_000_000;
-
-    /// An offset measured to 100 ns.
-    fn at(ns: i64) -> Offset {
-        Offset {
-            ns,
-            uncertainty: 100,
-        }
-    }
-
-    /// A measure wide by a preemption is no step; a step beyond both
-    /// measures' uncertainty is.
-    #[test]
-    fn an_offset_moved_only_beyond_both_measures() {
-        let wide = Offset {
-            ns: 2_000_000,
-            uncertainty: 2_500_000,
-        };
-        assert_eq!(wide.moved_from(&at(0)), 0);
-        assert_eq!(at(5_000).moved_from(&at(0)), 4_800);
-        assert_eq!(at(0).moved_from(&at(5_000)), 4_800);
-        let now = realtime_offset();
-        assert!(now.uncertainty >= 1, "{now:?}");
-    }
-
-    fn tracking(correction: f64, dispersion: f64) -> Tracking {
-        Tracking {
-            ref_id: 0x7f00_0001,
-            leap_status: 0,
-            ref_time: 1_795_435_199.5,
-            current_correction: correction,
-            resid_freq_ppm: -0.25,
-            skew_ppm: 0.5,
-            root_delay: 100e-6,
-            root_dispersion: dispersion,
-            last_update_interval: 2.0,
-        }
-    }
-
-    /// The correction still to slew widens the side it is on, and only
-    /// that; the rate is chronyd's skew, residual frequency and
-    /// `maxclockerror`, a tenth more for the slew.
-    #[test]
-    fn chronyd_s_correction_widens_its_own_side() {
-        let behind = from_tracking(&tracking(20e-6, 40e-6), NOON, 1_000, None);
-        assert_eq!((behind.below, behind.above), (90_000, 110_000));
-        assert_eq!(behind.rate_q32, q32(1_925), "(500 + 250 + 1000) * 1.1");
-        assert_eq!(behind.status, Some(BoundsStatus::Synchronized));
-        assert_eq!(behind.source, BoundsSource::Chronyd);
-        assert_eq!(
-            behind.free_running_at,
-            NOON - SECOND + 16 * SECOND + SECOND / 2
-        );
-        let ahead = from_tracking(&tracking(-20e-6, 40e-6), NOON, 1_000, None);
-        assert_eq!((ahead.below, ahead.above), (110_000, 90_000));
-        let unsynchronized = from_tracking(
-            &Tracking {
-                leap_status: 3,
-                ..tracking(0.0, 0.0)
-            },
-            NOON,
-            1_000,
-            None,
-        );
-        assert_eq!(unsynchronized.status, None);
-    }
-
-    const SECOND: u64 = 1_000_000_000;
-
-    /// Two answers of one update, 1 s apart, whose dispersion grew by
-    /// 1.75 µs: 0.75 ppm of it stated, so `maxclockerror` is 1 ppm.
-    #[test]
-    fn maxclockerror_is_read_off_the_dispersion_s_growth() {
-        let first = Answer {
-            tracking: tracking(0.0, 40e-6),
-            received: 5 * SECOND,
-        };
-        let second = tracking(0.0, 41.75e-6);
-        let ppb = max_clock_error_ppb(&first, &second, 6 * SECOND).expect("measured");
-        assert!((999..=1_001).contains(&ppb), "{ppb}");
-        // Another update, answers too close, or unsynchronized: no measure.
-        let other = Tracking {
-            ref_time: 1_795_435_201.0,
-            ..second
-        };
-        assert_eq!(max_clock_error_ppb(&first, &other, 6 * SECOND), None);
-        assert_eq!(
-            max_clock_error_ppb(&first, &second, 5 * SECOND + 1_000),
-            None
-        );
-        let lost = Tracking {
-            leap_status: 3,
-            ..second
-        };
-        assert_eq!(max_clock_error_ppb(&first, &lost, 6 * SECOND), None);
-    }
-
-    /// chronyd's last synchronized state is carried on, free-running and
-    /// wider by the step tolerance once, growing faster by a change of the
-    /// kernel's rate, while the clock is not stepped; a step, or a slew's
-    /// rate, ends it.
-    #[test]
-    fn a_stopped_chronyd_s_state_is_carried_on_until_a_step() {
-        let mut sources = Sources::new(1, None);
-        assert_eq!(sources.carried_on(at(0), None), None, "nothing held");
-        let held = from_tracking(&tracking(20e-6, 40e-6), NOON, 1_000, None);
-        let hold = |sources: &mut Sources| {
-            sources.held = Some(Held {
-                state: held,
-                offset: at(5_000),
-                ref_time: 1.0,
-                rate_ppb: Some(1_000),
-                rate_change_ppb: 0,
-            });
-        };
-        hold(&mut sources);
-        for _ in 0..2 {
-            let carried = sources.carried_on(at(5_400), Some(1_000)).expect("no step");
-            assert_eq!(carried.status, Some(BoundsStatus::FreeRunning));
-            assert_eq!((carried.below, carried.above), (91_000, 111_000));
-            assert_eq!(
-                (carried.as_of, carried.rate_q32),
-                (held.as_of, held.rate_q32)
-            );
-        }
-        // The kernel's rate moved by 2 ppm, and back: 2 ppm more growth
-        // (with the slew's tenth), for good.
-        let moved = sources.carried_on(at(5_000), Some(3_000)).expect("no step");
-        assert_eq!(moved.rate_q32, held.rate_q32 + q32(2_200));
-        let back = sources.carried_on(at(5_000), Some(1_000)).expect("no step");
-        assert_eq!(back.rate_q32, moved.rate_q32);
-        // A slew's rate is past what the read grows: no bound from then on.
-        assert_eq!(
-            sources.carried_on(at(5_000), Some(83_333_000)),
-            None,
-            "a slew"
-        );
-        assert_eq!(
-            sources.carried_on(at(5_000), Some(1_000)),
-            None,
-            "after a slew"
-        );
-        hold(&mut sources);
-        assert_eq!(
-            sources.carried_on(at(5_000 + 1_201), Some(1_000)),
-            None,
-            "a step"
-        );
-        assert_eq!(
-            sources.carried_on(at(5_000), Some(1_000)),
-            None,
-            "dropped for good"
-        );
-    }
-
-    /// A step by someone else while chronyd made no update: no bound from
-    /// that update, until chronyd's next; chronyd's own step (at an update)
-    /// is no such step.
-    #[test]
-    fn a_step_by_someone_else_ends_chronyd_s_bound_until_its_next_update() {
-        let mut sources = Sources::new(1, None);
-        let answer = tracking(20e-6, 40e-6);
-        sources.held = Some(Held {
-            state: from_tracking(&answer, NOON, 1_000, None),
-            offset: at(5_000),
-            ref_time: answer.ref_time,
-            rate_ppb: None,
-            rate_change_ppb: 0,
-        });
-        assert!(
-            !sources.stepped_since(&answer, at(5_000 + 100_000)),
-            "within the bound"
-        );
-        assert!(
-            sources.stepped_since(&answer, at(5_000 + 300_000_000)),
-            "a step"
-        );
-        assert!(sources.stepped_since(&answer, at(5_000)), "the same update");
-        let next = Tracking {
-            ref_time: answer.ref_time + 1.0,
-            ..answer
-        };
-        assert!(
-            !sources.stepped_since(&next, at(5_000 + 300_000_000)),
-            "chronyd's update"
-        );
-    }
-
-    #[test]
-    fn the_kernel_s_maxerror_grows_at_500_ppm_and_an_unsynchronized_kernel_gives_none() {
-        let ntp = |synchronized| NtpState {
-            synchronized,
-            maxerror_us: 1_500,
-            esterror_us: 20,
-            tai_offset_s: 37,
-            leap: LeapSecond::None,
-            rate_ppb: None,
-        };
-        let state = from_kernel(NOON, &ntp(true));
-        assert_eq!(
-            (state.below, state.above, state.rate_q32),
-            (1_500_000, 1_500_000, q32(500_000))
-        );
-        assert_eq!(state.status, Some(BoundsStatus::Synchronized));
-        assert_eq!(from_kernel(NOON, &ntp(false)).status, None);
-    }
-
-    /// Steps against a chronyd of the test's own: a step sends the request
-    /// and publishes nothing; a step after the answer came publishes
-    /// chronyd's state, and asks again 20 ms on to measure
-    /// `maxclockerror`; with chronyd gone its last state is carried on,
-    /// free-running.
-    #[cfg(unix)]
-    #[test]
-    #[cfg_attr(miri, ignore = "sockets")]
-    fn steps_take_chronyd_s_answer_a_step_after_its_request() {
-        let chronyd = super::super::fake_chronyd::FakeChronyd::start();
-        let mut sources = Sources::new(std::process::id(), Some(chronyd.address));
-        let replied = chrony::parse(&chrony::tests::reply(1), 1).expect("a reply");
-        let stated = ((replied.skew_ppm + replied.resid_freq_ppm.abs()) * 1e3).ceil() as u64;
-        assert_eq!(sources.advance(), (None, PICKUP), "asked");
-        chronyd.wait_answered(1);
-        let (state, wait) = sources.advance();
-        let state = state.expect("chronyd's answer");
-        assert_eq!(
-            (state.source, state.status),
-            (BoundsSource::Chronyd, Some(BoundsStatus::Synchronized))
-        );
-        assert_eq!(wait, MEASURE_SPAN, "asks again to measure");
-        assert_eq!(
-            state.rate_q32,
-            read_rate(stated + ASSUMED_MAX_CLOCK_ERROR_PPB),
-            "skew and residual frequency, the assumed maxclockerror"
-        );
-        // The span the measure needs, as the wait said.
-        std::thread::sleep(MEASURE_SPAN);
-        assert_eq!(sources.advance(), (None, PICKUP), "asked again");
-        chronyd.wait_answered(2);
-        let (state, wait) = sources.advance();
-        // The test's replies keep their dispersion: nothing beyond the
-        // stated rates.
-        assert_eq!(sources.max_clock_error_ppb, Some(0));
-        assert_eq!(state.expect("an answer").rate_q32, read_rate(stated));
-        assert_eq!(wait, REFRESH_INTERVAL);
-        let port = sources.chronyd.as_ref().expect("a socket").local_port();
-        drop(chronyd);
-        assert_eq!(sources.advance(), (None, PICKUP), "asked, nobody there");
-        // The refusal comes at once on loopback, or the timeout in 500 ms.
-        let carried = loop {
-            match sources.advance() {
-                (Some(state), wait) => break (state, wait),
-                (None, wait) => std::thread::sleep(wait),
-            }
-        };
-        assert_eq!(
-            (carried.0.source, carried.0.status, carried.1),
-            (
-                BoundsSource::Chronyd,
-                Some(BoundsStatus::FreeRunning),
-                REFRESH_INTERVAL
-            )
-        );
-        // Sources of another process (a forked child's): a socket of
-        // their own, which asks from another port.
-        let chronyd = super::super::fake_chronyd::FakeChronyd::start();
-        sources.belong_to(std::process::id() + 1, false);
-        sources.address = Some(chronyd.address);
-        assert!(sources.chronyd.is_none() && sources.held.is_none());
-        assert_eq!(sources.advance(), (None, PICKUP));
-        chronyd.wait_answered(1);
-        let peers = chronyd.peers();
-        assert_eq!(peers.len(), 1);
-        assert!(peers.iter().all(|p| p.port() != port), "{peers:?} {port}");
-    }
-
-    /// A step with no chronyd to ask publishes the next source's state at
-    /// once.
-    #[test]
-    #[cfg_attr(miri, ignore = "calls adjtimex")]
-    fn without_chronyd_a_step_publishes_the_next_source_at_once() {
-        let mut sources = Sources::new(std::process::id(), None);
-        let (state, wait) = sources.advance();
-        assert_eq!(wait, REFRESH_INTERVAL);
-        if let Some(state) = state {
-            assert_ne!(state.source, BoundsSource::Chronyd, "{state:?}");
-        }
-    }
-
-    /// ClockBound's bound, grown to now, on both sides; its drift with the
-    /// slew's tenth.
-    #[cfg(target_os = "linux")]
-    #[test]
-    #[cfg_attr(miri, ignore = "reads the kernel's clocks")]
-    fn clockbound_s_segment_gives_its_bound() {
-        let monotonic = kernel_now(KernelClock::Monotonic);
-        let mut segment = vec![0u8; 80];
-        segment[0..4].copy_from_slice(&0x414D_5A4Eu32.to_ne_bytes());
-        segment[4..8].copy_from_slice(&0x4342_0200u32.to_ne_bytes());
-        segment[12..14].copy_from_slice(&2u16.to_ne_bytes());
-        segment[14..16].copy_from_slice(&2u16.to_ne_bytes());
-        let as_of = monotonic / SECOND;
-        segment[16..24].copy_from_slice(&(as_of as i64).to_ne_bytes());
-        segment[32..40].copy_from_slice(&(as_of as i64 + 1000).to_ne_bytes());
-        segment[48..56].copy_from_slice(&91_000i64.to_ne_bytes());
-        segment[64..68].copy_from_slice(&1_000u32.to_ne_bytes());
-        segment[68..72].copy_from_slice(&1i32.to_ne_bytes());
-        let path =
-            std::env::temp_dir().join(format!("timehands-clockbound-{}", std::process::id()));
-        std::fs::write(&path, &segment).expect("a temporary file");
-        let c_path = std::ffi::CString::new(path.to_str().expect("UTF-8")).expect("no NUL");
-        let mut mapped = Segment::new(Box::leak(c_path.into_boxed_c_str()));
-        let reading = mapped.reading().expect("a reading");
-        std::fs::remove_file(&path).expect("removed");
-        assert_eq!(mapped.reading(), Some(reading), "still mapped");
-        let state = from_clockbound(&reading, None).expect("a reading");
-        assert_eq!(state.source, BoundsSource::ClockBound);
-        assert_eq!(state.status, Some(BoundsStatus::Synchronized));
-        assert_eq!(state.below, state.above);
-        // 91 µs, and 1 ppm for at most a few seconds since.
-        assert!((91_000..100_000).contains(&state.below), "{state:?}");
-        assert_eq!(state.rate_q32, q32(1_100));
-        let stale = clockbound::ClockBoundReading {
-            as_of: Duration::from_nanos(monotonic) - Duration::from_secs(11),
-            ..reading
-        };
-        assert_eq!(from_clockbound(&stale, None), None, "stale");
-        let mut absent = Segment::new(c"/nonexistent/shm0");
-        assert_eq!(absent.reading(), None);
-    }
-}
+#[path = "refresh_tests.rs"]
+mod tests;

@@ -1,4 +1,4 @@
-//! The bounds' state, published by the readers' steps (`refresh.rs`) and
+//! The bounds' state, published by the readers' steps (`steps.rs`) and
 //! read by [`realtime_bounds`](super::realtime_bounds) without a lock: a
 //! seqlock of our own over a few atomic words, so that a read is a handful
 //! of loads and some arithmetic, and safe in a signal handler.
@@ -10,6 +10,7 @@
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::time::Duration;
 
+use super::ticking::CounterClock;
 use super::{BoundsSource, BoundsStatus, LeapSecond};
 
 /// How often a read tries to find the state still while the writer writes,
@@ -51,6 +52,13 @@ pub(crate) struct State {
     pub kernel_max_error: Duration,
     /// The kernel's esterror at the refresh.
     pub kernel_estimated_error: Duration,
+    /// The source's clock on the CPU's counter, where it keeps one
+    /// (ClockBound 3, VMClock): the bound is computed from it at each read
+    /// (`below`, `above` and `rate_q32` are then 0).
+    pub counter: Option<CounterClock>,
+    /// The VMClock device's disruption marker when the state was taken,
+    /// where there is a device: a read that finds another gives no bound.
+    pub marker: Option<u64>,
 }
 
 /// `d` as one word: whole seconds (high half, saturating) and nanoseconds.
@@ -84,7 +92,16 @@ pub(crate) struct Published {
     kernel_estimated_error: AtomicU64,
     /// Our accuracy, ns (low half), and its growth, ppb (high half).
     accuracy: AtomicU64,
+    /// The counter clock's words (`meta` says whether there is one): its
+    /// counter value, time, multiplier, shift, bound and rate.
+    counter: [AtomicU64; 6],
+    /// The VMClock marker (`meta` says whether there is one).
+    marker: AtomicU64,
 }
+
+/// `meta`'s flags: a counter clock, a VMClock marker.
+const HAS_COUNTER: u64 = 1 << 24;
+const HAS_MARKER: u64 = 1 << 25;
 
 /// The process's state: void (all zeros) until the first refresh.
 pub(crate) static PUBLISHED: Published = Published::new();
@@ -94,6 +111,9 @@ fn source_code(source: BoundsSource) -> u64 {
         BoundsSource::Kernel => 0,
         BoundsSource::Chronyd => 1,
         BoundsSource::ClockBound => 2,
+        BoundsSource::ClockBound3 => 3,
+        BoundsSource::VmClock => 4,
+        BoundsSource::Ptp4l => 5,
     }
 }
 
@@ -128,6 +148,8 @@ impl Published {
             kernel_max_error: AtomicU64::new(0),
             kernel_estimated_error: AtomicU64::new(0),
             accuracy: AtomicU64::new(0),
+            counter: [const { AtomicU64::new(0) }; 6],
+            marker: AtomicU64::new(0),
         }
     }
 
@@ -149,9 +171,34 @@ impl Published {
         self.void_at.store(state.void_at, Ordering::Relaxed);
         self.free_running_at
             .store(state.free_running_at, Ordering::Relaxed);
+        if let Some(clock) = &state.counter {
+            let words = [
+                clock.at,
+                clock.time_ns,
+                clock.mult,
+                u64::from(clock.shift),
+                clock.half_ns,
+                clock.rate_q32,
+            ];
+            for (word, value) in self.counter.iter().zip(words) {
+                word.store(value, Ordering::Relaxed);
+            }
+        }
+        self.marker
+            .store(state.marker.unwrap_or(0), Ordering::Relaxed);
         let meta = source_code(state.source)
             | status_code(state.status) << 8
             | leap_code(state.leap) << 16
+            | if state.counter.is_some() {
+                HAS_COUNTER
+            } else {
+                0
+            }
+            | if state.marker.is_some() {
+                HAS_MARKER
+            } else {
+                0
+            }
             | u64::from(state.tai_offset_s as u32) << 32;
         self.meta.store(meta, Ordering::Relaxed);
         self.kernel_max_error
@@ -196,6 +243,20 @@ impl Published {
             let kernel_max_error = self.kernel_max_error.load(Ordering::Relaxed);
             let kernel_estimated_error = self.kernel_estimated_error.load(Ordering::Relaxed);
             let accuracy = self.accuracy.load(Ordering::Relaxed);
+            // Loaded only where there are: the common read skips them.
+            let counter = (meta & HAS_COUNTER != 0).then(|| {
+                let [at, time_ns, mult, shift, half_ns, rate_q32] =
+                    self.counter.each_ref().map(|w| w.load(Ordering::Relaxed));
+                CounterClock {
+                    at,
+                    time_ns,
+                    mult,
+                    shift: shift as u8,
+                    half_ns,
+                    rate_q32,
+                }
+            });
+            let marker = (meta & HAS_MARKER != 0).then(|| self.marker.load(Ordering::Relaxed));
             fence(Ordering::Acquire);
             if self.sequence.load(Ordering::Relaxed) != before {
                 continue;
@@ -210,6 +271,9 @@ impl Published {
                 source: match meta & 0xff {
                     1 => BoundsSource::Chronyd,
                     2 => BoundsSource::ClockBound,
+                    3 => BoundsSource::ClockBound3,
+                    4 => BoundsSource::VmClock,
+                    5 => BoundsSource::Ptp4l,
                     _ => BoundsSource::Kernel,
                 },
                 status: match (meta >> 8) & 0xff {
@@ -228,6 +292,8 @@ impl Published {
                 accuracy_q32: (accuracy >> 32) as u32,
                 kernel_max_error: joined(kernel_max_error),
                 kernel_estimated_error: joined(kernel_estimated_error),
+                counter,
+                marker,
             });
         }
         None
@@ -254,6 +320,8 @@ mod tests {
             accuracy_q32: 13,
             kernel_max_error: Duration::from_secs(16),
             kernel_estimated_error: Duration::from_micros(7),
+            counter: None,
+            marker: None,
         }
     }
 
@@ -270,8 +338,9 @@ mod tests {
         assert_eq!(published.load(), Some(state));
         let unknown = State {
             status: None,
-            source: BoundsSource::Kernel,
+            source: BoundsSource::VmClock,
             leap: LeapSecond::InProgress,
+            marker: Some(0),
             ..state
         };
         published.publish(&unknown);
@@ -309,6 +378,15 @@ mod tests {
             accuracy_q32: 5,
             kernel_max_error: Duration::from_micros(1),
             kernel_estimated_error: Duration::from_micros(2),
+            counter: Some(CounterClock {
+                at: 1,
+                time_ns: 2,
+                mult: 3,
+                shift: 4,
+                half_ns: 5,
+                rate_q32: 6,
+            }),
+            marker: Some(13),
         };
         SHARED.publish(&a);
         std::thread::scope(|s| {
