@@ -168,7 +168,6 @@ pub(crate) const FORK_HANDLERS_BEFORE_MAIN: bool = cfg!(any(
 static REGISTER_BEFORE_MAIN: extern "C" fn() = {
     extern "C" fn register_before_main() {
         crate::host::register_fork_handlers_before_main();
-        crate::host::bounds::read_environment();
     }
     register_before_main
 };

@@ -222,10 +222,10 @@ pub(crate) fn parse(reply: &[u8], sequence: u32) -> Result<Tracking, BadReply> {
 /// chronyd's address: `TIMEHANDS_CHRONYD` where it is set (`None` where
 /// it does not parse as an IP address and port: passed over, as a read has
 /// nowhere to say so), [`DEFAULT_ADDRESS`] where it is not.
-pub(crate) fn address(variable: Option<&std::ffi::OsStr>) -> Option<SocketAddr> {
+pub(crate) fn address(variable: Option<&str>) -> Option<SocketAddr> {
     match variable {
         None => DEFAULT_ADDRESS.parse().ok(),
-        Some(value) => value.to_str()?.parse().ok(),
+        Some(value) => value.parse().ok(),
     }
 }
 
@@ -427,12 +427,8 @@ pub(super) mod tests {
 
     #[test]
     fn an_address_that_does_not_parse_is_passed_over() {
-        use std::ffi::OsStr;
         assert_eq!(address(None), DEFAULT_ADDRESS.parse().ok());
-        assert_eq!(
-            address(Some(OsStr::new("[::1]:3230"))),
-            "[::1]:3230".parse().ok()
-        );
-        assert_eq!(address(Some(OsStr::new("localhost:three"))), None);
+        assert_eq!(address(Some("[::1]:3230")), "[::1]:3230".parse().ok());
+        assert_eq!(address(Some("localhost:three")), None);
     }
 }

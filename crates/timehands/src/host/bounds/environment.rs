@@ -1,53 +1,38 @@
-//! What the steps need from the environment, read once before `main`
-//! (the loader's initializer that registers the fork handlers calls
-//! [`read_environment`]): a step, which may be a signal handler, cannot
-//! read the environment. `TIMEHANDS_CHRONYD` names chronyd's address,
-//! `TIMEHANDS_PTP4L` ptp4l's management socket.
+//! What the steps need from the environment: `TIMEHANDS_CHRONYD` names
+//! chronyd's address, `TIMEHANDS_PTP4L` ptp4l's management socket. A step
+//! may run in a signal handler, so each is read there as the counter's
+//! choice reads `TIMEHANDS_COUNTER`: `getenv` into a buffer on the stack
+//! (`os::env_var`), no allocation and no lock, parsed without either; and
+//! nothing is read before `main`.
 
 use std::net::SocketAddr;
-use std::sync::OnceLock;
 
 use super::chrony;
-#[cfg(target_os = "linux")]
-use super::ptp;
 
-/// chronyd's address as the environment gave it before `main` (see
-/// [`chrony::address`], [`read_environment`]); unset where no initializer
-/// ran (AIX, Cygwin: the default is asked there).
-static CHRONYD: OnceLock<Option<SocketAddr>> = OnceLock::new();
-
-/// Reads `TIMEHANDS_CHRONYD` and `TIMEHANDS_PTP4L`: before `main` (before
-/// anything runs in a program, or when a library is `dlopen`ed).
-#[cfg(unix)]
-pub(crate) fn read_environment() {
-    let variable = std::env::var_os("TIMEHANDS_CHRONYD");
-    let _ = CHRONYD.set(chrony::address(variable.as_deref()));
-    #[cfg(target_os = "linux")]
-    if let Some(path) = std::env::var_os("TIMEHANDS_PTP4L") {
-        use std::os::unix::ffi::OsStrExt;
-        // A path with a NUL in it names no socket: the default is asked.
-        if let Ok(path) = std::ffi::CString::new(path.as_bytes()) {
-            let _ = PTP4L.set(path);
-        }
-    }
-}
-
-/// ptp4l's management socket as `TIMEHANDS_PTP4L` named it before `main`.
-#[cfg(target_os = "linux")]
-static PTP4L: OnceLock<std::ffi::CString> = OnceLock::new();
-
-/// ptp4l's management socket: the environment's, or the default.
-#[cfg(target_os = "linux")]
-pub(super) fn ptp4l_path() -> &'static std::ffi::CStr {
-    PTP4L
-        .get()
-        .map_or(ptp::DEFAULT_PATH, |path| path.as_c_str())
-}
-
-/// chronyd's address: the environment's, or the default port's.
+/// chronyd's address: the environment's (none where it does not parse, see
+/// [`chrony::address`]), or the default port's where it is unset (or
+/// longer than any address: 64 bytes).
 pub(super) fn chronyd_address() -> Option<SocketAddr> {
-    CHRONYD
-        .get()
-        .copied()
-        .unwrap_or_else(|| chrony::address(None))
+    let mut buf = [0; 64];
+    let variable = crate::os::env_var(c"TIMEHANDS_CHRONYD", &mut buf);
+    chrony::address(variable.map(|bytes| std::str::from_utf8(bytes).unwrap_or("")))
+}
+
+/// ptp4l's management socket (the environment's, or the default), as a C
+/// string in `buf` (a path longer than a socket's, or with a NUL in it,
+/// names none: the default then).
+#[cfg(target_os = "linux")]
+pub(super) fn ptp4l_path(buf: &mut [u8; 108]) -> &std::ffi::CStr {
+    let mut path = [0; 107];
+    let named = crate::os::env_var(c"TIMEHANDS_PTP4L", &mut path)
+        .filter(|bytes| !bytes.contains(&0))
+        .map(<[u8]>::len);
+    match named {
+        Some(len) => {
+            buf[..len].copy_from_slice(&path[..len]);
+            buf[len] = 0;
+            std::ffi::CStr::from_bytes_until_nul(&buf[..=len]).unwrap_or(super::ptp::DEFAULT_PATH)
+        }
+        None => super::ptp::DEFAULT_PATH,
+    }
 }

@@ -135,8 +135,6 @@ mod ticking;
 mod vmclock;
 
 #[cfg(unix)]
-pub(crate) use environment::read_environment;
-
 use std::time::Duration;
 
 use crate::Error;

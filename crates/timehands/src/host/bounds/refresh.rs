@@ -304,7 +304,7 @@ impl Sources {
         }
         self.ptp4l_sent = None;
         if self.ptp4l.is_none() {
-            self.ptp4l = Ptp4l::open(ptp4l_path()).ok();
+            self.ptp4l = Ptp4l::open(ptp4l_path(&mut [0; 108])).ok();
         }
         match self.ptp4l.as_mut().map(Ptp4l::send) {
             Some(Ok(())) => self.ptp4l_sent = Some(now),

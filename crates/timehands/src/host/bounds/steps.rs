@@ -13,8 +13,8 @@
 //! Everything a step does is async-signal-safe: system calls on the stack
 //! (the socket, the mapping), atomics, arithmetic; no allocation, no lock,
 //! no thread, and nothing read or changed of signal masks or dispositions.
-//! The environment the sources need is read before `main`
-//! (`environment.rs`).
+//! The environment the sources need is read with `getenv` into a buffer on
+//! the stack (`environment.rs`).
 //!
 //! A `fork()`ed child notices its own pid at its first step and starts its
 //! sources afresh, with a socket of its own (sharing its parent's, it would
