@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use timehands::diagnostics::readers::Reader;
 use timehands::sys::{self, KernelClock};
 use timehands::{ClockId, getres, gettime, now, now_coarse};
 
@@ -58,9 +59,6 @@ fn seconds(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The kinds, as the rows list them.
-const KINDS: [&str; 5] = ["ordinary", "blocked", "daemon", "fifo", "handler"];
-
 /// Runs every kind in a process of its own (or, with `--child`, is one).
 pub fn run(args: &Args) -> anyhow::Result<()> {
     if let Some(kind) = &args.child {
@@ -86,7 +84,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     ))?;
     let mut ordinary_ns = None;
     let mut wrong = Vec::new();
-    for kind in KINDS {
+    for kind in Reader::ALL.map(Reader::name) {
         let out = Command::new(&exe)
             .args([
                 "callers",
@@ -221,69 +219,24 @@ fn kernel_ns() -> u64 {
     sys::kernel_nanos(KernelClock::Monotonic).unwrap_or(0)
 }
 
-/// What a reader measured: ns per read, and the bound stated to it.
-#[derive(Clone, Copy, Default)]
-struct Measured {
-    ns_per_read: f64,
-    accuracy_ns: u64,
-}
+/// Reads counted and the time they took, in ns, by the reader's batches.
+static READS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 
-/// Reads `now()` for `long`, in batches timed by the kernel's clock,
-/// calling `between` after each batch; then asks `getres`, as the reader.
-fn read_for(long: Duration, mut between: impl FnMut()) -> Measured {
+/// A batch of reads of `now()`, timed by the kernel's clock.
+fn timed_batch() {
     const BATCH: u64 = 10_000;
-    let start = kernel_ns();
-    let (mut reads, mut timed) = (0u64, 0u64);
-    while kernel_ns() - start < long.as_nanos() as u64 {
-        let before = kernel_ns();
-        for _ in 0..BATCH {
-            std::hint::black_box(now());
-        }
-        timed += kernel_ns() - before;
-        reads += BATCH;
-        between();
+    let before = kernel_ns();
+    for _ in 0..BATCH {
+        std::hint::black_box(now());
     }
-    Measured {
-        ns_per_read: timed as f64 / reads.max(1) as f64,
-        accuracy_ns: getres(ClockId::Monotonic).accuracy.as_nanos() as u64,
-    }
+    READS[1].fetch_add(kernel_ns() - before, Ordering::Relaxed);
+    READS[0].fetch_add(BATCH, Ordering::Relaxed);
 }
 
-/// Blocks `signals` on the calling thread (every signal, for `None`).
-fn block(signals: Option<&[libc::c_int]>) {
-    // SAFETY: a zeroed sigset_t is valid storage for sigemptyset and
-    // sigfillset; pthread_sigmask changes this thread's mask alone.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        match signals {
-            None => {
-                libc::sigfillset(&mut set);
-            }
-            Some(signals) => {
-                libc::sigemptyset(&mut set);
-                for &signal in signals {
-                    libc::sigaddset(&mut set, signal);
-                }
-            }
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
+/// The bound `getres` states to the reader, asked on its thread.
+fn stated_ns() -> u64 {
+    getres(ClockId::Monotonic).accuracy.as_nanos() as u64
 }
-
-/// Installs `handler` for `signal`, with an empty mask.
-fn handle(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) {
-    // SAFETY: a zeroed sigaction with this handler and an empty mask is
-    // valid.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = handler as *const () as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(signal, &action, std::ptr::null_mut());
-    }
-}
-
-extern "C" fn ignore(_: libc::c_int) {}
 
 /// The kernel's clocks of the names ours has (CLOCK_TAI's too).
 const KERNEL_IDS: [libc::clockid_t; 7] = [
@@ -320,85 +273,22 @@ extern "C" fn read_every_clock(_: libc::c_int) {
     SINK.fetch_xor(sum, Ordering::Relaxed);
 }
 
-/// Arms (`us` > 0) or disarms ITIMER_PROF: SIGPROF every `us` of CPU time.
-fn profile_every(us: libc::suseconds_t) {
-    let every = libc::timeval {
-        tv_sec: 0,
-        tv_usec: us,
-    };
-    let timer = libc::itimerval {
-        it_interval: every,
-        it_value: every,
-    };
-    // SAFETY: `timer` is a valid itimerval; the old value is not asked for.
-    unsafe { libc::setitimer(libc::ITIMER_PROF, &timer, std::ptr::null_mut()) };
-}
-
 /// One kind's process: its reader reads for `long`, then the `ROW` line.
 fn child(kind: &str, long: Duration) -> anyhow::Result<()> {
+    let kind = Reader::of(kind).map_err(anyhow::Error::msg)?;
     let (threads_before, _) = threads()?;
     let rtprio_before = rtprio();
-    let measured = match kind {
-        "ordinary" => std::thread::spawn(move || read_for(long, || ())).join(),
-        "blocked" => std::thread::spawn(move || {
-            block(None);
-            read_for(long, || ())
-        })
-        .join(),
-        "daemon" => {
-            handle(libc::SIGHUP, ignore);
-            handle(libc::SIGTERM, ignore);
-            std::thread::spawn(move || {
-                block(Some(&[libc::SIGHUP, libc::SIGTERM]));
-                read_for(long, || {
-                    let none = libc::timespec {
-                        tv_sec: 0,
-                        tv_nsec: 0,
-                    };
-                    // SAFETY: a zeroed sigset_t is valid storage for
-                    // sigemptyset; a ppoll of no descriptors only waits.
-                    unsafe {
-                        let mut empty: libc::sigset_t = std::mem::zeroed();
-                        libc::sigemptyset(&mut empty);
-                        libc::ppoll(std::ptr::null_mut(), 0, &none, &empty);
-                    }
-                })
-            })
-            .join()
-        }
-        "fifo" => {
-            let reader = std::thread::spawn(move || {
-                let _ = sys::pin_to_cpus(&[0]);
-                sys::set_scheduling(sys::Policy::Fifo, 80).ok()?;
-                Some(read_for(long, || ()))
-            });
-            match reader.join() {
-                Ok(Some(measured)) => Ok(measured),
-                Ok(None) => {
-                    println!("SCHED_FIFO is not allowed here: skipped");
-                    return Ok(());
-                }
-                Err(e) => Err(e),
-            }
-        }
-        "handler" => {
-            handle(libc::SIGPROF, read_every_clock);
-            profile_every(1_000);
-            // The process's CPU time runs the timer; nothing here reads.
-            let start = kernel_ns();
-            while kernel_ns() - start < long.as_nanos() as u64 {
-                std::hint::spin_loop();
-            }
-            profile_every(0);
-            Ok(Measured::default())
-        }
-        other => bail!("no reader kind {other:?} (one of {})", KINDS.join(", ")),
-    }
-    .map_err(|_| anyhow::anyhow!("the {kind} reader panicked"))?;
+    let Some(stated) = kind
+        .read(long, timed_batch, stated_ns, read_every_clock)
+        .map_err(anyhow::Error::msg)?
+    else {
+        println!("SCHED_FIFO is not allowed here: skipped");
+        return Ok(());
+    };
     let (threads_after, real_time) = threads()?;
     let info = timehands::info();
     let handler = match kind {
-        "handler" => {
+        Reader::Handler => {
             let handled = SIGNALS.load(Ordering::Relaxed).max(2) as f64 / 2.0;
             let [ours, kernel] = &HANDLER_NS;
             format!(
@@ -409,13 +299,11 @@ fn child(kind: &str, long: Duration) -> anyhow::Result<()> {
         }
         _ => String::new(),
     };
-    let accuracy_ns = match kind {
-        "handler" => info.accuracy.as_nanos() as u64,
-        _ => measured.accuracy_ns,
-    };
+    let [reads, timed] = &READS;
+    let ns_per_read =
+        timed.load(Ordering::Relaxed) as f64 / reads.load(Ordering::Relaxed).max(1) as f64;
     println!(
-        "ROW ns_per_read={:.2} accuracy_ns={accuracy_ns} steerings={} windups_a_second={:.1} library_threads={} real_time_threads={real_time} rtprio_kept={}{handler}",
-        measured.ns_per_read,
+        "ROW ns_per_read={ns_per_read:.2} accuracy_ns={stated} steerings={} windups_a_second={:.1} library_threads={} real_time_threads={real_time} rtprio_kept={}{handler}",
         info.steerings,
         info.reader_windups as f64 / long.as_secs_f64(),
         threads_after as i64 - threads_before as i64,

@@ -8,7 +8,12 @@
 //!   a [`Timekeeper`](crate::Timekeeper) of your own can run on.
 //! - `tsc_sync` (x86_64): bounds on every CPU pair's TSC offset, by
 //!   ping-pong between pinned threads, as Linux checks at boot.
+//! - `readers` (Linux): the kinds of thread that read a clock (one that
+//!   blocks every signal, a daemon's, a SCHED_FIFO one, a SIGPROF handler),
+//!   to run one kind in a process.
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub mod readers;
 #[cfg(target_arch = "x86_64")]
 pub use crate::hw::tsc_sync;
 

@@ -83,6 +83,12 @@ impl Counter for HostCounter {
 }
 
 impl HostCounter {
+    /// Whether this is the TSC (x86_64's alone), which the cross-CPU
+    /// check is of.
+    pub(crate) fn is_tsc(&self) -> bool {
+        self.kind() == CounterKind::Tsc
+    }
+
     /// Which kind of counter this is.
     pub(crate) fn kind(&self) -> CounterKind {
         match self {

@@ -13,6 +13,7 @@
 //! TSC. A check that finds two CPUs apart retires a TSC in use for the
 //! kernel's clock.
 
+#[cfg(target_arch = "x86_64")]
 use std::time::Duration;
 
 use super::choice::Verdict;
@@ -45,20 +46,17 @@ pub fn check_across_cpus() -> Verdict {
         return verdict.clone();
     }
     let (verdict, apart) = measure();
-    let mut steering = clock.steering();
-    let verdict = clock.cross_cpu.get_or_init(|| verdict).clone();
-    drop(steering);
+    let verdict = {
+        let _steering = clock.steering();
+        clock.cross_cpu.get_or_init(|| verdict).clone()
+    };
     #[cfg(target_arch = "x86_64")]
     {
         let own_evidence = clock.facts().own_evidence;
         if let Some(why) = super::choice::cross_cpu_failover(&verdict, apart, own_evidence) {
             // A failover waits for a windup that holds the writer lock (this
             // is no read: it may wait), a millisecond at a time.
-            while {
-                steering = clock.steering();
-                !clock.fail_over(&mut steering, &why)
-            } {
-                drop(steering);
+            while !clock.fail_over(&mut clock.steering(), &why) {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }

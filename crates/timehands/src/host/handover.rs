@@ -93,7 +93,7 @@ impl HostClock {
     fn choose(&self) -> Choice {
         point("choice: choosing");
         let choice = super::choice::choose();
-        if !matches!(choice.counter, HostCounter::Tsc(_)) {
+        if !choice.counter.is_tsc() {
             return choice;
         }
         let checked = self.cross_cpu.get().map(|verdict| verdict.passed);

@@ -29,7 +29,7 @@
 //! keeps time with it (its clocksource is `tsc`, which Linux grants only to
 //! a TSC it found synchronized across CPUs), or, under a hypervisor's
 //! paravirtual clocksource, on its own evidence once a program ran the
-//! cross-CPU check ([`check_across_cpus`](crate::check_across_cpus), in
+//! cross-CPU check ([`check_across_cpus`](crate::check_across_cpus()), in
 //! `cross_cpu.rs`); on aarch64 the generic timer's CNTVCT_EL0, unless it
 //! reads the wall clock (qemu-user's emulation of it steps with Realtime);
 //! otherwise, or when `TIMEHANDS_COUNTER=kernel`, the kernel's clock stays,

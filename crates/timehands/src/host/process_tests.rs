@@ -233,6 +233,7 @@ fn process_child() {
         Some("stop") => stop::stopped(),
         Some("fresh") => first_100_ms(),
         Some("idle") => idle::idle_between_bursts(),
+        #[cfg(any(target_os = "linux", target_os = "android"))]
         Some("caller") => callers::caller(words.next().expect("a reader kind")),
         Some("standing") => standing::real_time_read_behind_a_preempted_windup(),
         Some("signal") => signals::reads_in_a_handler_at_the_point(),

@@ -45,6 +45,7 @@ pub mod tsc_sync;
 
 #[cfg(target_arch = "aarch64")]
 pub use cntvct::Cntvct;
+#[cfg(target_arch = "x86_64")]
 pub(crate) use kernel::{CLOCKSOURCE_NAME, kernel_clocksource_in};
 pub use kernel::{KernelCounter, available_clocksources, kernel_clocksource};
 #[cfg(target_arch = "x86_64")]

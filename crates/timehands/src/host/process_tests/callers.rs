@@ -26,16 +26,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::{PROCESS_CHILD, assert_half_passes, kernel_now};
+use super::{PROCESS_CHILD, assert_half_passes};
+use crate::diagnostics::readers::Reader;
 use crate::host::process::clock;
 use crate::{ClockId, gettime, now, now_coarse};
 
 /// How long the reader reads: thirty steerings' worth.
 const READING: Duration = Duration::from_millis(300);
-
-/// The reader kinds, in the order the test runs them (`ordinary` first: the
-/// others are compared with it).
-const KINDS: [&str; 5] = ["ordinary", "blocked", "daemon", "handler", "fifo"];
 
 /// The threads of this process, where the OS lists them (`/proc`).
 fn threads() -> Option<usize> {
@@ -64,144 +61,29 @@ fn read_every_clock() -> u64 {
     now().as_nanos() ^ gettime(ClockId::Realtime).subsec_nanos() as u64 ^ now_coarse().as_nanos()
 }
 
-/// Reads for [`READING`], timed by the kernel's clock (no read of ours but
-/// the reader's own), calling `between` after every thousand reads.
-fn reading(mut between: impl FnMut()) -> u64 {
-    let start = kernel_now();
-    let mut sink = 0;
-    while kernel_now() - start < READING.as_nanos() as u64 {
-        for _ in 0..1_000 {
-            sink ^= read_every_clock();
-        }
-        between();
-    }
-    sink
-}
-
-/// Blocks `signals` on the calling thread (every signal, for `None`).
-fn block(signals: Option<&[libc::c_int]>) {
-    // SAFETY: a zeroed sigset_t is valid storage for sigemptyset and
-    // sigfillset, which fill it; pthread_sigmask changes this thread's mask.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        match signals {
-            None => {
-                libc::sigfillset(&mut set);
-            }
-            Some(signals) => {
-                libc::sigemptyset(&mut set);
-                for &signal in signals {
-                    libc::sigaddset(&mut set, signal);
-                }
-            }
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
-}
-
-/// Installs `handler` for `signal`, with an empty mask.
-fn handle(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) {
-    // SAFETY: a zeroed sigaction with this handler and an empty mask is
-    // valid.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = handler as *const () as libc::sighandler_t;
-        libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(signal, &action, std::ptr::null_mut());
-    }
-}
-
-extern "C" fn ignore(_: libc::c_int) {}
-
-/// What the SIGPROF handler read, so that no read is left out.
-static HANDLER_SINK: AtomicU64 = AtomicU64::new(0);
-/// How many times it ran.
+/// What the readers read, so that no read is left out, and how many times
+/// the SIGPROF handler ran.
+static SINK: AtomicU64 = AtomicU64::new(0);
 static HANDLED: AtomicU64 = AtomicU64::new(0);
 
 extern "C" fn read_in_handler(_: libc::c_int) {
-    HANDLER_SINK.fetch_xor(read_every_clock(), Ordering::Relaxed);
+    SINK.fetch_xor(read_every_clock(), Ordering::Relaxed);
     HANDLED.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Arms (`1 ms`) or disarms (`0`) ITIMER_PROF: SIGPROF every `us` of the
-/// process's CPU time.
-fn profile_every(us: libc::suseconds_t) {
-    let every = libc::timeval {
-        tv_sec: 0,
-        tv_usec: us,
+/// The reader of `kind` reads for [`READING`], a thousand reads a batch;
+/// `Ok(false)` where the kind cannot be had here (SCHED_FIFO refused).
+fn read_as(kind: Reader) -> Result<bool, String> {
+    let batch = || {
+        for _ in 0..1_000 {
+            SINK.fetch_xor(read_every_clock(), Ordering::Relaxed);
+        }
     };
-    let timer = libc::itimerval {
-        it_interval: every,
-        it_value: every,
-    };
-    // SAFETY: `timer` is a valid itimerval; the old value is not asked for.
-    unsafe { libc::setitimer(libc::ITIMER_PROF, &timer, std::ptr::null_mut()) };
-}
-
-/// The reader of `kind` reads; `Ok(false)` where the kind cannot be had
-/// here (SCHED_FIFO refused).
-fn read_as(kind: &str) -> Result<bool, String> {
-    match kind {
-        "ordinary" => {
-            std::thread::spawn(|| reading(|| ())).join().ok();
-        }
-        "blocked" => {
-            std::thread::spawn(|| {
-                block(None);
-                reading(|| ())
-            })
-            .join()
-            .ok();
-        }
-        "daemon" => {
-            handle(libc::SIGHUP, ignore);
-            handle(libc::SIGTERM, ignore);
-            std::thread::spawn(|| {
-                block(Some(&[libc::SIGHUP, libc::SIGTERM]));
-                reading(|| {
-                    // The handlers may run only here, nginx's way.
-                    let none = libc::timespec {
-                        tv_sec: 0,
-                        tv_nsec: 0,
-                    };
-                    // SAFETY: a zeroed sigset_t is valid storage for
-                    // sigemptyset; ppoll with no descriptors only waits.
-                    unsafe {
-                        let mut empty: libc::sigset_t = std::mem::zeroed();
-                        libc::sigemptyset(&mut empty);
-                        libc::ppoll(std::ptr::null_mut(), 0, &none, &empty);
-                    }
-                })
-            })
-            .join()
-            .ok();
-        }
-        "handler" => {
-            handle(libc::SIGPROF, read_in_handler);
-            profile_every(1_000);
-            // The process's CPU time runs the timer; nothing here reads.
-            let start = kernel_now();
-            while kernel_now() - start < READING.as_nanos() as u64 {
-                std::hint::spin_loop();
-            }
-            profile_every(0);
-            if HANDLED.load(Ordering::Relaxed) == 0 {
-                return Err("the SIGPROF handler never ran".to_string());
-            }
-        }
-        "fifo" => {
-            let reader = std::thread::spawn(|| {
-                let _ = crate::os::pin_to_cpus(&[0]);
-                crate::os::set_scheduling(crate::os::Policy::Fifo, 80).ok()?;
-                Some(reading(|| ()))
-            });
-            if reader.join().ok().flatten().is_none() {
-                return Ok(false);
-            }
-        }
-        other => return Err(format!("no reader kind {other}")),
+    let read = kind.read(READING, batch, || (), read_in_handler)?;
+    if kind == Reader::Handler && HANDLED.load(Ordering::Relaxed) == 0 {
+        return Err("the SIGPROF handler never ran".to_string());
     }
-    Ok(true)
+    Ok(read.is_some())
 }
 
 /// The child half: the reader of the kind in `plan` reads, and the child
@@ -209,7 +91,7 @@ fn read_as(kind: &str) -> Result<bool, String> {
 /// not be had here.
 pub(super) fn caller(kind: &str) -> Result<(), String> {
     let (threads_before, rtprio_before) = (threads(), rtprio());
-    if !read_as(kind)? {
+    if !read_as(Reader::of(kind)?)? {
         println!("CALLER {kind} skipped: SCHED_FIFO is not allowed here");
         return Ok(());
     }
@@ -277,7 +159,8 @@ fn became(stdout: &str) -> Option<Became> {
 #[cfg_attr(miri, ignore = "runs processes")]
 fn every_caller_gets_the_clock_an_ordinary_thread_gets() {
     let mut ordinary: Option<Became> = None;
-    for kind in KINDS {
+    // The ordinary first: the others are compared with it.
+    for kind in Reader::ALL.map(Reader::name) {
         let stdout = assert_half_passes(PROCESS_CHILD, &format!("caller:{kind}"), &[]);
         let Some(this) = became(&stdout) else {
             println!("{kind}: skipped");
