@@ -12,7 +12,7 @@
 //!   blocks every signal, a daemon's, a SCHED_FIFO one, a SIGPROF handler),
 //!   to run one kind in a process.
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(target_os = "linux")]
 pub mod readers;
 #[cfg(target_arch = "x86_64")]
 pub use crate::hw::tsc_sync;

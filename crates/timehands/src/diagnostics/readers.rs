@@ -175,10 +175,11 @@ extern "C" fn ignore(_: libc::c_int) {}
 
 /// Arms (`us` > 0) or disarms ITIMER_PROF: SIGPROF every `us` of the
 /// process's CPU time.
-fn profile_every(us: libc::suseconds_t) {
+fn profile_every(us: i32) {
     let every = libc::timeval {
         tv_sec: 0,
-        tv_usec: us,
+        // Its type is the C library's (musl's is changing).
+        tv_usec: us as _,
     };
     let timer = libc::itimerval {
         it_interval: every,

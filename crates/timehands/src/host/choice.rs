@@ -427,7 +427,8 @@ pub(super) struct Settling {
 
 /// Where a step of [`Settling`] leaves the choice.
 pub(super) enum Settled {
-    /// Still measuring.
+    /// Still measuring (only a TSC is measured, hence the allowance).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     Not(Settling),
     /// Ready to take over.
     Done(Choice),
@@ -457,10 +458,11 @@ impl Settling {
     /// on its own evidence whose two halves disagree gives way to the
     /// kernel's clock.
     pub(super) fn step(self) -> Settled {
+        if self.settled {
+            return Settled::Done(self.choice);
+        }
         #[cfg(target_arch = "x86_64")]
-        if let (HostCounter::Tsc(_), Some(anchor), false) =
-            (&self.choice.counter, self.choice.anchor, self.settled)
-        {
+        if let (HostCounter::Tsc(_), Some(anchor)) = (&self.choice.counter, self.choice.anchor) {
             return self.step_tsc(anchor);
         }
         Settled::Done(self.choice)

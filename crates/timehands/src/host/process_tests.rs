@@ -17,6 +17,7 @@
 //! second; `info` that returns (an alarm ends a child that hangs); the
 //! counter chosen, or the reason it is not.
 
+#[cfg(target_os = "linux")]
 mod callers;
 #[path = "../../tests/support/emulator.rs"]
 mod emulator;
@@ -233,7 +234,7 @@ fn process_child() {
         Some("stop") => stop::stopped(),
         Some("fresh") => first_100_ms(),
         Some("idle") => idle::idle_between_bursts(),
-        #[cfg(any(target_os = "linux", target_os = "android"))]
+        #[cfg(target_os = "linux")]
         Some("caller") => callers::caller(words.next().expect("a reader kind")),
         Some("standing") => standing::real_time_read_behind_a_preempted_windup(),
         Some("signal") => signals::reads_in_a_handler_at_the_point(),

@@ -3,7 +3,6 @@
 //! some of them, and none takes all: hence the `allow` in `mod.rs`).
 
 use std::io;
-use std::time::Duration;
 
 use super::{ForkHandler, KernelRate, NtpState, Policy, unsupported};
 

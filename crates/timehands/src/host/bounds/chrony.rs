@@ -14,6 +14,7 @@
 //! waits: a read of the bounds sends a request and a later one takes the
 //! answer (`refresh.rs`), in a signal handler as well as anywhere.
 
+#[cfg(unix)]
 use std::io;
 use std::net::SocketAddr;
 

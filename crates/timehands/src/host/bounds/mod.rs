@@ -134,7 +134,6 @@ mod ticking;
 #[cfg(target_os = "linux")]
 mod vmclock;
 
-#[cfg(unix)]
 use std::time::Duration;
 
 use crate::Error;

@@ -16,9 +16,9 @@ use super::answers::{
 };
 #[cfg(target_os = "linux")]
 use super::answers::{from_clockbound, from_clockbound3, from_ptp4l, from_vmclock};
-use super::chrony::{self, Tracking};
+use super::chrony::Tracking;
 #[cfg(unix)]
-use super::chrony::{Chronyd, Received};
+use super::chrony::{self, Chronyd, Received};
 use super::environment::chronyd_address;
 #[cfg(target_os = "linux")]
 use super::environment::ptp4l_path;
@@ -83,16 +83,19 @@ struct Held {
     rate_change_ppb: u64,
 }
 
-/// One answer of chronyd, and when it came.
+/// One answer of chronyd, and when it came (chronyd is asked on unix).
 #[derive(Clone, Copy)]
+#[cfg_attr(not(unix), allow(dead_code))]
 struct Answer {
     tracking: Tracking,
     /// CLOCK_MONOTONIC_RAW, ns, as the answer arrived.
     received: u64,
 }
 
-/// chronyd's request in flight: when it was sent.
+/// chronyd's request in flight: when it was sent (chronyd is asked on
+/// unix).
 #[derive(Clone, Copy)]
+#[cfg_attr(not(unix), allow(dead_code))]
 struct Asked {
     /// CLOCK_MONOTONIC_RAW, ns, as it was sent.
     sent: u64,
@@ -198,9 +201,13 @@ impl Sources {
             return;
         }
         let old = std::mem::replace(self, Sources::new(pid, chronyd_address()));
+        // Only unix has descriptors here (chronyd's socket, the pages).
+        #[cfg(unix)]
         if torn {
             std::mem::forget(old);
         }
+        #[cfg(not(unix))]
+        let _ = (old, torn);
     }
 
     /// One step: the state to publish (`None`: nothing new, chronyd's
@@ -574,6 +581,7 @@ fn realtime_offset() -> Offset {
 /// CLOCK_MONOTONIC_RAW, which no daemon slews): dividing by it gives a
 /// rate no smaller than the true one. `None` when the answers are of
 /// different updates, unsynchronized, or too close to measure.
+#[cfg_attr(not(unix), allow(dead_code))]
 fn max_clock_error_ppb(last: &Answer, now: &Tracking, sent: u64) -> Option<u64> {
     let span = sent.checked_sub(last.received)?;
     if span < MEASURE_SPAN.as_nanos() as u64

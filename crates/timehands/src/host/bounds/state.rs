@@ -212,8 +212,8 @@ impl Published {
     }
 
     /// How many states were published (a forked child's count goes on
-    /// from its parent's).
-    #[cfg(test)]
+    /// from its parent's): for the readers' tests, Linux's.
+    #[cfg(all(test, target_os = "linux"))]
     pub(crate) fn publications(&self) -> u64 {
         self.sequence.load(Ordering::Acquire) / 2
     }
