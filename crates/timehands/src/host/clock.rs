@@ -9,19 +9,20 @@
 //! finds it due (a windup, a steering, the counter's choice, a failover),
 //! as the kernel's tick takes them, so every step is one a signal handler
 //! may take: it waits for no lock (each is tried), allocates nothing
-//! (what `info` reports is kept in [`Text`]), and starts no thread.
+//! (what `info` reports is kept in fixed-size text, `text.rs`), and starts
+//! no thread.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use super::choice::kernel_frequency_source;
-use super::choice::{Choice, KeptVerdicts, Settling, Verdict};
+use super::choice::{Choice, KeptVerdicts, Verdict};
+use super::coarse_limit::coarse_slack_until;
 use super::counter::HostCounter;
-use super::handover::Pending;
-use super::published::{COARSE, NOT_STARTED, READER, coarse_slack_until, reader_timekeeper};
+use super::life::{Facts, Life};
+use super::published::{COARSE, NOT_STARTED, READER, reader_timekeeper};
 use super::stated_bound::StatedBound;
-use super::text::Text;
 use crate::engine::Writes;
 use crate::engine::nanos::floor_nanos_signed;
 use crate::host::brackets::{offset_on_running_clock, pair};
@@ -47,45 +48,6 @@ pub(super) const STALE: Duration = Duration::from_millis(2 * WINDUP_INTERVAL.as_
 #[cfg(test)]
 pub(super) fn on_kernel_clock(timekeeper: &Timekeeper<HostCounter>) -> bool {
     matches!(timekeeper.counter(), HostCounter::Kernel(_))
-}
-
-/// What `info` reports of the counter choice.
-#[derive(Clone, Copy)]
-pub(super) struct Facts {
-    pub(super) frequency_source: Text,
-    pub(super) verdicts: KeptVerdicts,
-    pub(super) fallback: Option<Text>,
-    /// Whether the counter was trusted on its own evidence (see
-    /// `choice::Trust`): then the cross-CPU check must pass. Only a TSC
-    /// is (the generic timer needs no check), hence the allowance.
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    pub(super) own_evidence: bool,
-}
-
-impl Facts {
-    /// What `choice` says of itself.
-    pub(super) fn of(choice: &Choice) -> Facts {
-        Facts {
-            frequency_source: choice.frequency_source,
-            verdicts: choice.verdicts,
-            fallback: choice.fallback,
-            own_evidence: choice.own_evidence.is_some(),
-        }
-    }
-}
-
-/// What the steps of the clock's life keep between them: the facts of the
-/// choice for `info`, a choice being measured, and a move of the readers
-/// waiting for its point. Taken only under the steering lock (so never
-/// waited for: whoever holds it holds the steering too), and with it by a
-/// fork.
-pub(super) struct Life {
-    pub(super) facts: Facts,
-    pub(super) settling: Option<Settling>,
-    pub(super) pending: Option<Pending>,
-    /// Whether the kernel's clock was chosen only for want of the cross-CPU
-    /// check, which a TSC trusted on its own evidence needs.
-    pub(super) awaits_check: bool,
 }
 
 /// The timekeepers a clock can go through: the kernel's clock it starts on,

@@ -21,8 +21,33 @@
 #[cfg(loom)]
 use loom::sync::atomic::AtomicU64 as LoomU64;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-use super::published::COARSE_SLACK;
+use super::steer::Bound;
+
+/// How far behind the kernel's coarse clock a coarse read is: more than the
+/// error bound in the common case (some hundred ns), so that the kernel's
+/// coarse time less this is never ahead of a `now()` read after it (see
+/// `read::coarse_nanos`), at the cost of some µs of lag beside the kernel's
+/// milliseconds.
+pub(crate) const COARSE_SLACK: Duration = Duration::from_micros(50);
+
+/// The kernel time until which a coarse read may take the kernel's coarse
+/// time less [`COARSE_SLACK`]: where `bound` stays within the slack, less
+/// the two ns of rounding (see [`HostClock::vouched`](super::clock::HostClock)),
+/// and less the slack again, as our uptime (the bound's time) may stand
+/// apart from the kernel's by the bound.
+pub(super) fn coarse_slack_until(bound: &Bound) -> u64 {
+    let slack = COARSE_SLACK.as_nanos() as u64;
+    let Some(room) = (slack - 2).checked_sub(bound.ns) else {
+        return 0;
+    };
+    let lasts = match bound.ppb {
+        0 => u64::MAX,
+        ppb => (room as u128 * 1_000_000_000 / ppb as u128).min(u64::MAX as u128) as u64,
+    };
+    bound.since.saturating_add(lasts).saturating_sub(slack)
+}
 
 /// The slack in ns.
 const SLACK: u64 = COARSE_SLACK.as_nanos() as u64;
@@ -149,6 +174,32 @@ impl<A: Word> CoarseLimit<A> {
             let reached = kernel_coarse().min(was).saturating_sub(SLACK);
             self.floor.fetch_max(reached, Ordering::AcqRel);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The kernel's coarse time may be trusted until the bound reaches the
+    /// slack (less the two ns of rounding and the slack again); never where
+    /// it is past it already, and for good where it does not grow.
+    #[test]
+    fn coarse_time_is_trusted_until_the_bound_reaches_the_slack() {
+        let slack = COARSE_SLACK.as_nanos() as u64;
+        let bound = |ns, ppb| Bound {
+            ns,
+            ppb,
+            since: 10_000_000_000,
+        };
+        // 1 000 ns at 1 000 ppb reaches the slack less 2 ns 48 998 µs on.
+        assert_eq!(
+            coarse_slack_until(&bound(1_000, 1_000)),
+            10_000_000_000 + (slack - 2 - 1_000) * 1_000_000 - slack
+        );
+        assert_eq!(coarse_slack_until(&bound(slack, 1_000)), 0);
+        assert_eq!(coarse_slack_until(&bound(slack - 1, 1_000)), 0);
+        assert_eq!(coarse_slack_until(&bound(100, 0)), u64::MAX - slack);
     }
 }
 

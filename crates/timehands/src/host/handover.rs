@@ -21,10 +21,11 @@ use super::choice::{
     CROSS_CPU_CHECK, Choice, Settled, Settling, kernel_choice, kernel_frequency_source,
 };
 use super::clock::{
-    CHOSEN, Facts, HostClock, SETTLING, STAGES, TO_CHOOSE, WINDUP_INTERVAL, build_timekeeper,
+    CHOSEN, HostClock, SETTLING, STAGES, TO_CHOOSE, WINDUP_INTERVAL, build_timekeeper,
 };
 use super::counter::HostCounter;
 use super::fork_points::point;
+use super::life::{Facts, Pending, Successor};
 use super::published::{READER, reader_word};
 use super::text::text;
 use crate::engine::nanos::floor_nanos;
@@ -33,25 +34,6 @@ use crate::host::kernel_clocks::KernelClock;
 use crate::host::steer::{Bound, Steering};
 use crate::hw::KernelCounter;
 use crate::{BinTime, Counter, Timekeeper};
-
-/// A successor set up by [`HostClock::hand_over`]: its stage, the count at
-/// which its time reaches the retired timekeeper's retire point (CLOCK_MONOTONIC
-/// reaches it there), and that time.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Successor {
-    stage: usize,
-    due: u64,
-    begins: BinTime,
-}
-
-/// A move to the chosen counter, waiting for its point: the readers stay on
-/// the retired timekeeper until the successor's counter reaches `due`,
-/// then the steering and the facts for `info` take over with them.
-pub(super) struct Pending {
-    successor: Successor,
-    steering: Steering,
-    facts: Facts,
-}
 
 impl HostClock {
     /// One step of the counter's choice, with `steering`, the steering

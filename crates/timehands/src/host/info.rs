@@ -6,10 +6,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::choice::Verdict;
-use super::clock::Facts;
+use super::coarse_limit::COARSE_SLACK;
 use super::counter::CounterKind;
+use super::life::Facts;
 use super::process::{clock, try_clock};
-use super::published::COARSE_SLACK;
 use super::read::{ClockId, gettime};
 use super::steer::tick_ns;
 use crate::os::KernelClock;

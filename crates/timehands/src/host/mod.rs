@@ -151,6 +151,7 @@ mod cross_cpu;
 mod fork_points;
 mod handover;
 mod info;
+mod life;
 // The clock under fork(), SIGSTOP and a sandbox: where those exist.
 mod process;
 #[cfg(all(test, unix))]

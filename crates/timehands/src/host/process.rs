@@ -36,8 +36,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::clock::{HostClock, Life};
+use super::clock::HostClock;
 use super::fork_points::point;
+use super::life::Life;
 use super::published::{NOT_STARTED, READER, publish_first_reader_word, reader_timekeeper};
 use super::steer::Steering;
 

@@ -5,10 +5,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::clock::HostClock;
+use super::coarse_limit::COARSE_SLACK;
 use super::counter::HostCounter;
 use super::process::{clock, try_clock};
 use super::published::{
-    COARSE, COARSE_SLACK, COUNTER_READ, HOW, NOT_STARTED, READER, SECOND_HINTS, STAND_IN_FLOOR,
+    COARSE, COUNTER_READ, HOW, NOT_STARTED, READER, SECOND_HINTS, STAND_IN_FLOOR,
     publish_first_reader_word, reader_timekeeper,
 };
 #[cfg(target_arch = "x86_64")]

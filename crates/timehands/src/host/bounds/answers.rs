@@ -15,7 +15,7 @@ use super::clockbound::{ClockBoundReading, ClockBoundStatus};
 use super::state::State;
 #[cfg(target_os = "linux")]
 use super::ticking::{CounterClock, counter};
-use super::{BoundsSource, BoundsStatus, LeapSecond, q32};
+use super::{BoundsSource, BoundsStatus, LeapSecond, MAX_RATE_PPB, q32};
 #[cfg(target_os = "linux")]
 use super::{clockbound3, ptp, vmclock};
 use crate::os::{KernelClock, NtpState};
@@ -23,9 +23,6 @@ use crate::os::{KernelClock, NtpState};
 /// How long a state holds after it was taken: then reads ask the kernel.
 /// ClockBound's daemon gives its readings the same life (its `void_after`).
 pub(crate) const VALIDITY: Duration = Duration::from_secs(1000);
-/// The fastest a bound is allowed to grow, ppb: twice the kernel's 500 ppm.
-/// With [`VALIDITY`], `age * rate` fits a u64 on the read path.
-pub(crate) const MAX_RATE_PPB: u64 = 1_000_000;
 /// Readers count a state's age in Realtime, which chronyd slews as much as
 /// 8.33 % slow: a rate per true second is a tenth more per Realtime second.
 const SLEW_MARGIN_TENTHS: u64 = 11;

@@ -114,7 +114,7 @@ pub(crate) fn parse(page: &[u8; LEN]) -> Option<Reading> {
             shift: period_shift,
             half_ns: u64::try_from(i64::from_ne_bytes(page[72..80].try_into().ok()?)).ok()?,
             // As the client, which refuses a drift of 10^9 ppb or more.
-            rate_q32: (rate_ppb <= super::answers::MAX_RATE_PPB).then(|| super::q32(rate_ppb))?,
+            rate_q32: (rate_ppb <= super::MAX_RATE_PPB).then(|| super::q32(rate_ppb))?,
         })
     })();
     Some(Reading {

@@ -226,6 +226,10 @@ impl RealtimeBounds {
     }
 }
 
+/// The fastest a bound is allowed to grow, ppb: twice the kernel's 500 ppm.
+/// With [`answers::VALIDITY`], `age * rate` fits a u64 on the read path.
+pub(crate) const MAX_RATE_PPB: u64 = 1_000_000;
+
 /// A rate in ppb as the read path multiplies it: ns of growth per 2^32 ns,
 /// rounded up (so never slower).
 pub(crate) const fn q32(rate_ppb: u64) -> u64 {
@@ -236,7 +240,7 @@ pub(crate) const fn q32(rate_ppb: u64) -> u64 {
 /// and a shift.
 ///
 /// Invariant (kept by `refresh.rs`, checked in the tests): a state's rates
-/// are at most [`answers::MAX_RATE_PPB`] each and it is void after
+/// are at most [`MAX_RATE_PPB`] each and it is void after
 /// [`answers::VALIDITY`], so `age * rate_q32` (under 2^40 × 2^24) fits a
 /// u64.
 #[inline]
@@ -695,9 +699,9 @@ mod tests {
     #[test]
     fn growth_fits_at_the_largest_rates_and_age_and_rounds_up() {
         let age = answers::VALIDITY.as_nanos() as u64;
-        let rate = 2 * q32(answers::MAX_RATE_PPB);
+        let rate = 2 * q32(MAX_RATE_PPB);
         assert!(age.checked_mul(rate).is_some());
-        assert!(grown(age, q32(answers::MAX_RATE_PPB)) >= age / 1_000);
+        assert!(grown(age, q32(MAX_RATE_PPB)) >= age / 1_000);
         for (age, ppb) in [
             (1, 1),
             (999_999_999, 1_000),

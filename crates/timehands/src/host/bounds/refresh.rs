@@ -11,11 +11,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::answers::{
-    MAX_RATE_PPB, from_kernel, from_tracking, kernel_now, read_rate, realtime_now,
-};
 #[cfg(target_os = "linux")]
 use super::answers::{from_clockbound, from_clockbound3, from_ptp4l, from_vmclock};
+use super::answers::{from_kernel, from_tracking, kernel_now, read_rate, realtime_now};
 use super::chrony::Tracking;
 #[cfg(unix)]
 use super::chrony::{self, Chronyd, Received};
@@ -27,7 +25,7 @@ use super::mapping::Page;
 #[cfg(target_os = "linux")]
 use super::ptp::{self, Ptp4l};
 use super::state::State;
-use super::{BoundsStatus, q32};
+use super::{BoundsStatus, MAX_RATE_PPB, q32};
 #[cfg(target_os = "linux")]
 use super::{clockbound, clockbound3, vmclock};
 use crate::os::{KernelClock, NtpState};

@@ -116,7 +116,7 @@ pub(crate) fn parse(page: &[u8; LEN]) -> Option<Reading> {
             shift,
             // The time is truncated to the ns: one more.
             half_ns: u64_at(96).checked_add(1)?,
-            rate_q32: (rate_ppb <= super::answers::MAX_RATE_PPB).then(|| q32(rate_ppb))?,
+            rate_q32: (rate_ppb <= super::MAX_RATE_PPB).then(|| q32(rate_ppb))?,
         };
         Some((clock, status?))
     })();
