@@ -90,14 +90,13 @@ fn resolutions_and_accuracy_bounds_are_stated() {
         assert!(res.resolution > Duration::ZERO, "{id:?}: {res:?}");
         assert!(res.accuracy < Duration::from_secs(2), "{id:?}: {res:?}");
     }
+    // The coarse clock is the kernel's (a tick on Linux; the OS's precise
+    // clock where it has no coarse one), and lags by its resolution and
+    // the 50 µs a coarse read takes off.
     let coarse = getres(ClockId::MonotonicCoarse);
     assert!(
-        coarse.resolution >= Duration::from_micros(100),
-        "{coarse:?}"
-    );
-    assert!(
-        coarse.accuracy >= coarse.resolution,
-        "a coarse clock lags by its resolution"
+        coarse.accuracy >= coarse.resolution + Duration::from_micros(50),
+        "a coarse clock lags by its resolution and the slack: {coarse:?}"
     );
 }
 
