@@ -261,10 +261,13 @@ fn coarse_duration() -> Duration {
 /// [`COARSE_SLACK`] where the coarse Monotonic time may be taken so, moved
 /// onto Realtime by our offset (see `coarse_limit.rs`); else
 /// the coarse Monotonic time moved by the Realtime offset of the
-/// timekeeper a `now()` after it reads, as our precise Realtime is. (A
-/// step of the kernel's Realtime forward puts its coarse Realtime past the
-/// limit until a windup follows the step: such a read goes the long way,
-/// never ahead of a precise read.)
+/// timekeeper a `now()` after it reads, as our precise Realtime is. A step
+/// of the kernel's Realtime shows here at the kernel's next tick, in the
+/// precise Realtime at our next windup: one forward further than the
+/// limit's lead (at most two windup intervals) puts the kernel's coarse
+/// Realtime past the limit, and such a read goes the long way, never ahead
+/// of a precise read; a smaller one may stand ahead of the precise
+/// Realtime by as much, until that windup (at most 5 ms of reads).
 #[inline(always)]
 pub(super) fn realtime_coarse() -> Duration {
     let (seconds, nanos) = crate::os::kernel_coarse(KernelClock::RealtimeCoarse);
@@ -383,9 +386,10 @@ pub enum ClockId {
     /// The kernel's CLOCK_MONOTONIC_RAW (not slewed by NTP), read from the
     /// kernel; the OS's equivalent elsewhere ([`KernelClock::MonotonicRaw`]).
     MonotonicRaw,
-    /// Realtime at the last windup.
+    /// Realtime at the kernel's last tick, less 50 µs (the kernel's
+    /// CLOCK_REALTIME_COARSE where it has one).
     RealtimeCoarse,
-    /// Monotonic at the last windup: [`now_coarse`].
+    /// Monotonic at the kernel's last tick, less 50 µs: [`now_coarse`].
     MonotonicCoarse,
     /// Whole seconds of Realtime.
     Second,
