@@ -67,7 +67,8 @@ pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter>
 }
 
 /// Until when coarse reads may take the kernel's coarse time less
-/// [`COARSE_SLACK`](super::coarse_limit::COARSE_SLACK), and the floor of those past it (`coarse_limit.rs`).
+/// [`COARSE_SLACK`](super::coarse_limit::COARSE_SLACK), and the floor of
+/// those past it (`coarse_limit.rs`).
 pub(super) static COARSE: CoarseLimit = CoarseLimit::new();
 
 /// The latest Monotonic time a standing read vouched for (see
