@@ -79,12 +79,13 @@ impl Reader {
     ) -> Result<Option<T>, String> {
         if self == Reader::Handler {
             handle(libc::SIGPROF, handler);
-            profile_every(1_000);
+            let timer = profile_every_millisecond().ok_or("no POSIX timer for SIGPROF")?;
             let start = kernel_now();
             while kernel_now() - start < long.as_nanos() as u64 {
                 std::hint::spin_loop();
             }
-            profile_every(0);
+            // SAFETY: deletes the timer made above.
+            unsafe { libc::timer_delete(timer) };
             return Ok(Some(finish()));
         }
         if self == Reader::Daemon {
@@ -173,18 +174,28 @@ fn handle(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) {
 
 extern "C" fn ignore(_: libc::c_int) {}
 
-/// Arms (`us` > 0) or disarms ITIMER_PROF: SIGPROF every `us` of the
-/// process's CPU time.
-fn profile_every(us: i32) {
-    let every = libc::timeval {
-        tv_sec: 0,
-        // Its type is the C library's (musl's is changing).
-        tv_usec: us as _,
-    };
-    let timer = libc::itimerval {
-        it_interval: every,
-        it_value: every,
-    };
-    // SAFETY: `timer` is a valid itimerval; the old value is not asked for.
-    unsafe { libc::setitimer(libc::ITIMER_PROF, &timer, std::ptr::null_mut()) };
+/// A POSIX timer on the process's CPU time (as ITIMER_PROF counts) that
+/// sends SIGPROF every millisecond of it; `None` where the OS refuses one.
+fn profile_every_millisecond() -> Option<libc::timer_t> {
+    // SAFETY: a zeroed sigevent asking for SIGPROF is valid; the timer is
+    // written by timer_create before it is armed.
+    unsafe {
+        let mut event: libc::sigevent = std::mem::zeroed();
+        event.sigev_notify = libc::SIGEV_SIGNAL;
+        event.sigev_signo = libc::SIGPROF;
+        let mut timer: libc::timer_t = std::mem::zeroed();
+        if libc::timer_create(libc::CLOCK_PROCESS_CPUTIME_ID, &mut event, &mut timer) != 0 {
+            return None;
+        }
+        let every = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        };
+        let spec = libc::itimerspec {
+            it_interval: every,
+            it_value: every,
+        };
+        libc::timer_settime(timer, 0, &spec, std::ptr::null_mut());
+        Some(timer)
+    }
 }
