@@ -69,7 +69,7 @@ pub fn run(runs: usize) -> Outcome {
     }
     for library in LIBRARIES {
         eprintln!("first call: {library}");
-        match measure(&dir, library, runs) {
+        match measure(&dir, library, runs, &[]) {
             Ok(row) => outcome.rows.push(row),
             Err(e) => outcome.errors.push(e),
         }
@@ -85,7 +85,14 @@ pub fn run(runs: usize) -> Outcome {
     outcome
 }
 
-fn measure(dir: &Path, library: &str, runs: usize) -> Result<Row, String> {
+/// `library`'s child run `runs` times (and once unmeasured) with `env`
+/// added to its environment: medians.
+pub fn measure(
+    dir: &Path,
+    library: &str,
+    runs: usize,
+    env: &[(&str, &str)],
+) -> Result<Row, String> {
     let child = child_path(dir, library);
     if !child.is_file() {
         return Err(format!(
@@ -94,11 +101,11 @@ fn measure(dir: &Path, library: &str, runs: usize) -> Result<Row, String> {
         ));
     }
     // One run unmeasured, so that every child starts from the page cache.
-    run_child(&child)?;
+    run_child(&child, env)?;
     let mut before_main = Vec::with_capacity(runs);
     let mut first_call = Vec::with_capacity(runs);
     for _ in 0..runs {
-        let (before, first) = run_child(&child)?;
+        let (before, first) = run_child(&child, env)?;
         before_main.push(before);
         first_call.push(first);
     }
@@ -158,8 +165,9 @@ fn child_path(dir: &Path, library: &str) -> PathBuf {
     ))
 }
 
-fn run_child(child: &Path) -> Result<(u64, u64), String> {
+fn run_child(child: &Path, env: &[(&str, &str)]) -> Result<(u64, u64), String> {
     let mut command = Command::new(child);
+    command.envs(env.iter().copied());
     // Read the clock last, so that building the command is not counted.
     let spawned_at = monotonic_ns();
     let output = command

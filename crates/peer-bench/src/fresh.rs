@@ -35,8 +35,9 @@ pub struct Outcome {
     pub worst_ns: u64,
 }
 
-/// Runs `processes` fresh processes; `None` where none could be run.
-pub fn run(processes: u64) -> Option<Outcome> {
+/// Runs `processes` fresh processes, `env` added to their environment;
+/// `None` where none could be run.
+pub fn run(processes: u64, env: &[(&str, &str)]) -> Option<Outcome> {
     let exe = std::env::current_exe().ok()?;
     let mut outcome = Outcome {
         processes: 0,
@@ -51,6 +52,7 @@ pub fn run(processes: u64) -> Option<Outcome> {
         }
         let output = match std::process::Command::new(&exe)
             .env(CHILD_ENV, "1")
+            .envs(env.iter().copied())
             .output()
         {
             Ok(output) => output,

@@ -25,6 +25,7 @@ mod clocks;
 mod cost;
 mod first_call;
 mod fresh;
+mod keeper;
 mod keeping;
 mod ordering;
 mod spawn_clock;
@@ -86,6 +87,7 @@ enum Section {
     Tracking,
     Fresh,
     Keeping,
+    Keeper,
 }
 
 /// Everything one run measured; sections not run are `None`.
@@ -97,6 +99,7 @@ struct Report {
     tracking: Option<Vec<tracking::Row>>,
     fresh: Option<fresh::Outcome>,
     keeping: Option<Vec<keeping::Row>>,
+    keeper: Option<keeper::Outcome>,
     targets: Vec<targets::Target>,
 }
 
@@ -106,6 +109,12 @@ fn main() {
     }
     if let Ok(orders) = std::env::var(keeping::CHILD_ENV) {
         keeping::child(&orders);
+    }
+    if let Ok(path) = std::env::var(keeper::KEEPER_ENV) {
+        keeper::keeper_child(&path);
+    }
+    if let Ok(window) = std::env::var(keeper::READER_ENV) {
+        keeper::reader_child(&window);
     }
     let args = parse_args();
     let runs = |section| args.only.is_none_or(|only| only == section);
@@ -133,6 +142,7 @@ fn main() {
         tracking: None,
         fresh: None,
         keeping: None,
+        keeper: None,
         targets: Vec::new(),
     };
     if runs(Section::Cost) {
@@ -164,10 +174,13 @@ fn main() {
         ));
     }
     if runs(Section::Fresh) {
-        report.fresh = fresh::run(if args.quick { 20 } else { 1000 });
+        report.fresh = fresh::run(if args.quick { 20 } else { 1000 }, &[]);
     }
     if runs(Section::Keeping) {
         report.keeping = keeping::run(args.quick);
+    }
+    if runs(Section::Keeper) {
+        report.keeper = keeper::run(args.quick, if args.quick { 20 } else { 1000 });
     }
     report.targets = targets::evaluate(&report);
 
@@ -200,6 +213,10 @@ fn main() {
     }
     if let Some(rows) = &report.keeping {
         keeping::print(rows);
+        println!();
+    }
+    if let Some(outcome) = &report.keeper {
+        keeper::print(outcome);
         println!();
     }
     targets::print(&report.targets);

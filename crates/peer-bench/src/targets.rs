@@ -205,7 +205,60 @@ pub fn evaluate(report: &Report) -> Vec<Target> {
             Goal::AtMost(2.0),
         );
     }
+    if let Some(keeper) = &report.keeper {
+        keeper_targets(keeper, &mut push);
+    }
     targets
+}
+
+/// The keeper's targets: the page's reads as cheap as the process's own,
+/// a fresh process's first read cheap and right, and one keeper costing
+/// the machine no more than one process keeping its own clock.
+fn keeper_targets(
+    keeper: &crate::keeper::Outcome,
+    push: &mut impl FnMut(String, Option<f64>, Goal),
+) {
+    if let Some(one) = keeper.rows.iter().find(|row| row.processes == 1) {
+        push(
+            "keeper: now() on the page / the process's own now()".to_string(),
+            Some(one.page_now_ns / one.own_now_ns),
+            Goal::AtMost(1.05),
+        );
+    }
+    for row in &keeper.rows {
+        push(
+            format!(
+                "keeper: of {} readers, those not on the page",
+                row.processes
+            ),
+            Some((row.processes - row.on_page) as f64),
+            Goal::AtMost(0.0),
+        );
+    }
+    if let Some(row) = keeper.rows.iter().max_by_key(|row| row.processes) {
+        let keeping_one = (row.own_cpu_ms - row.page_cpu_ms) / row.processes as f64;
+        push(
+            format!(
+                "keeper: its CPU / one process's keeping, {} readers",
+                row.processes
+            ),
+            Some(row.keeper_cpu_ms / keeping_one),
+            Goal::AtMost(1.0),
+        );
+    }
+    push(
+        "keeper: first now() of a fresh process on the page, µs".to_string(),
+        keeper.first_now_ns.map(|ns| ns as f64 / 1e3),
+        Goal::AtMost(5.0),
+    );
+    push(
+        "keeper: fresh processes on the page with a now() over 100 ns outside".to_string(),
+        keeper
+            .fresh
+            .as_ref()
+            .map(|fresh| fresh.processes_off as f64),
+        Goal::AtMost(0.0),
+    );
 }
 
 /// Prints the targets that could be computed.

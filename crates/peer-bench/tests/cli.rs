@@ -207,3 +207,35 @@ fn bad_flags_fail_with_one_line() {
         assert!(output.stdout.is_empty());
     }
 }
+
+/// One keeper for the machine: a row for 1 and 10 readers with every
+/// reader on the page, a fresh process's first read and first 50 ms on it,
+/// and the keeper's targets (on Linux x86_64; elsewhere the section says
+/// why it is skipped).
+#[test]
+fn keeper_prints_readers_on_the_page_and_its_targets() {
+    let out = stdout(&["--quick", "--only", "keeper"]);
+    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        assert!(!out.contains("one keeper for the machine"), "{out}");
+        return;
+    }
+    for (processes, on_page) in [(1, "1/1"), (10, "10/10")] {
+        let row = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{processes} |")))
+            .unwrap_or_else(|| panic!("no row for {processes} readers in\n{out}"));
+        assert!(
+            row.contains(on_page),
+            "not every reader read the page: {row}"
+        );
+    }
+    assert!(
+        out.contains("first now() of a fresh process that reads the page"),
+        "{out}"
+    );
+    assert!(out.contains("20 fresh processes on the page"), "{out}");
+    assert!(
+        out.contains("keeper: now() on the page / the process's own now()"),
+        "{out}"
+    );
+}

@@ -7,35 +7,48 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context as _;
+use crate::output;
 
 /// Flags of `timehands keeper`.
 #[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  timehands keeper                               keep the clock in /run/timehands/page
+  timehands keeper --path /tmp/th/page --seconds 10   a private page, for ten seconds
+
+Readers find the page at /run/timehands/page, or where TIMEHANDS_PAGE
+says; `timehands info` in a reader says whether its time comes from it.")]
 pub struct Args {
-    /// The page's file; readers find it there by default, or where
-    /// TIMEHANDS_PAGE says.
+    /// The page's file (its directory is made, mode 0755, if missing).
     #[arg(long, default_value = "/run/timehands/page")]
-    path: PathBuf,
+    pub path: PathBuf,
     /// Stop after this many seconds (0: keep the clock until killed).
-    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
-    seconds: f64,
+    #[arg(long, default_value_t = 0.0, value_parser = seconds, value_name = "SECONDS")]
+    pub seconds: f64,
 }
 
-/// Keeps the clock and publishes it until killed (or for `--seconds`).
+/// A number of seconds, 0 or more.
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds, 0 or more")),
+    }
+}
+
+/// Keeps the clock and publishes it until killed (or for `--seconds`),
+/// saying whenever whether it publishes changes.
 #[cfg(target_arch = "x86_64")]
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    use anyhow::Context as _;
     use std::time::{Duration, Instant};
-    if !(args.seconds >= 0.0 && args.seconds.is_finite()) {
-        anyhow::bail!(
-            "--seconds {}: give a number of seconds, 0 or more",
-            args.seconds
-        );
-    }
     let keeper = timehands::keeper::Keeper::create(&args.path)
-        .with_context(|| format!("cannot make the page {}", args.path.display()))?;
+        .with_context(|| format!("cannot keep the page {}", args.path.display()))?;
     // Under a paravirtual clocksource the TSC waits for this check.
     timehands::check_across_cpus();
-    println!("keeping the clock in {}", keeper.path().display());
+    output::print(&format!(
+        "keeping the clock in {}\n",
+        keeper.path().display()
+    ))?;
     let until =
         (args.seconds > 0.0).then(|| Instant::now() + Duration::from_secs_f64(args.seconds));
     let mut said: Option<String> = None;
@@ -46,7 +59,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             Err(not_yet) => format!("not publishing: {not_yet}"),
         };
         if said.as_ref() != Some(&now) {
-            println!("{now}");
+            output::print(&format!("{now}\n"))?;
             said = Some(now);
         }
     }

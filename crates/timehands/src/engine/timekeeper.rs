@@ -5,7 +5,7 @@ use super::bintime::BinTime;
 use super::counter::Counter;
 use super::line::Line;
 use super::lock::WriterLock;
-#[cfg(feature = "std")]
+#[cfg(all(feature = "std", target_os = "linux", target_arch = "x86_64"))]
 use super::nanos::{NanoSegment, floor_nanos_signed};
 use super::nanos::{floor_nanos, realtime_nanos};
 use super::slot::{Slot, offset, uncoarse};
@@ -34,7 +34,7 @@ pub(crate) enum Due {
 }
 
 /// A hands as [`Timekeeper::promised`] gives it.
-#[cfg(feature = "std")]
+#[cfg(all(feature = "std", target_os = "linux", target_arch = "x86_64"))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Promised {
     /// The line, the longest segment first.
@@ -474,7 +474,7 @@ impl<C: Counter> Timekeeper<C> {
     /// last rate (such a reader cannot stand at the promise: it reads on,
     /// as far as a late windup may come); Realtime's offset (whole ns,
     /// rounded down); and the times at the base and at the end, in ns.
-    #[cfg(feature = "std")]
+    #[cfg(all(feature = "std", target_os = "linux", target_arch = "x86_64"))]
     pub(crate) fn promised(&self) -> Promised {
         let hands = self.current(|slot| slot.hands()).1;
         let end = hands

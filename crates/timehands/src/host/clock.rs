@@ -465,7 +465,7 @@ impl HostClock {
         super::fork_points::point("kernel: asking the NTP state");
         match self.kernel.ntp() {
             Ok(ntp) => {
-                self.leap.store(ntp.leap as u8, Ordering::Relaxed);
+                self.leap.store(ntp.leap.code(), Ordering::Relaxed);
                 // TAI − UTC in step with the Realtime the steering measures.
                 let tai_offset_s = self.kernel.tai_minus_utc().unwrap_or(ntp.tai_offset_s);
                 Some(NtpState {
@@ -482,12 +482,7 @@ impl HostClock {
 
     /// The leap second the kernel said it announced when last asked.
     pub(super) fn leap(&self) -> LeapSecond {
-        match self.leap.load(Ordering::Relaxed) {
-            1 => LeapSecond::Insert,
-            2 => LeapSecond::Delete,
-            3 => LeapSecond::InProgress,
-            _ => LeapSecond::None,
-        }
+        LeapSecond::from_code(u64::from(self.leap.load(Ordering::Relaxed)))
     }
 
     /// What `info` says of a refused NTP state: the refusal, asked again

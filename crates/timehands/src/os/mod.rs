@@ -281,6 +281,25 @@ pub enum LeapSecond {
     InProgress,
 }
 
+impl LeapSecond {
+    /// The leap second as one number, 0 to 3 in the order above: how the
+    /// clock keeps it in an atomic, and the keeper's page in a word.
+    pub(crate) fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The leap second of [`code`](LeapSecond::code) `code` (none for any
+    /// other number).
+    pub(crate) fn from_code(code: u64) -> LeapSecond {
+        match code {
+            1 => LeapSecond::Insert,
+            2 => LeapSecond::Delete,
+            3 => LeapSecond::InProgress,
+            _ => LeapSecond::None,
+        }
+    }
+}
+
 /// What the kernel's NTP state says of its synchronization
 /// (`adjtimex(2)` on Linux, `ntp_gettime(2)` on Apple and the BSDs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,11 +9,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use super::layout::{
-    COUNTER_TSC, FILE_SIZE, Hands, MAGIC, Page, READ_LFENCE_RDTSC, READ_RDTSCP, SLOTS, VERSION,
-    leap_code,
+    COUNTER_TSC, FILE_SIZE, Hands, Header, MAGIC, Page, READ_LFENCE_RDTSC, READ_RDTSCP, SLOTS,
+    Slot, VERSION,
 };
 use crate::host::coarse_limit::COARSE_SLACK;
 use crate::host::counter::HostCounter;
+use crate::host::kernel_clocks::KernelClock;
 use crate::host::process::clock;
 use crate::host::published::READER;
 use crate::hw::OrderedRead;
@@ -75,14 +76,25 @@ impl Keeper {
     /// there (mode 0644: only this user writes it), so that no reader ever
     /// maps a page half made, and readers of an older one find it stale.
     /// This process keeps its own clock from now on.
+    ///
+    /// One keeper a directory: a second one fails, naming the first. A
+    /// process that reads a keeper's page already cannot keep one.
     pub fn create(path: &Path) -> io::Result<Keeper> {
         super::keep_own_clock();
-        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(dir)?;
+        if super::reading().is_some() {
+            return Err(io::Error::other(
+                "this process reads a keeper's page already: a keeper keeps its own clock",
+            ));
         }
+        let dir = path
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)?;
+        lock_directory(dir)?;
         let file_name = path.file_name().ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "the page's path names no file")
         })?;
@@ -117,8 +129,12 @@ impl Keeper {
     /// of the page read it on up to an interval past its promise, and the
     /// next [`publish`](Keeper::publish) winds up.
     pub fn sleep_until_due(&self) {
-        let due = clock().readers_timekeeper().promised().due_nanos;
-        sleep_until(due.saturating_sub(EARLY_NS));
+        let clock = clock();
+        let due = clock.readers_timekeeper().promised().due_nanos;
+        // While the clock starts (its first hands serve 50 µs) and chooses
+        // its counter, no busy loop: a windup a tenth of a millisecond.
+        let soonest = clock.kernel.nanos(KernelClock::Monotonic) + SOONEST_NS;
+        sleep_until(due.saturating_sub(EARLY_NS).max(soonest));
     }
 
     /// Winds the process's clock up (and steers it, when a steering is
@@ -138,7 +154,9 @@ impl Keeper {
         };
         let promised = timekeeper.promised();
         let bound = clock.bound.load();
-        let at_end = bound.at(promised.end_nanos);
+        // With two for the rounding of a read and the kernel's, within the
+        // slack, so that no read of the page is behind a coarse read.
+        let at_end = bound.at(promised.end_nanos).saturating_add(2);
         if at_end > COARSE_SLACK.as_nanos() as u64 {
             return Err(NotYet::Bound(at_end));
         }
@@ -168,12 +186,15 @@ impl Keeper {
             bound_ppb: bound.ppb,
             bound_since: bound.since,
             realtime_uncertainty: clock.realtime_uncertainty.load(Ordering::Relaxed),
-            leap: leap_code(clock.leap()),
+            leap: u64::from(clock.leap().code()),
             base: promised.base,
         });
         Ok(())
     }
 }
+
+/// The least the keeper sleeps between two windups, ns.
+const SOONEST_NS: u64 = 100_000;
 
 /// How long before the due point the keeper winds up: its own reads never
 /// stand at the promise (where it would resume from CLOCK_MONOTONIC), and
@@ -181,13 +202,54 @@ impl Keeper {
 /// wakeup.
 const EARLY_NS: u64 = 1_000_000;
 
+/// Whether a keeper published a hands in the page at `path` that is of
+/// this layout: read as bytes, not mapped, so that the caller's own clock
+/// stays its own (a supervisor, a test, a benchmark that waits for its
+/// keeper).
+pub fn published(path: &Path) -> bool {
+    let Ok(bytes) = fs::read(path) else {
+        return false;
+    };
+    let word = |at: usize| {
+        bytes
+            .get(at..at + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    };
+    let version = word(std::mem::offset_of!(Header, version)) as u32;
+    let newest = word(std::mem::offset_of!(Header, newest)) as usize;
+    let sequence = word(std::mem::offset_of!(Page, slots) + newest * size_of::<Slot>());
+    word(0) == MAGIC && version == VERSION && newest < SLOTS && sequence != 0 && sequence % 2 == 0
+}
+
+/// Takes the keepers' lock of `dir` (a `flock` on the directory itself)
+/// for the rest of this process's life, so that two keepers never rename
+/// pages over each other's readers.
+fn lock_directory(dir: &Path) -> io::Result<()> {
+    let handle = fs::File::open(dir)?;
+    // SAFETY: an open descriptor; flock only locks it.
+    if unsafe { libc::flock(handle.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("another keeper keeps {} already", dir.display()),
+            )
+        } else {
+            e
+        });
+    }
+    // Held until the process exits (its descriptor is closed on exec too).
+    std::mem::forget(handle);
+    Ok(())
+}
+
 /// Sleeps until CLOCK_MONOTONIC reads `ns` (a signal that interrupts the
 /// sleep ends it early: the keeper then publishes early, which is never
 /// wrong, as a read finds no windup due before it is).
 fn sleep_until(ns: u64) {
     let until = libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        tv_sec: (ns / 1_000_000_000) as _,
+        tv_nsec: (ns % 1_000_000_000) as _,
     };
     // SAFETY: a valid timespec; no remainder is asked for.
     unsafe {

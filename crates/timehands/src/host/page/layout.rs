@@ -3,11 +3,16 @@
 //! another language maps the same bytes). Every field is a little-endian
 //! 64- or 32-bit word, read and written as an atomic: the keeper writes
 //! while readers in other processes load.
+// Only Linux on x86_64 maps and writes pages; elsewhere the readers' code
+// compiles against the layout and never finds one.
+#![cfg_attr(
+    not(all(target_os = "linux", target_arch = "x86_64")),
+    allow(dead_code)
+)]
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
 use crate::engine::nanos::NanoSegment;
-use crate::os::LeapSecond;
 
 /// The page's first eight bytes, `timehand` in ASCII.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"timehand");
@@ -24,27 +29,6 @@ pub(crate) const COUNTER_TSC: u32 = 1;
 pub(crate) const READ_RDTSCP: u32 = 1;
 /// [`Header::read`]: the keeper reads the TSC with `lfence; rdtsc`.
 pub(crate) const READ_LFENCE_RDTSC: u32 = 2;
-
-/// The leap second of code `code` in a slot: 0 none, 1 one to insert, 2
-/// one to delete, 3 one being inserted.
-pub(crate) fn leap_second(code: u64) -> LeapSecond {
-    match code {
-        1 => LeapSecond::Insert,
-        2 => LeapSecond::Delete,
-        3 => LeapSecond::InProgress,
-        _ => LeapSecond::None,
-    }
-}
-
-/// [`leap_second`]'s code of `leap`.
-pub(crate) fn leap_code(leap: LeapSecond) -> u64 {
-    match leap {
-        LeapSecond::None => 0,
-        LeapSecond::Insert => 1,
-        LeapSecond::Delete => 2,
-        LeapSecond::InProgress => 3,
-    }
-}
 
 /// The page's first 64 bytes: what it is, and which slot is newest.
 #[repr(C)]
@@ -104,7 +88,8 @@ pub(crate) struct Slot {
     pub(crate) bound_since: AtomicU64,
     /// The bound on Realtime's offset as the keeper measured it, ns.
     pub(crate) realtime_uncertainty: AtomicU64,
-    /// The leap second the kernel announced: [`leap_second`]'s codes.
+    /// The leap second the kernel announced: 0 none, 1 one to insert, 2
+    /// one to delete, 3 one being inserted (`LeapSecond::code`).
     pub(crate) leap: AtomicU64,
     /// The counter reading the hands starts at.
     pub(crate) base: AtomicU64,

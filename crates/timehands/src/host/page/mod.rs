@@ -10,34 +10,37 @@
 //! `layout.rs` lays it out (and `docs/page.md` writes it down for other
 //! languages): a header saying what it is (magic, version, the counter,
 //! the boot), and a ring of hands, each a seqlock over its line as
-//! nanosecond segments up to its promise, the offsets of Realtime,
-//! Boottime and TAI, and the keeper's error bound against
-//! CLOCK_MONOTONIC.
+//! nanosecond segments, the offsets of Realtime, Boottime and TAI, and the
+//! keeper's error bound against CLOCK_MONOTONIC.
 //!
 //! # What the keeper promises
 //!
-//! - It publishes a hands only at or past the due point of the one before
-//!   (its windups are a reader's, when due), so that each agrees with the
-//!   one before up to that one's promise: a reader that read an older
-//!   hands and then a newer one never reads back.
-//! - A hands past whose promise the keeper's own reads would have stood
-//!   starts no earlier than the promise (the engine's `windup_following`).
-//! - Every hands' bound stays within [`COARSE_SLACK`] (50 µs) up to its
-//!   promise; the keeper publishes nothing while its own is wider.
+//! A reader in another process can neither stand at a hands' promise nor
+//! cancel a candidate, as the engine's readers do, so the keeper
+//! (`keeper.rs`) promises instead:
+//!
+//! - It winds up a millisecond before each hands falls due, so that its
+//!   own reads never stand, and publishes each hands' line up to an
+//!   interval past its promise at its last rate: the next hands agrees
+//!   with it over every count a reader could have read it at.
+//! - It publishes no hands that starts behind what readers may have read
+//!   of the one before (a windup so late that its clock resumed from
+//!   CLOCK_MONOTONIC behind it waits until it is past).
+//! - Every hands' bound, up to its end, is within [`COARSE_SLACK`] (50 µs).
 //!
 //! # How a process uses it
 //!
 //! Its first read maps the page (`map.rs`) where it exists, passes the
-//! checks of who may write it, is of this layout and this boot, and agrees
-//! with this process's kernel clocks (a time namespace does not), and then
-//! names it in the readers' word. A read past the newest hands' promise
-//! (the keeper is late, stopped or gone) reads CLOCK_MONOTONIC less the
-//! slack, and never less than the promise: no earlier than any read of
-//! the page before it, and no later than any after it, by the keeper's
-//! promises. A page that stays stale for [`GIVE_UP_AFTER`] is left for the
-//! process's own clock, for good, which by then is past every time the
-//! page gave. Without a page, the process keeps its own clock from its
-//! first read, as a process on a machine with no keeper does.
+//! checks of who may write it and of its layout, and agrees with this
+//! process's kernel clocks (a time namespace does not), and then names it
+//! in the readers' word. A read that no hands covers (the keeper is late,
+//! stopped or gone) reads CLOCK_MONOTONIC less the slack, and never less
+//! than the end of a hands that started by its counter reading: no earlier
+//! than any read of the page before it, and no later than any after it, by
+//! the keeper's promises. A page that stays stale for [`GIVE_UP_AFTER`] is
+//! left for the process's own clock, for good, once that is past every
+//! time the page gave. Without a page, the process keeps its own clock
+//! from its first read, as a process on a machine with no keeper does.
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod keeper;
@@ -52,7 +55,7 @@ use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::time::Duration;
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub use keeper::{Keeper, NotYet};
+pub use keeper::{Keeper, NotYet, published};
 use layout::{Hands, Page};
 
 use super::coarse_limit::COARSE_SLACK;
@@ -272,6 +275,7 @@ pub(super) fn mapping() -> bool {
 
 /// This process keeps its own clock whatever the page (the keeper does: it
 /// would read its own page).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(crate) fn keep_own_clock() {
     if STATE
         .compare_exchange(UNTRIED, MAPPING, Ordering::AcqRel, Ordering::Acquire)
@@ -349,24 +353,36 @@ pub(super) fn read_slow<const REALTIME: bool>(word: usize, count: u64) -> u64 {
     }
 }
 
-/// A read at `count` that no hands covers (the keeper is late, stopped or
-/// gone): CLOCK_MONOTONIC less the slack, and never less than the end of a
-/// hands that started by `count` (one that starts later, published after
-/// this read's counter read, had no read before this one); with Realtime's
-/// offset of the newest of those. After [`GIVE_UP_AFTER`] of it, the page
-/// is left.
+/// A read at `count` that no hands covers. Either the keeper is late,
+/// stopped or gone, and the read is past the end of every hands that
+/// started by `count`: CLOCK_MONOTONIC less the slack, and never less than
+/// those ends (a hands that starts later was published after this read's
+/// counter read, and no read before this one read it), with Realtime's
+/// offset of the newest of them; after [`GIVE_UP_AFTER`] of it, the page is
+/// left. Or the read was preempted between its counter read and its loads
+/// while the keeper published the whole ring anew: every hands starts
+/// after `count`, and the read takes the earliest one's start, as the
+/// engine clamps a count behind its hands' base (no read before it could
+/// give more; none after it can give less).
 fn stale(word: usize, page: &Page, count: u64) -> (u64, i64) {
-    let kernel = crate::os::kernel_nanos(KernelClock::Monotonic).unwrap_or(0);
-    let last = page
-        .slots
+    let hands = page.slots.each_ref().map(layout::Slot::hands);
+    let started = hands
         .iter()
-        .filter_map(layout::Slot::hands)
+        .flatten()
         .filter(|hands| hands.started_by(count))
         .max_by_key(|hands| hands.end_ns);
-    let Some(last) = last else {
-        // No hands to be read whole: not a page any keeper writes.
-        leave(word, kernel);
-        return (kernel.saturating_sub(slack_ns()), 0);
+    let kernel = crate::os::kernel_nanos(KernelClock::Monotonic).unwrap_or(0);
+    let Some(last) = started else {
+        let earliest = hands
+            .iter()
+            .flatten()
+            .filter_map(|hands| Some((hands.nanos_at(hands.base)?, hands.realtime)))
+            .min();
+        return earliest.unwrap_or_else(|| {
+            // No hands to be read whole: not a page any keeper writes.
+            leave(word, kernel);
+            (kernel.saturating_sub(slack_ns()), 0)
+        });
     };
     let vouched = kernel.saturating_sub(slack_ns()).max(last.end_ns);
     if kernel.saturating_sub(last.end_ns) > GIVE_UP_AFTER.as_nanos() as u64 {
@@ -376,9 +392,10 @@ fn stale(word: usize, page: &Page, count: u64) -> (u64, i64) {
 }
 
 /// The slack a stale read takes off CLOCK_MONOTONIC: the widest bound a
-/// page states, and two for the rounding of its read and the kernel's.
+/// page states (with its rounding), and what the coarse clocks take off the
+/// kernel's, so that a stale read is never behind a coarse one.
 pub(super) fn slack_ns() -> u64 {
-    COARSE_SLACK.as_nanos() as u64 + 2
+    COARSE_SLACK.as_nanos() as u64
 }
 
 /// Moves the readers from the page of `word` to the process's own clock,
@@ -421,12 +438,12 @@ pub(super) fn accuracy(page: &Page) -> (u64, u64, crate::os::LeapSecond) {
         Some(hands) if now < hands.end_ns => (
             bound_at(&hands, now),
             hands.realtime_uncertainty,
-            layout::leap_second(hands.leap),
+            crate::os::LeapSecond::from_code(hands.leap),
         ),
         Some(hands) => (
             slack_ns(),
             hands.realtime_uncertainty,
-            layout::leap_second(hands.leap),
+            crate::os::LeapSecond::from_code(hands.leap),
         ),
         None => (slack_ns(), 0, crate::os::LeapSecond::None),
     }

@@ -13,8 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::layout::{FILE_SIZE, Hands, Page, SLOTS};
-use super::{Keeper, Refusal};
+use super::layout::{Hands, Page};
+use super::{Keeper, Refusal, published};
 use crate::engine::nanos::NanoSegment;
 use crate::host::process_tests::{Checker, child_half, report};
 use crate::{ClockId, getres, gettime};
@@ -93,6 +93,13 @@ fn read_for(ms: u64, expect: &str) -> Result<(), String> {
         first.get_or_insert_with(super::describe);
         reads += 1;
         if reads % 1000 == 0 {
+            // A coarse read is never ahead of a precise one after it.
+            let (coarse, precise) = (crate::now_coarse(), crate::now());
+            if coarse > precise {
+                return Err(format!(
+                    "now_coarse() {coarse:?} ahead of now() {precise:?} after it"
+                ));
+            }
             check_against_kernel(ClockId::Realtime, crate::os::KernelClock::Realtime)?;
             check_against_kernel(ClockId::Boottime, crate::os::KernelClock::Boottime)?;
             // Readers that sleep between reads, as most do.
@@ -174,23 +181,6 @@ impl Drop for KeeperProcess {
         self.signal(libc::SIGCONT);
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// Whether the file at `path` holds a published hands, read as bytes (this
-/// process keeps its own clock: it never maps a page).
-fn published(path: &Path) -> bool {
-    let Ok(bytes) = fs::read(path) else {
-        return false;
-    };
-    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
-    if bytes.len() < FILE_SIZE {
-        return false;
-    }
-    let newest = word(48) as usize;
-    newest < SLOTS && {
-        let sequence = word(size_of::<super::layout::Header>() + newest * 256);
-        sequence != 0 && sequence % 2 == 0
     }
 }
 
@@ -595,4 +585,18 @@ fn every_refusal_is_kept_in_one_word() {
     ] {
         assert_eq!(Refusal::from_code(refusal.code()), refusal);
     }
+}
+
+#[test]
+fn a_second_keeper_of_a_directory_is_refused_with_the_reason() {
+    let dir = PageDir::new("second");
+    let _first = KeeperProcess::start(&dir.page());
+    let second = Keeper::create(&dir.page())
+        .err()
+        .expect("a second keeper is refused");
+    assert_eq!(second.kind(), std::io::ErrorKind::AlreadyExists);
+    assert!(
+        second.to_string().contains("another keeper keeps"),
+        "{second}"
+    );
 }
