@@ -72,6 +72,7 @@ impl fmt::Display for Facts {
         for what in &info.refused {
             writeln!(f, "refused      {what}")?;
         }
+        writeln!(f, "time from    {}", info.keeper)?;
         writeln!(
             f,
             "offset       {} ns ({} minus ours)",

@@ -25,6 +25,8 @@ pub enum Subcommand {
     Signals,
     /// `timehands callers`.
     Callers,
+    /// `timehands keeper`.
+    Keeper,
 }
 
 /// The one line a subcommand that needs Linux prints on `os` (a name as
@@ -47,6 +49,10 @@ pub fn refusal(subcommand: Subcommand, os: &str) -> String {
         Subcommand::Callers => (
             "callers",
             "it reads each process's threads, their policies and its limits from /proc and RLIMIT_RTPRIO",
+        ),
+        Subcommand::Keeper => (
+            "keeper",
+            "its page lives in /run and its readers map it with mmap and check it against /proc's boot id",
         ),
     };
     format!("{name} needs Linux ({needs}); this is {os}: run it on a Linux machine")
@@ -96,6 +102,8 @@ stub!(load, Load);
 stub!(signals, Signals);
 #[cfg(not(target_os = "linux"))]
 stub!(callers, Callers);
+#[cfg(not(target_os = "linux"))]
+stub!(keeper, Keeper);
 
 #[cfg(test)]
 mod tests {
@@ -118,6 +126,10 @@ mod tests {
         assert_eq!(
             refusal(Subcommand::Callers, "macos"),
             "callers needs Linux (it reads each process's threads, their policies and its limits from /proc and RLIMIT_RTPRIO); this is macos: run it on a Linux machine"
+        );
+        assert_eq!(
+            refusal(Subcommand::Keeper, "windows"),
+            "keeper needs Linux (its page lives in /run and its readers map it with mmap and check it against /proc's boot id); this is windows: run it on a Linux machine"
         );
     }
 }

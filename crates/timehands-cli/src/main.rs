@@ -18,6 +18,8 @@ mod interrupt;
 #[cfg(target_os = "linux")]
 mod callers;
 #[cfg(target_os = "linux")]
+mod keeper;
+#[cfg(target_os = "linux")]
 mod latency;
 #[cfg(any(not(target_os = "linux"), test))]
 mod linux_only;
@@ -26,7 +28,7 @@ mod load;
 #[cfg(target_os = "linux")]
 mod signals;
 #[cfg(not(target_os = "linux"))]
-use linux_only::{callers, latency, load, signals};
+use linux_only::{callers, keeper, latency, load, signals};
 mod output;
 mod plot;
 mod progress;
@@ -73,7 +75,8 @@ Examples:
   timehands info --json       the same as one JSON document
   timehands discipline        PPS and NTP discipline in simulation, beside a hardpps model
   timehands signals           every clock read in SIGPROF handlers: processes that hang (Linux)
-  timehands callers           the clock as each kind of reading thread finds it (Linux)";
+  timehands callers           the clock as each kind of reading thread finds it (Linux)
+  timehands keeper            keep the clock for the machine in /run/timehands/page (Linux)";
 
 #[derive(Subcommand)]
 enum Command {
@@ -120,6 +123,9 @@ enum Command {
     /// be, from chronyd, ClockBound or the kernel, with ClockBound's own
     /// beside them where its daemon runs; --bench: their costs.
     Bounds(bounds::Args),
+    /// One keeper for the machine: keeps the clock and publishes it in a
+    /// page every process here reads with loads (Linux, x86_64).
+    Keeper(keeper::Args),
 }
 
 fn main() -> ExitCode {
@@ -142,6 +148,7 @@ fn main() -> ExitCode {
         Some(Command::Signals(args)) => signals::run(&args),
         Some(Command::Callers(args)) => callers::run(&args),
         Some(Command::Bounds(args)) => bounds::run(&args),
+        Some(Command::Keeper(args)) => keeper::run(&args),
         None => report::run(&cli.report),
     };
     match result {

@@ -88,6 +88,21 @@ mod hw;
 mod os;
 #[cfg(feature = "std")]
 pub mod sys;
+/// One keeper for the machine: the process that publishes the clock in a
+/// page every process on the machine reads (Linux on x86_64).
+///
+/// `timehands keeper` runs it. A process whose first read finds the page
+/// (at `/run/timehands/page`, or where `TIMEHANDS_PAGE` says) good reads
+/// the time from it with the TSC and loads, and keeps no clock of its own;
+/// where there is none, or it is stale, of another version or boot,
+/// writable by others, or off this process's kernel clocks, the process
+/// keeps its own clock as it would with no keeper.
+/// [`info`](crate::info()) says which, and why. The page's layout is
+/// written down in the repository's `docs/page.md`.
+#[cfg(all(feature = "std", target_os = "linux", target_arch = "x86_64"))]
+pub mod keeper {
+    pub use crate::host::page::{Keeper, NotYet};
+}
 #[cfg(feature = "tracing")]
 pub mod tracing_time;
 

@@ -69,22 +69,30 @@ impl Line {
 
     /// The line from its base up to a windup due (`interval` counts), as
     /// nanosecond segments on a counter of `mask` where realtime (uptime
-    /// plus `boottime_nanos`) fits a `u64` too, the longer first. The line
-    /// has up to three straight pieces there (before the switch point, the
-    /// slew, after it); pieces at the same rate are one segment, and counts
-    /// in a third piece (a slew that ends in the interval after one that
-    /// starts: never, as a plan lasts an interval) take the exact path. Up
-    /// to the due point a read needs no promise check: the promise is at
-    /// least an interval long.
+    /// plus `boottime_nanos`) fits a `u64` too, the longer first: the two
+    /// longest of its [`pieces`](Line::pieces) up to there. Counts in a
+    /// third piece (a slew that ends in the interval after one that starts:
+    /// never, as a plan lasts an interval) take the exact path. Up to the
+    /// due point a read needs no promise check: the promise is at least an
+    /// interval long.
     pub(super) fn segments(
         &self,
         interval: u64,
         mask: u64,
         boottime_nanos: i64,
     ) -> [NanoSegment; 2] {
-        let switch = self.switch.min(interval);
-        let slew_end = self.slew_end().map_or(interval, |end| end.min(interval));
-        let bounds = [0, switch, slew_end, interval];
+        let [first, second, _] = self.pieces(interval, mask, boottime_nanos);
+        [first, second]
+    }
+
+    /// The line from its base up to `end` counts, as nanosecond segments
+    /// (see [`segments`](Line::segments)), every straight piece of it, the
+    /// longest first: before the switch point, the slew, after it; empty
+    /// pieces left out and neighbours at the same rate joined.
+    pub(super) fn pieces(&self, end: u64, mask: u64, boottime_nanos: i64) -> [NanoSegment; 3] {
+        let switch = self.switch.min(end);
+        let slew_end = self.slew_end().map_or(end, |slew_end| slew_end.min(end));
+        let bounds = [0, switch, slew_end, end];
         let scales = [self.scale_before, self.scale_after, self.settled];
         // The pieces (from, to, scale), with the empty ones left out and
         // neighbours at the same rate joined.
@@ -104,7 +112,7 @@ impl Line {
         }
         let pieces = &mut pieces[..count];
         pieces.sort_unstable_by_key(|&(from, to, _)| core::cmp::Reverse(to - from));
-        let mut segments = [NanoSegment::NONE; 2];
+        let mut segments = [NanoSegment::NONE; 3];
         for (segment, &(from, to, scale)) in segments.iter_mut().zip(pieces.iter()) {
             let start = self.base.wrapping_add(from) & mask;
             *segment = NanoSegment::new(start, to - from, self.uptime_at(from), scale, mask)

@@ -118,13 +118,18 @@ impl NanoSegment {
         if count.wrapping_sub(self.start) >= self.len {
             return None;
         }
+        Some(self.line_at(count))
+    }
+
+    /// The segment's line at `count`, covered or not, modulo 2^64 ns: the
+    /// multiply-add alone.
+    #[inline(always)]
+    pub fn line_at(&self, count: u64) -> u64 {
         // Below 2^128: (2^64 - 1)^2 + 2^64 - 1 < 2^128.
         let low = count as u128 * self.slope_lo as u128 + self.origin_lo as u128;
-        Some(
-            self.origin_hi
-                .wrapping_add(count.wrapping_mul(self.slope_hi))
-                .wrapping_add((low >> 64) as u64),
-        )
+        self.origin_hi
+            .wrapping_add(count.wrapping_mul(self.slope_hi))
+            .wrapping_add((low >> 64) as u64)
     }
 }
 

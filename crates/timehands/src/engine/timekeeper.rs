@@ -5,6 +5,8 @@ use super::bintime::BinTime;
 use super::counter::Counter;
 use super::line::Line;
 use super::lock::WriterLock;
+#[cfg(feature = "std")]
+use super::nanos::{NanoSegment, floor_nanos_signed};
 use super::nanos::{floor_nanos, realtime_nanos};
 use super::slot::{Slot, offset, uncoarse};
 use super::state::{MAX_HANDS, PENDING, RETIRED, slot_index, ticket};
@@ -29,6 +31,25 @@ pub(crate) enum Due {
     /// gives it until the counter is retired (see
     /// [`went_back`](Timekeeper::went_back)).
     Standing,
+}
+
+/// A hands as [`Timekeeper::promised`] gives it.
+#[cfg(feature = "std")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Promised {
+    /// The line, the longest segment first.
+    pub(crate) segments: [NanoSegment; 3],
+    /// Realtime − uptime, in whole ns rounded down.
+    pub(crate) realtime_nanos: i64,
+    /// The counter reading the hands starts at.
+    pub(crate) base: u64,
+    /// Uptime there, ns.
+    pub(crate) base_nanos: u64,
+    /// Uptime where the segments end, ns.
+    pub(crate) end_nanos: u64,
+    /// Uptime where a windup falls due, ns: a windup interval past the
+    /// base.
+    pub(crate) due_nanos: u64,
 }
 
 /// The timekeeper: a counter, a ring of timehands, and the clocks read from them.
@@ -444,6 +465,34 @@ impl<C: Counter> Timekeeper<C> {
     #[inline]
     pub(crate) fn realtime_offset_nanos(&self) -> i64 {
         self.current(offset::<true>).1
+    }
+
+    /// The current hands as a reader without this timekeeper takes it (one
+    /// in another process, through the keeper's page): its line in
+    /// nanosecond segments, the longest first, none where Realtime would
+    /// not fit a `u64`, up to its promise and an interval past it at its
+    /// last rate (such a reader cannot stand at the promise: it reads on,
+    /// as far as a late windup may come); Realtime's offset (whole ns,
+    /// rounded down); and the times at the base and at the end, in ns.
+    #[cfg(feature = "std")]
+    pub(crate) fn promised(&self) -> Promised {
+        let hands = self.current(|slot| slot.hands()).1;
+        let end = hands
+            .line
+            .switch
+            .saturating_add(self.interval)
+            .saturating_add(self.interval);
+        let realtime = floor_nanos_signed(hands.boottime);
+        Promised {
+            segments: realtime.map_or([NanoSegment::NONE; 3], |offset| {
+                hands.line.pieces(end, self.mask, offset)
+            }),
+            realtime_nanos: realtime.unwrap_or(0),
+            base: hands.line.base,
+            base_nanos: floor_nanos(hands.line.uptime_at(0)),
+            end_nanos: floor_nanos(hands.line.uptime_at(end)),
+            due_nanos: floor_nanos(hands.line.uptime_at(self.interval)),
+        }
     }
 
     /// What the writer has done so far. Waits for a windup in progress.

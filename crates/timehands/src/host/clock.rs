@@ -21,7 +21,7 @@ use super::choice::{Choice, KeptVerdicts, Verdict};
 use super::coarse_limit::coarse_slack_until;
 use super::counter::HostCounter;
 use super::life::{Facts, Life};
-use super::published::{COARSE, NOT_STARTED, READER, reader_timekeeper};
+use super::published::{COARSE, READER, own_timekeeper};
 use super::stated_bound::StatedBound;
 use crate::engine::Writes;
 use crate::engine::nanos::floor_nanos_signed;
@@ -419,10 +419,7 @@ impl HostClock {
     /// that sees a value published from it and then reads `now()` reads the
     /// same timekeeper or a later one).
     pub(super) fn readers_timekeeper(&self) -> &Timekeeper<HostCounter> {
-        match READER.load(Ordering::Acquire) {
-            NOT_STARTED => self.timekeeper(),
-            word => reader_timekeeper(word),
-        }
+        own_timekeeper(READER.load(Ordering::Acquire)).unwrap_or_else(|| self.timekeeper())
     }
 
     /// Follows TAI, with `realtime_ns` the Realtime − Monotonic offset the

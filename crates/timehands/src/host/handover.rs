@@ -26,6 +26,7 @@ use super::clock::{
 use super::counter::HostCounter;
 use super::fork_points::point;
 use super::life::{Facts, Pending, Successor};
+use super::page::PAGE;
 use super::published::{READER, reader_word};
 use super::text::text;
 use crate::engine::nanos::floor_nanos;
@@ -174,11 +175,15 @@ impl HostClock {
     }
 
     /// Readers of the process's clock, then the clock itself, move to the
-    /// timekeeper of `stage`, before anything of it is published.
+    /// timekeeper of `stage`, before anything of it is published. Readers
+    /// of the keeper's page stay on it: they leave it for this clock only
+    /// when it goes stale (`page/mod.rs`).
     fn move_readers(&'static self, stage: usize) {
         let successor = self.stages[stage].get().expect("a successor is set");
         if self.publishes {
-            READER.store(reader_word(successor), Ordering::Release);
+            let _ = READER.fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+                (word & PAGE == 0).then_some(reader_word(successor))
+            });
         }
         self.stage.store(stage, Ordering::Release);
     }

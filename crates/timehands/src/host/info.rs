@@ -40,8 +40,14 @@ pub fn getres(id: ClockId) -> Resolution {
     // While the clock starts on another thread (or on this one, in the
     // code a signal handler interrupted), reads ask the kernel: its
     // nanoseconds, to the nanosecond.
-    let (tick, accuracy, realtime_uncertainty, leap) = match try_clock() {
-        Some(clock) => (
+    let (tick, accuracy, realtime_uncertainty, leap) = match (super::page::reading(), try_clock()) {
+        // The keeper's page: its bound, read with loads. (Its coarse
+        // clocks are the kernel's, as the process's own clock keeps them.)
+        (Some(page), _) => {
+            let (accuracy, realtime_uncertainty, leap) = super::page::accuracy(page);
+            (1, accuracy, realtime_uncertainty, leap)
+        }
+        (None, Some(clock)) => (
             tick_ns(clock.timekeeper()),
             {
                 // A clock whose counter stopped never falls due: asked
@@ -52,7 +58,7 @@ pub fn getres(id: ClockId) -> Resolution {
             clock.realtime_uncertainty.load(Ordering::Relaxed),
             clock.leap(),
         ),
-        None => (1, 0, 0, LeapSecond::None),
+        (None, None) => (1, 0, 0, LeapSecond::None),
     };
     let tick = Duration::from_nanos(tick);
     // The bound grows from the last measurement at the rate's uncertainty;
@@ -188,6 +194,10 @@ pub struct Info {
     /// under seccomp, or an OS whose state is not read), asked once, and
     /// what the clock does instead.
     pub refused: Vec<String>,
+    /// Where the process's time comes from: the keeper's page (see
+    /// [`keeper`](crate::keeper)), or its own clock and why not the page
+    /// (none here, stale, refused, left).
+    pub keeper: String,
     /// The bounds on real time against UTC ([`realtime_bounds`](crate::realtime_bounds)),
     /// or why there are none (the kernel is not synchronized). In JSON, the
     /// bounds, or `{"error": "..."}`.
@@ -226,6 +236,8 @@ pub(super) fn bounds_or_error<S: serde::Serializer>(
 /// async-signal-safe, unlike the reads: it allocates its report, and waits
 /// for the clock's locks.
 pub fn info() -> Info {
+    // A first read finds the keeper's page, if there is one to read.
+    crate::now();
     let clock = clock();
     clock.wait_for_choice();
     let Facts {
@@ -278,6 +290,7 @@ pub fn info() -> Info {
         reader_windups: clock.reader_windups.load(Ordering::Relaxed),
         standing_reads: clock.standing_reads.load(Ordering::Relaxed),
         refused: clock.ntp_refusal().into_iter().collect(),
+        keeper: super::page::describe(),
         realtime_bounds: crate::realtime_bounds(),
     }
 }

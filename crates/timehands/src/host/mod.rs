@@ -152,6 +152,7 @@ mod fork_points;
 mod handover;
 mod info;
 mod life;
+pub(crate) mod page;
 // The clock under fork(), SIGSTOP and a sandbox: where those exist.
 mod process;
 #[cfg(all(test, unix))]

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use super::clock::HostClock;
 use super::fork_points::point;
 use super::life::Life;
-use super::published::{NOT_STARTED, READER, publish_first_reader_word, reader_timekeeper};
+use super::published::{READER, own_timekeeper, publish_first_reader_word};
 use super::steer::Steering;
 
 /// Whether the handlers are registered.
@@ -126,9 +126,7 @@ fn forget_writers(clock: &HostClock) {
     // The readers' word and the stage agree (a hand-over moves both under
     // the steering lock, which the fork waited for); the stage is taken
     // from the word all the same, as readers use it.
-    let word = READER.load(Ordering::Relaxed);
-    if word != NOT_STARTED {
-        let readers = reader_timekeeper(word);
+    if let Some(readers) = own_timekeeper(READER.load(Ordering::Relaxed)) {
         if let Some(stage) = clock
             .stages
             .iter()
@@ -188,6 +186,10 @@ fn start_clock() -> Option<&'static HostClock> {
     if STARTING.swap(true, Ordering::AcqRel) {
         return CLOCK.get();
     }
+    // A process that reads the keeper's page reads it whatever started the
+    // clock (a coarse read, `info`): the clock built below is the one it
+    // falls back to.
+    super::read::read_page_at_start();
     point("start: building the clock");
     let clock = CLOCK.get_or_init(|| HostClock {
         publishes: true,

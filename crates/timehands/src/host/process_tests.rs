@@ -56,18 +56,18 @@ fn kernel_now() -> u64 {
 
 /// A read of ours checked against CLOCK_MONOTONIC read before and after it,
 /// with the bound `getres` stated just before; and against the last read.
-struct Checker {
+pub(super) struct Checker {
     last: u64,
     worst: i64,
 }
 
 impl Checker {
-    fn new() -> Checker {
+    pub(super) fn new() -> Checker {
         Checker { last: 0, worst: 0 }
     }
 
     /// One bracketed read: its time, or what is wrong with it.
-    fn read(&mut self) -> Result<u64, String> {
+    pub(super) fn read(&mut self) -> Result<u64, String> {
         // The bound at the moment of the read lies between the bounds stated
         // before and after it (a steering or a hand-over may change it).
         let stated = || getres(ClockId::Monotonic).accuracy.as_nanos() as u64;
@@ -383,7 +383,7 @@ fn first_100_ms() -> Result<(), String> {
 }
 
 /// Runs the child half with `plan` (and `env`), with its output piped.
-fn child_half(half: &str, plan: &str, env: &[(&str, &str)]) -> Command {
+pub(super) fn child_half(half: &str, plan: &str, env: &[(&str, &str)]) -> Command {
     let mut command = this_binary();
     command
         .args([
@@ -396,7 +396,10 @@ fn child_half(half: &str, plan: &str, env: &[(&str, &str)]) -> Command {
         .env(PLAN, plan)
         .env_remove(PAUSE_AT)
         .env_remove(SIGNAL_AT)
-        .env_remove("TIMEHANDS_COUNTER");
+        .env_remove("TIMEHANDS_COUNTER")
+        // A keeper that runs on this machine is not the one a test means:
+        // a test that means one names its page.
+        .env("TIMEHANDS_PAGE", "/nonexistent/timehands/page");
     for (key, value) in env {
         command.env(key, value);
     }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::coarse_limit::CoarseLimit;
 use super::counter::HostCounter;
+use super::page::PAGE;
 use crate::Timekeeper;
 #[cfg(target_arch = "x86_64")]
 use crate::hw;
@@ -46,7 +47,8 @@ pub(super) fn reader_word(timekeeper: &'static Timekeeper<HostCounter>) -> usize
 }
 
 /// The readers' word for `timekeeper` at the clock's start, unless one is
-/// published already (a failover moved the readers on).
+/// published already (a failover moved the readers on, or the process reads
+/// the keeper's page).
 pub(super) fn publish_first_reader_word(timekeeper: &'static Timekeeper<HostCounter>) {
     let _ = READER.compare_exchange(
         NOT_STARTED,
@@ -56,10 +58,16 @@ pub(super) fn publish_first_reader_word(timekeeper: &'static Timekeeper<HostCoun
     );
 }
 
-/// The timekeeper a readers' word other than 0 names.
+/// The process's own timekeeper a readers' word names: `None` before the
+/// clock starts, and while the process reads the keeper's page.
+pub(super) fn own_timekeeper(word: usize) -> Option<&'static Timekeeper<HostCounter>> {
+    (word & HOW != NOT_STARTED && word & PAGE == 0).then(|| reader_timekeeper(word))
+}
+
+/// The timekeeper a readers' word other than 0, and not the page's, names.
 #[inline(always)]
 pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter> {
-    debug_assert!(word & HOW != NOT_STARTED);
+    debug_assert!(word & HOW != NOT_STARTED && word & PAGE == 0);
     // SAFETY: a word other than 0 is made by `reader_word` from a
     // `&'static` timekeeper of the process's clock (one of its stages,
     // inside the `CLOCK` static, never moved or dropped).

@@ -7,9 +7,10 @@ use std::time::Duration;
 use super::clock::HostClock;
 use super::coarse_limit::COARSE_SLACK;
 use super::counter::HostCounter;
+use super::page::{self, PAGE};
 use super::process::{clock, try_clock};
 use super::published::{
-    COARSE, COUNTER_READ, HOW, NOT_STARTED, READER, SECOND_HINTS, STAND_IN_FLOOR,
+    COARSE, COUNTER_READ, HOW, NOT_STARTED, READER, SECOND_HINTS, STAND_IN_FLOOR, own_timekeeper,
     publish_first_reader_word, reader_timekeeper,
 };
 #[cfg(target_arch = "x86_64")]
@@ -29,14 +30,25 @@ use crate::{Counter, Timekeeper};
 pub(super) fn read_nanos<const REALTIME: bool, const ORDERED: bool>() -> u64 {
     match read_nanos_fast::<REALTIME, ORDERED, true>() {
         Ok(ns) => ns,
-        Err(Some((timekeeper, count))) => read_nanos_slow::<REALTIME, ORDERED>(timekeeper, count),
-        Err(None) => start_and_read::<REALTIME, ORDERED>(),
+        Err(LongWay::Own(timekeeper, count)) => {
+            read_nanos_slow::<REALTIME, ORDERED>(timekeeper, count)
+        }
+        Err(LongWay::Page(word, count)) => page::read_slow::<REALTIME>(word, count),
+        Err(LongWay::NotStarted) => start_and_read::<REALTIME, ORDERED>(),
     }
 }
 
-/// What a read that the common case does not cover passes on: the
-/// timekeeper and the counter reading, or `None` before the clock starts.
-pub(super) type LongWay = Option<(&'static Timekeeper<HostCounter>, u64)>;
+/// What a read that the common case does not cover passes on.
+pub(super) enum LongWay {
+    /// The clock has not started (or, without a counter call, runs on a
+    /// counter read by a call).
+    NotStarted,
+    /// The process's own timekeeper, and the counter reading.
+    Own(&'static Timekeeper<HostCounter>, u64),
+    /// The keeper's page, as its readers' word names it, and the counter
+    /// reading.
+    Page(usize, u64),
+}
 
 /// The common case of [`read_nanos`], once the clock runs: one load of the
 /// readers' word, the counter read it names, and the engine's segment of the
@@ -62,30 +74,36 @@ fn read_nanos_fast_at_tsc<const REALTIME: bool, const ORDERED: bool, const COUNT
     let word = READER.load(Ordering::Acquire);
     let how = word & HOW;
     if how == NOT_STARTED || (!COUNTER_CALL && how == COUNTER_READ) {
-        return Err(None);
+        return Err(LongWay::NotStarted);
     }
-    let timekeeper = reader_timekeeper(word);
     let count = match how {
         #[cfg(target_arch = "x86_64")]
         RDTSCP | LFENCE_RDTSC if !ORDERED => hw::rdtsc(),
         // SAFETY: the word says RDTSCP only for a TSC read with rdtscp,
-        // which its constructor found the CPU has.
+        // which its constructor (or the page's mapping) found the CPU has.
         #[cfg(target_arch = "x86_64")]
         RDTSCP => unsafe { hw::read_tsc_ordered(hw::OrderedRead::Rdtscp) },
         // SAFETY: `lfence; rdtsc` runs on every x86_64 CPU.
         #[cfg(target_arch = "x86_64")]
         LFENCE_RDTSC => unsafe { hw::read_tsc_ordered(hw::OrderedRead::LfenceRdtsc) },
-        _ => sample::<ORDERED>(timekeeper.counter()),
+        _ => sample::<ORDERED>(reader_timekeeper(word).counter()),
     };
     let tsc = match how {
         #[cfg(target_arch = "x86_64")]
         RDTSCP | LFENCE_RDTSC => Some(count),
         _ => None,
     };
+    if word & PAGE != 0 {
+        return page::page_of(word)
+            .nanos_at::<REALTIME>(count)
+            .map(|ns| (ns, tsc))
+            .ok_or(LongWay::Page(word, count));
+    }
+    let timekeeper = reader_timekeeper(word);
     timekeeper
         .nanos_at::<REALTIME>(count)
         .map(|ns| (ns, tsc))
-        .ok_or(Some((timekeeper, count)))
+        .ok_or(LongWay::Own(timekeeper, count))
 }
 
 /// The counter's read, ordered or not.
@@ -180,18 +198,36 @@ fn stand_in(clock: &HostClock, stood: u64) -> u64 {
     vouched.max(STAND_IN_FLOOR.fetch_max(vouched, Ordering::AcqRel))
 }
 
-/// The first read: starts the clock (which publishes the readers' word),
-/// and reads; or, while a start is under way that it cannot wait for, asks
-/// the kernel ([`kernel_read`]).
+/// The first read: maps the keeper's page where it is good, or starts the
+/// clock (either publishes the readers' word), and reads; or, while a
+/// start is under way that it cannot wait for, asks the kernel
+/// ([`kernel_read`]).
 #[cold]
 #[inline(never)]
 pub(super) fn start_and_read<const REALTIME: bool, const ORDERED: bool>() -> u64 {
+    if read_page_at_start() {
+        return read_nanos::<REALTIME, ORDERED>();
+    }
+    if page::mapping() {
+        // No later read of the page is earlier: it states at most the slack.
+        return kernel_read::<REALTIME>().saturating_sub(page::slack_ns());
+    }
     let Some(clock) = try_clock() else {
         return kernel_read::<REALTIME>();
     };
     // Another thread may be starting it, and not have published it yet.
     publish_first_reader_word(clock.timekeeper());
     read_nanos::<REALTIME, ORDERED>()
+}
+
+/// Names the keeper's page in the readers' word, where this is the
+/// process's first try of it and the page is good: whether it did.
+pub(super) fn read_page_at_start() -> bool {
+    page::start().is_some_and(|word| {
+        READER
+            .compare_exchange(NOT_STARTED, word, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    })
 }
 
 /// A read while the clock starts, on a thread that cannot wait for the
@@ -325,12 +361,18 @@ fn less_slack(seconds: u64, nanos: u32) -> Duration {
 #[inline(never)]
 fn realtime_coarse_long_way() -> Duration {
     let monotonic = coarse_nanos();
-    match READER.load(Ordering::Acquire) {
-        NOT_STARTED => Duration::from_nanos(kernel_gettime_nanos(ClockId::RealtimeCoarse)),
-        word => split_near(
-            monotonic.saturating_add_signed(reader_timekeeper(word).realtime_offset_nanos()),
-            &SECOND_HINTS[1],
-        ),
+    match realtime_offset(READER.load(Ordering::Acquire)) {
+        None => Duration::from_nanos(kernel_gettime_nanos(ClockId::RealtimeCoarse)),
+        Some(offset) => split_near(monotonic.saturating_add_signed(offset), &SECOND_HINTS[1]),
+    }
+}
+
+/// Realtime − Monotonic in ns as the readers of `word` have it (the
+/// page's, or the process's timekeeper's); `None` before the clock starts.
+fn realtime_offset(word: usize) -> Option<i64> {
+    match page::reading_of(word) {
+        Some(page) => Some(page::offsets(page).realtime),
+        None => own_timekeeper(word).map(Timekeeper::realtime_offset_nanos),
     }
 }
 
@@ -441,12 +483,11 @@ pub fn gettime(id: ClockId) -> Duration {
         ClockId::MonotonicCoarse => coarse_duration(),
         ClockId::RealtimeCoarse => realtime_coarse(),
         ClockId::Tai => {
-            let Some(clock) = try_clock() else {
+            let Some(tai) = tai_offset() else {
                 return Duration::from_nanos(kernel_gettime_nanos(ClockId::Tai));
             };
             // TAI is Monotonic moved by one offset; its second is
             // Monotonic's hint moved by as many seconds.
-            let tai = clock.tai();
             let second = SECOND_HINTS[0].load(Ordering::Relaxed);
             split_at(
                 tai_nanos(tai),
@@ -509,8 +550,11 @@ pub(super) fn realtime_with_second() -> (u64, u64) {
 pub(super) fn realtime_with_second_and_tsc() -> (u64, u64, Option<u64>) {
     let (ns, tsc) = match read_nanos_fast_at_tsc::<true, true, true>() {
         Ok(read) => read,
-        Err(Some((timekeeper, count))) => (read_nanos_slow::<true, true>(timekeeper, count), None),
-        Err(None) => (start_and_read::<true, true>(), None),
+        Err(LongWay::Own(timekeeper, count)) => {
+            (read_nanos_slow::<true, true>(timekeeper, count), None)
+        }
+        Err(LongWay::Page(word, count)) => (page::read_slow::<true>(word, count), None),
+        Err(LongWay::NotStarted) => (start_and_read::<true, true>(), None),
     };
     (ns, SECOND_HINTS[1].load(Ordering::Relaxed), tsc)
 }
@@ -549,9 +593,28 @@ pub(super) fn tai_nanos(tai: i64) -> u64 {
     read_nanos::<false, true>().saturating_add_signed(tai)
 }
 
+/// TAI − Monotonic in ns: the page's where the process reads it, the
+/// clock's otherwise; `None` while the clock starts.
+fn tai_offset() -> Option<i64> {
+    match page::reading() {
+        Some(page) => Some(page::offsets(page).tai),
+        None => try_clock().map(HostClock::tai),
+    }
+}
+
 /// The nanoseconds of the clocks other than Monotonic and Realtime.
 #[inline(never)]
 pub(super) fn gettime_nanos_other(id: ClockId) -> u64 {
+    if let Some(page) = page::reading() {
+        let offsets = page::offsets(page);
+        match id {
+            ClockId::Boottime => {
+                return read_nanos::<false, true>().saturating_add_signed(offsets.boottime);
+            }
+            ClockId::Tai => return tai_nanos(offsets.tai),
+            _ => {}
+        }
+    }
     let Some(clock) = try_clock() else {
         return kernel_gettime_nanos(id);
     };

@@ -1,0 +1,301 @@
+//! The page as it lies in memory: a header, and a ring of hands each
+//! with a seqlock, laid out as `docs/page.md` writes down (a reader in
+//! another language maps the same bytes). Every field is a little-endian
+//! 64- or 32-bit word, read and written as an atomic: the keeper writes
+//! while readers in other processes load.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+
+use crate::engine::nanos::NanoSegment;
+use crate::os::LeapSecond;
+
+/// The page's first eight bytes, `timehand` in ASCII.
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"timehand");
+/// The layout this file describes. A keeper never changes a page's
+/// version in place: a new layout is a new file, renamed over the old.
+pub(crate) const VERSION: u32 = 1;
+/// Hands in the ring.
+pub(crate) const SLOTS: usize = 4;
+/// The file's size: one page of memory.
+pub(crate) const FILE_SIZE: usize = 4096;
+/// [`Header::counter`]: the x86_64 time-stamp counter.
+pub(crate) const COUNTER_TSC: u32 = 1;
+/// [`Header::read`]: the keeper reads the TSC with `rdtscp`.
+pub(crate) const READ_RDTSCP: u32 = 1;
+/// [`Header::read`]: the keeper reads the TSC with `lfence; rdtsc`.
+pub(crate) const READ_LFENCE_RDTSC: u32 = 2;
+
+/// The leap second of code `code` in a slot: 0 none, 1 one to insert, 2
+/// one to delete, 3 one being inserted.
+pub(crate) fn leap_second(code: u64) -> LeapSecond {
+    match code {
+        1 => LeapSecond::Insert,
+        2 => LeapSecond::Delete,
+        3 => LeapSecond::InProgress,
+        _ => LeapSecond::None,
+    }
+}
+
+/// [`leap_second`]'s code of `leap`.
+pub(crate) fn leap_code(leap: LeapSecond) -> u64 {
+    match leap {
+        LeapSecond::None => 0,
+        LeapSecond::Insert => 1,
+        LeapSecond::Delete => 2,
+        LeapSecond::InProgress => 3,
+    }
+}
+
+/// The page's first 64 bytes: what it is, and which slot is newest.
+#[repr(C)]
+pub(crate) struct Header {
+    /// [`MAGIC`].
+    pub(crate) magic: AtomicU64,
+    /// [`VERSION`].
+    pub(crate) version: AtomicU32,
+    /// Bytes of the layout ([`size_of::<Page>`]).
+    pub(crate) size: AtomicU32,
+    /// The counter the segments are on: [`COUNTER_TSC`].
+    pub(crate) counter: AtomicU32,
+    /// How the keeper reads it ([`READ_RDTSCP`], [`READ_LFENCE_RDTSC`]): a
+    /// reader on the same machine may read it so too.
+    pub(crate) read: AtomicU32,
+    /// Hands in the ring ([`SLOTS`]).
+    pub(crate) slots: AtomicU32,
+    /// The keeper's process id.
+    pub(crate) keeper_pid: AtomicU32,
+    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`, 16 bytes):
+    /// a page of another boot is not this boot's time.
+    pub(crate) boot_id: [AtomicU64; 2],
+    /// The index of the slot that holds the newest hands.
+    pub(crate) newest: AtomicU64,
+    reserved: AtomicU64,
+}
+
+/// One hands of the keeper's clock, with the sequence that makes a copy of
+/// it consistent. The sequence, the segment most reads use and Realtime's
+/// offset fill the first cache line, as in the engine's slots: all that a
+/// read of `now()` loads.
+#[repr(C, align(64))]
+pub(crate) struct Slot {
+    /// Odd while the keeper writes the slot, 0 before it ever did.
+    pub(crate) sequence: AtomicU64,
+    /// The longest segment of the hands: CLOCK_MONOTONIC in ns as a
+    /// function of the counter.
+    pub(crate) first: SegmentWords,
+    /// CLOCK_REALTIME − CLOCK_MONOTONIC, ns.
+    pub(crate) realtime: AtomicU64,
+    /// The other segments, up to the hands' promise (a rate change splits
+    /// the line in up to three), unused ones of length 0.
+    pub(crate) others: [SegmentWords; 2],
+    /// CLOCK_BOOTTIME − CLOCK_MONOTONIC, ns.
+    pub(crate) boottime: AtomicU64,
+    /// TAI − CLOCK_MONOTONIC, ns.
+    pub(crate) tai: AtomicU64,
+    /// Monotonic where the segments end, ns: no read of this hands is
+    /// later.
+    pub(crate) end_ns: AtomicU64,
+    /// The keeper's error bound against CLOCK_MONOTONIC at `bound_since`,
+    /// ns.
+    pub(crate) bound_ns: AtomicU64,
+    /// How fast that bound grows, parts per billion.
+    pub(crate) bound_ppb: AtomicU64,
+    /// Monotonic when the bound was `bound_ns`, ns.
+    pub(crate) bound_since: AtomicU64,
+    /// The bound on Realtime's offset as the keeper measured it, ns.
+    pub(crate) realtime_uncertainty: AtomicU64,
+    /// The leap second the kernel announced: [`leap_second`]'s codes.
+    pub(crate) leap: AtomicU64,
+    /// The counter reading the hands starts at.
+    pub(crate) base: AtomicU64,
+    reserved: [AtomicU64; 3],
+}
+
+/// A [`NanoSegment`] as six words.
+#[repr(C)]
+pub(crate) struct SegmentWords([AtomicU64; 6]);
+
+/// The whole page.
+#[repr(C, align(64))]
+pub(crate) struct Page {
+    pub(crate) header: Header,
+    pub(crate) slots: [Slot; SLOTS],
+}
+
+const _: () = assert!(size_of::<Header>() == 64);
+const _: () = assert!(size_of::<Slot>() == 256);
+const _: () = assert!(size_of::<Page>() <= FILE_SIZE);
+
+/// What a reader takes from a slot, all of one hands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Hands {
+    pub(crate) segments: [NanoSegment; 3],
+    pub(crate) realtime: i64,
+    pub(crate) boottime: i64,
+    pub(crate) tai: i64,
+    pub(crate) end_ns: u64,
+    pub(crate) bound_ns: u64,
+    pub(crate) bound_ppb: u64,
+    pub(crate) bound_since: u64,
+    pub(crate) realtime_uncertainty: u64,
+    pub(crate) leap: u64,
+    pub(crate) base: u64,
+}
+
+impl Hands {
+    /// Whether the hands starts at or before `count` (within half the
+    /// counter's range: a 64-bit TSC never wraps).
+    pub(crate) fn started_by(&self, count: u64) -> bool {
+        (count.wrapping_sub(self.base) as i64) >= 0
+    }
+
+    /// Monotonic at `count`, ns, if a segment covers it.
+    #[inline(always)]
+    pub(crate) fn nanos_at(&self, count: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find_map(|segment| segment.nanos_at(count))
+    }
+}
+
+impl SegmentWords {
+    #[inline(always)]
+    fn load(&self) -> NanoSegment {
+        let [start, len, slope_hi, slope_lo, origin_hi, origin_lo] =
+            self.0.each_ref().map(|word| word.load(Ordering::Relaxed));
+        NanoSegment {
+            start,
+            len,
+            slope_hi,
+            slope_lo,
+            origin_hi,
+            origin_lo,
+        }
+    }
+
+    fn store(&self, segment: &NanoSegment) {
+        let words = [
+            segment.start,
+            segment.len,
+            segment.slope_hi,
+            segment.slope_lo,
+            segment.origin_hi,
+            segment.origin_lo,
+        ];
+        for (word, value) in self.0.iter().zip(words) {
+            word.store(value, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Slot {
+    /// What `load` reads from the slot, if no write overlapped it (and the
+    /// keeper ever wrote the slot).
+    #[inline(always)]
+    fn read<R>(&self, load: impl Fn(&Slot) -> R) -> Option<R> {
+        let sequence = self.sequence.load(Ordering::Acquire);
+        let value = load(self);
+        // The loads above before the sequence's second load: a write that
+        // began meanwhile made it odd first.
+        fence(Ordering::Acquire);
+        (sequence % 2 == 0 && sequence != 0 && self.sequence.load(Ordering::Relaxed) == sequence)
+            .then_some(value)
+    }
+
+    /// The first segment and Realtime's offset: the first cache line.
+    #[inline(always)]
+    fn first(&self) -> Option<(NanoSegment, i64)> {
+        self.read(|slot| {
+            (
+                slot.first.load(),
+                slot.realtime.load(Ordering::Relaxed) as i64,
+            )
+        })
+    }
+
+    /// The whole hands.
+    pub(crate) fn hands(&self) -> Option<Hands> {
+        self.read(|slot| {
+            let word = |word: &AtomicU64| word.load(Ordering::Relaxed);
+            let [second, third] = slot.others.each_ref().map(SegmentWords::load);
+            Hands {
+                segments: [slot.first.load(), second, third],
+                realtime: word(&slot.realtime) as i64,
+                boottime: word(&slot.boottime) as i64,
+                tai: word(&slot.tai) as i64,
+                end_ns: word(&slot.end_ns),
+                bound_ns: word(&slot.bound_ns),
+                bound_ppb: word(&slot.bound_ppb),
+                bound_since: word(&slot.bound_since),
+                realtime_uncertainty: word(&slot.realtime_uncertainty),
+                leap: word(&slot.leap),
+                base: word(&slot.base),
+            }
+        })
+    }
+
+    /// Writes `hands` (the keeper only).
+    fn store(&self, hands: &Hands) {
+        let sequence = self.sequence.load(Ordering::Relaxed) | 1;
+        self.sequence.store(sequence, Ordering::Relaxed);
+        // Odd before any of the stores below can be seen.
+        fence(Ordering::Release);
+        self.first.store(&hands.segments[0]);
+        for (words, segment) in self.others.iter().zip(&hands.segments[1..]) {
+            words.store(segment);
+        }
+        let store = |word: &AtomicU64, value: u64| word.store(value, Ordering::Relaxed);
+        store(&self.realtime, hands.realtime as u64);
+        store(&self.boottime, hands.boottime as u64);
+        store(&self.tai, hands.tai as u64);
+        store(&self.end_ns, hands.end_ns);
+        store(&self.bound_ns, hands.bound_ns);
+        store(&self.bound_ppb, hands.bound_ppb);
+        store(&self.bound_since, hands.bound_since);
+        store(&self.realtime_uncertainty, hands.realtime_uncertainty);
+        store(&self.leap, hands.leap);
+        store(&self.base, hands.base);
+        // Even again after them.
+        self.sequence.store(sequence + 1, Ordering::Release);
+    }
+}
+
+impl Page {
+    /// The slot the header names newest (an index past the ring, which no
+    /// keeper writes, names none).
+    #[inline(always)]
+    fn newest_slot(&self) -> Option<&Slot> {
+        self.slots
+            .get(self.header.newest.load(Ordering::Acquire) as usize)
+    }
+
+    /// Monotonic at `count` in ns (with `REALTIME`, Realtime) from the
+    /// newest hands' first segment, if it covers the count: the common
+    /// read, one cache line of the page.
+    #[inline(always)]
+    pub(crate) fn nanos_at<const REALTIME: bool>(&self, count: u64) -> Option<u64> {
+        let (segment, realtime) = self.newest_slot()?.first()?;
+        let monotonic = segment.nanos_at(count)?;
+        // The keeper builds segments only where Realtime fits a u64 (a
+        // page that lies gives wrong time, never undefined behaviour).
+        Some(if REALTIME {
+            monotonic.wrapping_add_signed(realtime)
+        } else {
+            monotonic
+        })
+    }
+
+    /// The newest hands, if it could be read whole (a few tries: a reader
+    /// that the keeper overtakes reads the slot it moved to).
+    pub(crate) fn newest(&self) -> Option<Hands> {
+        (0..SLOTS).find_map(|_| self.newest_slot()?.hands())
+    }
+
+    /// Publishes `hands` in the slot after the newest, then names it newest
+    /// (the keeper only: one writer).
+    pub(crate) fn publish(&self, hands: &Hands) {
+        let next = (self.header.newest.load(Ordering::Relaxed) as usize + 1) % SLOTS;
+        self.slots[next].store(hands);
+        self.header.newest.store(next as u64, Ordering::Release);
+    }
+}

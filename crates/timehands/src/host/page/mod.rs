@@ -1,0 +1,450 @@
+//! One keeper for the machine: a process (`timehands keeper`) keeps the
+//! clock and publishes its hands in a file of one page, and every process
+//! that finds the page good reads the time from it with the counter and
+//! loads: no thread, no system call, no write, and no counter choice of
+//! its own, so its first read costs a mapping rather than a start. This is
+//! FreeBSD's `vdso_timehands`, with a process for the kernel.
+//!
+//! # The page
+//!
+//! `layout.rs` lays it out (and `docs/page.md` writes it down for other
+//! languages): a header saying what it is (magic, version, the counter,
+//! the boot), and a ring of hands, each a seqlock over its line as
+//! nanosecond segments up to its promise, the offsets of Realtime,
+//! Boottime and TAI, and the keeper's error bound against
+//! CLOCK_MONOTONIC.
+//!
+//! # What the keeper promises
+//!
+//! - It publishes a hands only at or past the due point of the one before
+//!   (its windups are a reader's, when due), so that each agrees with the
+//!   one before up to that one's promise: a reader that read an older
+//!   hands and then a newer one never reads back.
+//! - A hands past whose promise the keeper's own reads would have stood
+//!   starts no earlier than the promise (the engine's `windup_following`).
+//! - Every hands' bound stays within [`COARSE_SLACK`] (50 µs) up to its
+//!   promise; the keeper publishes nothing while its own is wider.
+//!
+//! # How a process uses it
+//!
+//! Its first read maps the page (`map.rs`) where it exists, passes the
+//! checks of who may write it, is of this layout and this boot, and agrees
+//! with this process's kernel clocks (a time namespace does not), and then
+//! names it in the readers' word. A read past the newest hands' promise
+//! (the keeper is late, stopped or gone) reads CLOCK_MONOTONIC less the
+//! slack, and never less than the promise: no earlier than any read of
+//! the page before it, and no later than any after it, by the keeper's
+//! promises. A page that stays stale for [`GIVE_UP_AFTER`] is left for the
+//! process's own clock, for good, which by then is past every time the
+//! page gave. Without a page, the process keeps its own clock from its
+//! first read, as a process on a machine with no keeper does.
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod keeper;
+pub(crate) mod layout;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod map;
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
+mod tests;
+
+use std::fmt;
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
+use std::time::Duration;
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub use keeper::{Keeper, NotYet};
+use layout::{Hands, Page};
+
+use super::coarse_limit::COARSE_SLACK;
+use super::kernel_clocks::KernelClock;
+use super::published::{HOW, READER};
+
+/// The readers' word's bit for the page: the word is the page's address,
+/// this bit, and how to read the TSC ([`HOW`]).
+pub(super) const PAGE: usize = 0b100;
+const _: () = assert!(PAGE & HOW == 0);
+
+/// How long a page may stay stale (its newest hands' promise passed)
+/// before its readers leave it for their own clocks: long past a keeper's
+/// late wakeup, short beside a keeper that was stopped or killed.
+pub(crate) const GIVE_UP_AFTER: Duration = Duration::from_millis(100);
+
+/// Why a process does not read the page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// This OS (or CPU) has no page: only Linux on x86_64 has a keeper.
+    Unsupported,
+    /// `TIMEHANDS_PAGE` is empty, too long, or not a path.
+    BadPath,
+    /// The file or its directory could not be opened, read or mapped (an
+    /// errno: no keeper runs here, most often).
+    Open(i32),
+    /// Not a regular file.
+    NotAFile,
+    /// Shorter than a page, in bytes.
+    Short(u64),
+    /// Writable by its group or others.
+    WritableByOthers,
+    /// Its directory is writable by its group or others.
+    DirectoryWritableByOthers,
+    /// Owned by neither its directory's owner nor root.
+    Owner { file: u32, directory: u32 },
+    /// Not a timehands page of this layout.
+    NotAPage,
+    /// A version this library does not read.
+    Version(u32),
+    /// A counter this library does not read.
+    Counter(u32),
+    /// Written in another boot.
+    OtherBoot,
+    /// No hands covers now: the keeper is not running, or not yet.
+    Stale,
+    /// Its time is off this process's kernel clocks by this many ns, more
+    /// than its bound: a time namespace, or a page to distrust.
+    Disagrees(i64),
+    /// This process keeps its own clock (it is the keeper).
+    Keeper,
+    /// The page was read, went stale for [`GIVE_UP_AFTER`], and was left.
+    Left,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Refusal::Unsupported => write!(f, "only Linux on x86_64 has a keeper"),
+            Refusal::BadPath => write!(f, "TIMEHANDS_PAGE does not name a file"),
+            Refusal::Open(errno) => {
+                write!(f, "{}", std::io::Error::from_raw_os_error(errno))
+            }
+            Refusal::NotAFile => write!(f, "not a regular file"),
+            Refusal::Short(bytes) => write!(f, "{bytes} bytes, shorter than a page"),
+            Refusal::WritableByOthers => write!(f, "writable by its group or others"),
+            Refusal::DirectoryWritableByOthers => {
+                write!(f, "its directory is writable by its group or others")
+            }
+            Refusal::Owner { file, directory } => write!(
+                f,
+                "owned by uid {file}, neither its directory's owner (uid {directory}) nor root"
+            ),
+            Refusal::NotAPage => write!(f, "not a timehands page"),
+            Refusal::Version(version) => {
+                write!(
+                    f,
+                    "page version {version}, this library reads {}",
+                    layout::VERSION
+                )
+            }
+            Refusal::Counter(counter) => {
+                write!(f, "on counter {counter}, which this library does not read")
+            }
+            Refusal::OtherBoot => write!(f, "written in another boot"),
+            Refusal::Stale => write!(f, "stale: no keeper keeps it now"),
+            Refusal::Disagrees(ns) => write!(
+                f,
+                "{ns} ns off this process's kernel clocks, beyond its bound (a time namespace?)"
+            ),
+            Refusal::Keeper => write!(f, "this process is the keeper"),
+            Refusal::Left => write!(
+                f,
+                "left: stale for {} ms, the keeper stopped or exited",
+                GIVE_UP_AFTER.as_millis()
+            ),
+        }
+    }
+}
+
+/// [`STATE`]: no read tried the page yet.
+const UNTRIED: u8 = 0;
+/// [`STATE`]: a read is mapping it.
+const MAPPING: u8 = 1;
+/// [`STATE`]: the readers' word names it.
+const READING: u8 = 2;
+/// [`STATE`]: not read ([`REFUSAL`] says why).
+const REFUSED: u8 = 3;
+
+/// Where this process stands with the page.
+static STATE: AtomicU8 = AtomicU8::new(UNTRIED);
+/// Why it does not read it, as [`Refusal::code`] packs it.
+static REFUSAL: AtomicI64 = AtomicI64::new(0);
+
+impl Refusal {
+    /// The refusal in one word (its kind and its number), so that a read
+    /// that refuses the page writes it down without a lock.
+    fn code(self) -> i64 {
+        let (kind, value) = match self {
+            Refusal::Unsupported => (0, 0),
+            Refusal::BadPath => (1, 0),
+            Refusal::Open(errno) => (2, i64::from(errno)),
+            Refusal::NotAFile => (3, 0),
+            Refusal::Short(bytes) => (4, bytes as i64),
+            Refusal::WritableByOthers => (5, 0),
+            Refusal::DirectoryWritableByOthers => (6, 0),
+            Refusal::Owner { file, directory } => (7, i64::from(file) << 24 | i64::from(directory)),
+            Refusal::NotAPage => (8, 0),
+            Refusal::Version(v) => (9, i64::from(v)),
+            Refusal::Counter(c) => (10, i64::from(c)),
+            Refusal::OtherBoot => (11, 0),
+            Refusal::Stale => (12, 0),
+            Refusal::Disagrees(ns) => (13, ns.clamp(-(1 << 55), 1 << 55)),
+            Refusal::Keeper => (14, 0),
+            Refusal::Left => (15, 0),
+        };
+        value << 8 | kind
+    }
+
+    fn from_code(code: i64) -> Refusal {
+        let value = code >> 8;
+        match code & 0xff {
+            1 => Refusal::BadPath,
+            2 => Refusal::Open(value as i32),
+            3 => Refusal::NotAFile,
+            4 => Refusal::Short(value as u64),
+            5 => Refusal::WritableByOthers,
+            6 => Refusal::DirectoryWritableByOthers,
+            7 => Refusal::Owner {
+                file: (value >> 24) as u32,
+                directory: (value & 0xff_ffff) as u32,
+            },
+            8 => Refusal::NotAPage,
+            9 => Refusal::Version(value as u32),
+            10 => Refusal::Counter(value as u32),
+            11 => Refusal::OtherBoot,
+            12 => Refusal::Stale,
+            13 => Refusal::Disagrees(value),
+            14 => Refusal::Keeper,
+            15 => Refusal::Left,
+            _ => Refusal::Unsupported,
+        }
+    }
+}
+
+/// Where the process's time comes from, for `info`.
+pub(crate) fn describe() -> String {
+    match reading() {
+        Some(page) => format!(
+            "the keeper's page (keeper pid {})",
+            page.header.keeper_pid.load(Ordering::Relaxed)
+        ),
+        None => match STATE.load(Ordering::Acquire) {
+            UNTRIED => "its own clock: it has not read the page yet".to_string(),
+            _ => format!(
+                "its own clock: the keeper's page: {}",
+                Refusal::from_code(REFUSAL.load(Ordering::Acquire))
+            ),
+        },
+    }
+}
+
+/// Refuses the page for `why` (while [`STATE`] is this thread's to set).
+fn refuse(why: Refusal) {
+    REFUSAL.store(why.code(), Ordering::Release);
+    STATE.store(REFUSED, Ordering::Release);
+}
+
+/// The page's readers' word, if this process is to read the page: at the
+/// first read, the one that maps it. `None` where another read maps it
+/// meanwhile, where it was refused, or where this OS has none.
+pub(super) fn start() -> Option<usize> {
+    if STATE
+        .compare_exchange(UNTRIED, MAPPING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return None;
+    }
+    match mapped() {
+        Ok(word) => {
+            STATE.store(READING, Ordering::Release);
+            Some(word)
+        }
+        Err(why) => {
+            refuse(why);
+            None
+        }
+    }
+}
+
+/// Whether a read that finds the clock not started must wait for nothing
+/// but the kernel: a page is being mapped on another thread, or on the one
+/// a signal handler interrupted.
+pub(super) fn mapping() -> bool {
+    STATE.load(Ordering::Acquire) == MAPPING
+}
+
+/// This process keeps its own clock whatever the page (the keeper does: it
+/// would read its own page).
+pub(crate) fn keep_own_clock() {
+    if STATE
+        .compare_exchange(UNTRIED, MAPPING, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+    {
+        refuse(Refusal::Keeper);
+    }
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn mapped() -> Result<usize, Refusal> {
+    use super::published::{LFENCE_RDTSC, RDTSCP};
+    let (page, read) = map::map()?;
+    let how = match read {
+        crate::hw::OrderedRead::Rdtscp => RDTSCP,
+        crate::hw::OrderedRead::LfenceRdtsc => LFENCE_RDTSC,
+    };
+    Ok(std::ptr::from_ref(page) as usize | PAGE | how)
+}
+
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+fn mapped() -> Result<usize, Refusal> {
+    Err(Refusal::Unsupported)
+}
+
+/// The page a readers' word with [`PAGE`] names.
+#[inline(always)]
+pub(super) fn page_of(word: usize) -> &'static Page {
+    debug_assert!(word & PAGE != 0);
+    // SAFETY: a word with PAGE is made by `mapped` from a mapping of at
+    // least a `Page` that is never unmapped.
+    unsafe { &*((word & !(HOW | PAGE)) as *const Page) }
+}
+
+/// The page the readers' word names now, if it names one.
+pub(super) fn reading() -> Option<&'static Page> {
+    reading_of(READER.load(Ordering::Acquire))
+}
+
+/// The page readers' word `word` names, if it names one.
+pub(super) fn reading_of(word: usize) -> Option<&'static Page> {
+    (word & PAGE != 0).then(|| page_of(word))
+}
+
+/// The keeper's bound on its hands' Monotonic at Monotonic `now` ns.
+pub(crate) fn bound_at(hands: &Hands, now: u64) -> u64 {
+    let grown =
+        now.saturating_sub(hands.bound_since) as u128 * hands.bound_ppb as u128 / 1_000_000_000;
+    hands
+        .bound_ns
+        .saturating_add(grown.min(u64::MAX as u128) as u64)
+}
+
+/// A read at `count` on the page of readers' word `word` that the newest
+/// hands' first segment does not cover: another of its segments, an older
+/// hands (a read the keeper overtook), or, past every promise, what the
+/// kernel's clock vouches for (see the module docs).
+#[cold]
+#[inline(never)]
+pub(super) fn read_slow<const REALTIME: bool>(word: usize, count: u64) -> u64 {
+    let page = page_of(word);
+    let covering = page
+        .newest()
+        .into_iter()
+        .chain(page.slots.iter().filter_map(layout::Slot::hands))
+        .find_map(|hands| Some((hands.nanos_at(count)?, hands.realtime)));
+    let (monotonic, realtime) = match covering {
+        Some(covered) => covered,
+        None => stale(word, page, count),
+    };
+    if REALTIME {
+        monotonic.saturating_add_signed(realtime)
+    } else {
+        monotonic
+    }
+}
+
+/// A read at `count` that no hands covers (the keeper is late, stopped or
+/// gone): CLOCK_MONOTONIC less the slack, and never less than the end of a
+/// hands that started by `count` (one that starts later, published after
+/// this read's counter read, had no read before this one); with Realtime's
+/// offset of the newest of those. After [`GIVE_UP_AFTER`] of it, the page
+/// is left.
+fn stale(word: usize, page: &Page, count: u64) -> (u64, i64) {
+    let kernel = crate::os::kernel_nanos(KernelClock::Monotonic).unwrap_or(0);
+    let last = page
+        .slots
+        .iter()
+        .filter_map(layout::Slot::hands)
+        .filter(|hands| hands.started_by(count))
+        .max_by_key(|hands| hands.end_ns);
+    let Some(last) = last else {
+        // No hands to be read whole: not a page any keeper writes.
+        leave(word, kernel);
+        return (kernel.saturating_sub(slack_ns()), 0);
+    };
+    let vouched = kernel.saturating_sub(slack_ns()).max(last.end_ns);
+    if kernel.saturating_sub(last.end_ns) > GIVE_UP_AFTER.as_nanos() as u64 {
+        leave(word, vouched);
+    }
+    (vouched, last.realtime)
+}
+
+/// The slack a stale read takes off CLOCK_MONOTONIC: the widest bound a
+/// page states, and two for the rounding of its read and the kernel's.
+pub(super) fn slack_ns() -> u64 {
+    COARSE_SLACK.as_nanos() as u64 + 2
+}
+
+/// Moves the readers from the page of `word` to the process's own clock,
+/// once that clock is past `handed_out` (the latest time a read of the
+/// page could have given) with a bound within the slack: until then the
+/// page's stale reads go on.
+fn leave(word: usize, handed_out: u64) {
+    let Some(clock) = super::process::try_clock() else {
+        return;
+    };
+    // Nothing read it while the page served (a coarse read or `info` may
+    // have started it): its hands stand at their promise until a windup.
+    clock.windup();
+    let timekeeper = clock.timekeeper();
+    if timekeeper.uptime_nanos() < handed_out
+        || clock.stated_bound() > COARSE_SLACK.as_nanos() as u64
+    {
+        return;
+    }
+    if READER
+        .compare_exchange(
+            word,
+            super::published::reader_word(timekeeper),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_ok()
+    {
+        REFUSAL.store(Refusal::Left.code(), Ordering::Release);
+        STATE.store(REFUSED, Ordering::Release);
+    }
+}
+
+/// What `getres` states on the page: the newest hands' bound now where it
+/// covers now, the slack of a stale read otherwise; with Realtime's
+/// offset's uncertainty, and the leap second the keeper announced.
+pub(super) fn accuracy(page: &Page) -> (u64, u64, crate::os::LeapSecond) {
+    let now = crate::os::kernel_nanos(KernelClock::Monotonic).unwrap_or(0);
+    match page.newest() {
+        Some(hands) if now < hands.end_ns => (
+            bound_at(&hands, now),
+            hands.realtime_uncertainty,
+            layout::leap_second(hands.leap),
+        ),
+        Some(hands) => (
+            slack_ns(),
+            hands.realtime_uncertainty,
+            layout::leap_second(hands.leap),
+        ),
+        None => (slack_ns(), 0, crate::os::LeapSecond::None),
+    }
+}
+
+/// The offsets of the page's newest hands from Monotonic, ns.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Offsets {
+    pub(super) realtime: i64,
+    pub(super) boottime: i64,
+    pub(super) tai: i64,
+}
+
+/// The offsets of the page's newest hands (0 where none can be read).
+pub(super) fn offsets(page: &Page) -> Offsets {
+    page.newest().map_or(Offsets::default(), |hands| Offsets {
+        realtime: hands.realtime,
+        boottime: hands.boottime,
+        tai: hands.tai,
+    })
+}

@@ -1,0 +1,598 @@
+//! The page as processes meet it, each case with a real keeper: a process
+//! of this test binary that keeps the clock with [`Keeper`] as `timehands
+//! keeper` does ([`keeper_half`]), and readers, each a fresh process
+//! ([`reader_half`]) whose first read finds the page (or not), that check
+//! every read against CLOCK_MONOTONIC read around it with the bound
+//! `getres` states, and that it never goes back, while the test kills,
+//! stops, replaces or spoils the keeper's page.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::layout::{FILE_SIZE, Hands, Page, SLOTS};
+use super::{Keeper, Refusal};
+use crate::engine::nanos::NanoSegment;
+use crate::host::process_tests::{Checker, child_half, report};
+use crate::{ClockId, getres, gettime};
+
+const KEEPER_HALF: &str = "host::page::tests::keeper_half";
+const READER_HALF: &str = "host::page::tests::reader_half";
+/// The page's path, for both halves.
+const PAGE_PATH: &str = "TIMEHANDS_TEST_PAGE";
+
+/// The keeper half: keeps the clock in the page `TIMEHANDS_TEST_PAGE`
+/// names until it is killed.
+#[test]
+#[ignore = "the keeper half of the page tests, which run it"]
+fn keeper_half() {
+    let path = std::env::var(PAGE_PATH).expect("run by a page test");
+    let keeper = Keeper::create(Path::new(&path)).expect("the page is made");
+    loop {
+        keeper.sleep_until_due();
+        let _ = keeper.publish();
+    }
+}
+
+/// The reader half: `read:<ms>:<expect>[:fork]` reads for that long, every
+/// read checked, and then expects its time from `page` or `own`; with
+/// `fork`, a forked child does the same.
+#[test]
+#[ignore = "the reader half of the page tests, which run it"]
+fn reader_half() {
+    let plan = std::env::var("TIMEHANDS_TEST_PLAN").expect("run by a page test");
+    let words: Vec<&str> = plan.split(':').collect();
+    let ms: u64 = words[1].parse().expect("milliseconds");
+    let expect = words[2];
+    let result = if words.get(3) == Some(&"fork") {
+        // The first read maps the page; the child inherits the mapping.
+        crate::now();
+        crate::host::process_tests::verdict(crate::host::process_tests::fork_and(|| {
+            read_for(ms, expect)
+        }))
+    } else {
+        read_for(ms, expect)
+    };
+    report(result);
+}
+
+/// Reads Monotonic, checked, for `ms` (and Realtime and Boottime against
+/// the kernel's, with their bounds, now and then), then checks where the
+/// time came from.
+fn read_for(ms: u64, expect: &str) -> Result<(), String> {
+    // SAFETY: alarm(2) only arms a timer; its SIGALRM ends a child that hangs.
+    unsafe { libc::alarm(30) };
+    let mut checker = Checker::new();
+    let start = Instant::now();
+    let mut reads = 0u64;
+    let mut first = None;
+    while start.elapsed() < Duration::from_millis(ms) {
+        checker.read().map_err(|why| {
+            let hands = super::reading().map(|page| {
+                page.slots.each_ref().map(|slot| {
+                    slot.hands().map(|h| {
+                        (
+                            h.segments.map(|s| (s.start, s.len)),
+                            h.end_ns,
+                            h.bound_ns,
+                            h.bound_ppb,
+                            h.bound_since,
+                        )
+                    })
+                })
+            });
+            format!(
+                "{why}; from {}; count {}; hands {hands:?}",
+                super::describe(),
+                crate::hw::rdtsc()
+            )
+        })?;
+        first.get_or_insert_with(super::describe);
+        reads += 1;
+        if reads % 1000 == 0 {
+            check_against_kernel(ClockId::Realtime, crate::os::KernelClock::Realtime)?;
+            check_against_kernel(ClockId::Boottime, crate::os::KernelClock::Boottime)?;
+            // Readers that sleep between reads, as most do.
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    let first = first.unwrap_or_default();
+    let last = super::describe();
+    println!("{reads} reads within the bound; first from {first}; last from {last}");
+    let from = |description: &str| {
+        if description.starts_with("the keeper's page") {
+            "page"
+        } else {
+            "own"
+        }
+    };
+    match expect {
+        // Read the page from the first read to the last.
+        "page" if from(&first) == "page" && from(&last) == "page" => Ok(()),
+        // Read the page, then left it.
+        "left" if from(&first) == "page" && last.contains("left") => Ok(()),
+        // Never read the page, for the reason given.
+        why if from(&first) == "own" && from(&last) == "own" && first.contains(why) => Ok(()),
+        _ => Err(format!(
+            "expected {expect}; time came from {first}, then {last}"
+        )),
+    }
+}
+
+/// `id`, read between two reads of the kernel's `kernel`, within the bound
+/// `getres` states.
+fn check_against_kernel(id: ClockId, kernel: crate::os::KernelClock) -> Result<(), String> {
+    let bound = getres(id).accuracy.as_nanos() as u64;
+    let before = crate::os::kernel_nanos(kernel).unwrap_or(0);
+    let ours = gettime(id).as_nanos() as u64;
+    let after = crate::os::kernel_nanos(kernel).unwrap_or(0);
+    if ours + bound < before || ours > after + bound {
+        return Err(format!(
+            "{id:?} {ours} read between the kernel's {before} and {after}, bound {bound} ns"
+        ));
+    }
+    Ok(())
+}
+
+/// A keeper process, killed when dropped.
+struct KeeperProcess {
+    child: Child,
+}
+
+impl KeeperProcess {
+    /// Starts a keeper of the page at `path`, and waits for its first
+    /// publish.
+    fn start(path: &Path) -> KeeperProcess {
+        let child = child_half(KEEPER_HALF, "keep", &[(PAGE_PATH, &path.to_string_lossy())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the keeper half runs");
+        let keeper = KeeperProcess { child };
+        let limit = Instant::now() + Duration::from_secs(10);
+        while !published(path) {
+            assert!(
+                Instant::now() < limit,
+                "the keeper published nothing in 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        keeper
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: signals our own child.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+    }
+}
+
+impl Drop for KeeperProcess {
+    fn drop(&mut self) {
+        self.signal(libc::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether the file at `path` holds a published hands, read as bytes (this
+/// process keeps its own clock: it never maps a page).
+fn published(path: &Path) -> bool {
+    let Ok(bytes) = fs::read(path) else {
+        return false;
+    };
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    if bytes.len() < FILE_SIZE {
+        return false;
+    }
+    let newest = word(48) as usize;
+    newest < SLOTS && {
+        let sequence = word(size_of::<super::layout::Header>() + newest * 256);
+        sequence != 0 && sequence % 2 == 0
+    }
+}
+
+/// A fresh directory for a page, removed when dropped.
+struct PageDir(PathBuf);
+
+impl PageDir {
+    fn new(name: &str) -> PageDir {
+        let dir =
+            std::env::temp_dir().join(format!("timehands-page-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("a temporary directory");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("its mode");
+        PageDir(dir)
+    }
+
+    fn page(&self) -> PathBuf {
+        self.0.join("page")
+    }
+}
+
+impl Drop for PageDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A reader of the page at `path` that reads for `ms` and expects `expect`
+/// (see [`reader_half`]), started.
+fn reader(path: &Path, plan: &str) -> Child {
+    reader_command(path, plan)
+        .spawn()
+        .expect("the reader half runs")
+}
+
+fn reader_command(path: &Path, plan: &str) -> Command {
+    let mut command = child_half(
+        READER_HALF,
+        plan,
+        &[("TIMEHANDS_PAGE", &path.to_string_lossy())],
+    );
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+}
+
+/// Waits for `reader` and asserts it passed.
+fn assert_passes(reader: Child, what: &str) {
+    let output = reader.wait_with_output().expect("the reader half ends");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("CHILD OK"),
+        "{what}: {}\n{stdout}\n{stderr}",
+        output.status
+    );
+    println!(
+        "{what}: {}",
+        stdout
+            .lines()
+            .find(|l| l.contains("reads"))
+            .unwrap_or_default()
+    );
+}
+
+#[test]
+fn a_process_reads_the_keepers_page_and_so_does_its_forked_child() {
+    let dir = PageDir::new("reads");
+    let _keeper = KeeperProcess::start(&dir.page());
+    assert_passes(reader(&dir.page(), "read:300:page"), "a reader");
+    assert_passes(reader(&dir.page(), "read:300:page:fork"), "a forked child");
+}
+
+#[test]
+fn without_a_page_a_process_keeps_its_own_clock() {
+    let dir = PageDir::new("none");
+    assert_passes(reader(&dir.page(), "read:100:No such file"), "no page");
+}
+
+#[test]
+fn readers_leave_a_killed_keepers_page_and_a_restarted_keeper_serves_new_ones() {
+    let dir = PageDir::new("killed");
+    let keeper = KeeperProcess::start(&dir.page());
+    let during = reader(&dir.page(), "read:600:left");
+    std::thread::sleep(Duration::from_millis(150));
+    keeper.signal(libc::SIGKILL);
+    assert_passes(during, "a reader across the keeper's SIGKILL");
+    assert_passes(
+        reader(&dir.page(), "read:100:stale"),
+        "a reader of the dead keeper's page",
+    );
+    drop(keeper);
+    let _restarted = KeeperProcess::start(&dir.page());
+    assert_passes(
+        reader(&dir.page(), "read:200:page"),
+        "a reader of the restarted keeper",
+    );
+}
+
+#[test]
+fn readers_through_a_keeper_stopped_for_ten_seconds_leave_it_without_a_step_back() {
+    let dir = PageDir::new("stopped");
+    let keeper = KeeperProcess::start(&dir.page());
+    let during = reader(&dir.page(), "read:10500:left");
+    std::thread::sleep(Duration::from_millis(200));
+    keeper.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(10));
+    keeper.signal(libc::SIGCONT);
+    assert_passes(during, "a reader across a 10 s SIGSTOP of the keeper");
+    let limit = Instant::now() + Duration::from_secs(5);
+    while !published(&dir.page()) && Instant::now() < limit {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_passes(
+        reader(&dir.page(), "read:200:page"),
+        "a reader after SIGCONT",
+    );
+}
+
+/// The keeper's page with its version changed, written whole under
+/// another name and renamed over it, as a keeper of another version would.
+fn replace_with_version(path: &Path, version: u32) {
+    let mut bytes = fs::read(path).expect("the page reads");
+    bytes[8..12].copy_from_slice(&version.to_le_bytes());
+    let fresh = path.with_extension("other");
+    fs::write(&fresh, &bytes).expect("the new page is written");
+    fs::set_permissions(&fresh, fs::Permissions::from_mode(0o644)).expect("its mode");
+    fs::rename(&fresh, path).expect("renamed over the page");
+}
+
+#[test]
+fn a_keeper_of_a_newer_version_is_refused_and_readers_of_the_old_page_leave_it() {
+    let dir = PageDir::new("version");
+    let keeper = KeeperProcess::start(&dir.page());
+    let during = reader(&dir.page(), "read:500:left");
+    std::thread::sleep(Duration::from_millis(150));
+    // The old keeper stops, and one of a newer layout takes the path.
+    keeper.signal(libc::SIGKILL);
+    replace_with_version(&dir.page(), super::layout::VERSION + 1);
+    assert_passes(during, "a reader of the old page");
+    let refusal = Refusal::Version(super::layout::VERSION + 1).to_string();
+    assert_passes(
+        reader(&dir.page(), &format!("read:100:{refusal}")),
+        "a reader of the newer page",
+    );
+}
+
+#[test]
+fn a_truncated_page_or_one_writable_by_others_is_refused() {
+    let dir = PageDir::new("spoiled");
+    let keeper = KeeperProcess::start(&dir.page());
+    fs::set_permissions(dir.page(), fs::Permissions::from_mode(0o666)).expect("chmod");
+    assert_passes(
+        reader(
+            &dir.page(),
+            &format!("read:50:{}", Refusal::WritableByOthers),
+        ),
+        "a page writable by others",
+    );
+    fs::set_permissions(dir.page(), fs::Permissions::from_mode(0o644)).expect("chmod");
+    fs::set_permissions(&dir.0, fs::Permissions::from_mode(0o777)).expect("chmod");
+    assert_passes(
+        reader(
+            &dir.page(),
+            &format!("read:50:{}", Refusal::DirectoryWritableByOthers),
+        ),
+        "a page in a directory writable by others",
+    );
+    fs::set_permissions(&dir.0, fs::Permissions::from_mode(0o755)).expect("chmod");
+    // Truncated, as a new file renamed over it (one truncated in place
+    // would fault its mappers: only the keeper's user can do that, as it
+    // alone can write wrong time).
+    drop(keeper);
+    let short = dir.0.join("short");
+    fs::write(&short, b"timehand").expect("a short page");
+    fs::set_permissions(&short, fs::Permissions::from_mode(0o644)).expect("its mode");
+    fs::rename(&short, dir.page()).expect("renamed over the page");
+    assert_passes(
+        reader(&dir.page(), &format!("read:50:{}", Refusal::Short(8))),
+        "a truncated page",
+    );
+}
+
+/// Whether this process may change owners and namespaces; else why the
+/// test that needs it passes without it.
+fn root() -> Result<(), String> {
+    // SAFETY: geteuid only reads.
+    if unsafe { libc::geteuid() } == 0 {
+        Ok(())
+    } else {
+        Err("not root".to_string())
+    }
+}
+
+#[test]
+fn a_page_of_another_owner_is_refused_and_others_cannot_write_the_page() {
+    if let Err(why) = root() {
+        println!("skipped: {why}: chown and setuid need root");
+        return;
+    }
+    let dir = PageDir::new("owner");
+    let _keeper = KeeperProcess::start(&dir.page());
+    // Another user cannot open the page to write it, nor make a file in its
+    // directory.
+    let page = std::ffi::CString::new(dir.page().to_string_lossy().as_bytes()).unwrap();
+    let beside = std::ffi::CString::new(dir.0.join("beside").to_string_lossy().as_bytes()).unwrap();
+    let nobody = crate::host::process_tests::fork_and(|| {
+        // SAFETY: in the forked child only: drops to nobody, then tries.
+        unsafe {
+            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                return Err("cannot become nobody".to_string());
+            }
+            if libc::open(page.as_ptr(), libc::O_RDWR) >= 0 {
+                return Err("nobody opened the page for writing".to_string());
+            }
+            if libc::open(beside.as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o644) >= 0 {
+                return Err("nobody made a file beside the page".to_string());
+            }
+        }
+        Ok(())
+    });
+    crate::host::process_tests::verdict(nobody).expect("nobody writes the page");
+    // A page owned by neither its directory's owner nor root.
+    std::os::unix::fs::chown(dir.page(), Some(65534), None).expect("chown");
+    let refusal = Refusal::Owner {
+        file: 65534,
+        directory: 0,
+    };
+    assert_passes(
+        reader(&dir.page(), &format!("read:50:{refusal}")),
+        "a page of another owner",
+    );
+}
+
+/// `command` run under `unshare` with `flags`, or why it cannot be here.
+fn unshared(flags: &[&str], command: &Command) -> Result<Command, String> {
+    root()?;
+    let probe = Command::new("unshare")
+        .args(flags)
+        .arg("true")
+        .status()
+        .map_err(|e| format!("unshare: {e}"))?;
+    if !probe.success() {
+        return Err(format!("unshare {flags:?} is refused here ({probe})"));
+    }
+    let mut wrapped = Command::new("unshare");
+    wrapped
+        .args(flags)
+        .arg(command.get_program())
+        .args(command.get_args());
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => wrapped.env(key, value),
+            None => wrapped.env_remove(key),
+        };
+    }
+    wrapped.stdout(Stdio::piped()).stderr(Stdio::piped());
+    Ok(wrapped)
+}
+
+#[test]
+fn a_process_in_a_time_namespace_keeps_its_own_clock() {
+    let dir = PageDir::new("timens");
+    let _keeper = KeeperProcess::start(&dir.page());
+    let plan = "read:100:beyond its bound";
+    let command = match unshared(
+        &["--time", "--fork", "--monotonic=86400", "--boottime=86400"],
+        &reader_command(&dir.page(), plan),
+    ) {
+        Ok(command) => command,
+        Err(why) => return println!("skipped: {why}"),
+    };
+    let mut command = command;
+    assert_passes(
+        command.spawn().expect("unshare runs"),
+        "a reader in a time namespace",
+    );
+}
+
+#[test]
+fn a_process_whose_page_directory_is_bind_mounted_read_only_reads_it() {
+    let dir = PageDir::new("bind");
+    let _keeper = KeeperProcess::start(&dir.page());
+    let reader = reader_command(&dir.page(), "read:200:page");
+    let d = dir.0.to_string_lossy();
+    // In a mount namespace of its own, the directory bind-mounted onto
+    // itself read-only, as a container mounts the host's.
+    let mut script = Command::new("sh");
+    script.arg("-c").arg(format!(
+        "mount --bind -o ro '{d}' '{d}' && exec \"$0\" \"$@\""
+    ));
+    script.arg(reader.get_program()).args(reader.get_args());
+    for (key, value) in reader.get_envs() {
+        if let Some(value) = value {
+            script.env(key, value);
+        }
+    }
+    let mut command = match unshared(&["--mount", "--propagation", "private"], &script) {
+        Ok(command) => command,
+        Err(why) => return println!("skipped: {why}"),
+    };
+    assert_passes(
+        command.spawn().expect("unshare runs"),
+        "a reader behind a read-only bind mount",
+    );
+}
+
+/// A page in memory, for the layout's own tests.
+fn page_in_memory() -> Box<Page> {
+    // SAFETY: `Page` is all atomics, for which zeroed bytes are a value.
+    unsafe { Box::new(std::mem::zeroed()) }
+}
+
+/// A hands on a 1 GHz counter that reads `origin + count` ns, numbered `n`
+/// in its offsets.
+fn hands(n: u64) -> Hands {
+    let segment = NanoSegment::new(
+        n * 1_000,
+        1_000_000,
+        crate::BinTime::from_nanos(n as i128 * 1_000),
+        1 << 34,
+        u64::MAX,
+    );
+    Hands {
+        segments: [segment, NanoSegment::NONE, NanoSegment::NONE],
+        realtime: n as i64,
+        boottime: n as i64 * 2,
+        tai: n as i64 * 3,
+        end_ns: n * 4,
+        bound_ns: n * 5,
+        bound_ppb: n * 6,
+        bound_since: n * 7,
+        realtime_uncertainty: n * 8,
+        leap: n % 4,
+        base: n * 1_000,
+    }
+}
+
+#[test]
+fn a_page_reads_back_each_hands_whole_while_one_keeper_publishes() {
+    let page = page_in_memory();
+    assert_eq!(page.newest(), None, "a page no keeper wrote holds no hands");
+    page.publish(&hands(1));
+    assert_eq!(page.newest(), Some(hands(1)));
+    let writes = if cfg!(miri) { 100 } else { 100_000 };
+    let seen = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for n in 2..writes {
+                page.publish(&hands(n));
+            }
+        });
+        s.spawn(|| {
+            let mut last = 0;
+            while last < writes - 1 {
+                if let Some(read) = page.newest() {
+                    let n = read.realtime as u64;
+                    assert_eq!(read, hands(n), "a hands mixed of two");
+                    last = last.max(n);
+                    seen.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+    });
+    assert!(seen.load(Ordering::Relaxed) > 0);
+}
+
+#[test]
+fn the_first_segment_reads_as_the_whole_hands_does() {
+    let page = page_in_memory();
+    page.publish(&hands(3));
+    for count in [3_000, 3_001, 500_000, 1_002_999] {
+        let whole = page.newest().unwrap().nanos_at(count);
+        assert_eq!(page.nanos_at::<false>(count), whole);
+        assert_eq!(page.nanos_at::<true>(count), whole.map(|ns| ns + 3));
+    }
+    assert_eq!(page.nanos_at::<false>(1_003_000), None, "past the segment");
+    assert_eq!(page.nanos_at::<false>(2_999), None, "before it");
+}
+
+#[test]
+fn every_refusal_is_kept_in_one_word() {
+    for refusal in [
+        Refusal::Unsupported,
+        Refusal::BadPath,
+        Refusal::Open(2),
+        Refusal::NotAFile,
+        Refusal::Short(8),
+        Refusal::WritableByOthers,
+        Refusal::DirectoryWritableByOthers,
+        Refusal::Owner {
+            file: 65534,
+            directory: 1000,
+        },
+        Refusal::NotAPage,
+        Refusal::Version(2),
+        Refusal::Counter(7),
+        Refusal::OtherBoot,
+        Refusal::Stale,
+        Refusal::Disagrees(-86_400_000_000_000),
+        Refusal::Keeper,
+        Refusal::Left,
+    ] {
+        assert_eq!(Refusal::from_code(refusal.code()), refusal);
+    }
+}
