@@ -1,17 +1,21 @@
 //! The side-by-side test's own pieces (`scripts/bounds-vs-clockbound.sh`):
 //! an NTP server on loopback whose true time it knows, a sampler that holds
-//! timehands' bounds and ClockBound's against that truth, and the save and
-//! restore of the kernel's clock around it. Linux, root for `restore`.
+//! timehands' bounds, ClockBound 2's and ClockBound 3's against that truth
+//! and times a call of each, and the save and restore of the kernel's clock
+//! around it. Linux, root for `restore`.
 //!
 //! The truth is CLOCK_MONOTONIC_RAW plus a fixed offset `K` (ns), taken as
 //! CLOCK_REALTIME − CLOCK_MONOTONIC_RAW when the run starts (`save`): no
 //! daemon slews CLOCK_MONOTONIC_RAW, so the truth runs on whatever the
-//! machine's clock is made to do.
+//! machine's clock is made to do. `--step-ns N --step-at-raw-ns T` steps
+//! the truth by N from CLOCK_MONOTONIC_RAW's T on, for the server and the
+//! sampler alike.
 //!
 //! ```text
 //! bounds_truth save                         tick freq status K
-//! bounds_truth serve --port P --k K [--reply-delay-us D]
-//! bounds_truth sample --k K --seconds S --phase NAME
+//! bounds_truth raw                          CLOCK_MONOTONIC_RAW, ns
+//! bounds_truth serve --port P --k K [--reply-delay-us D] [--step-ns N --step-at-raw-ns T]
+//! bounds_truth sample --k K --seconds S --phase NAME [--clockbound3 SHM1]
 //! bounds_truth restore TICK FREQ STATUS K   the clock back on the truth
 //! ```
 
@@ -36,6 +40,8 @@ mod linux {
     use clap::{Parser, Subcommand};
     use clock_bound_client::{ClockBoundClient, ClockStatus};
     use serde_json::json;
+    use std::hint::black_box;
+    use std::time::Instant;
 
     #[derive(Parser)]
     struct Cli {
@@ -48,24 +54,26 @@ mod linux {
         /// Prints the kernel's tick (µs), frequency (adjtimex units), status,
         /// and K = CLOCK_REALTIME − CLOCK_MONOTONIC_RAW (ns).
         Save,
+        /// Prints CLOCK_MONOTONIC_RAW (ns), the clock the truth runs on.
+        Raw,
         /// Answers NTP on 127.0.0.1:PORT with the truth, stratum 1.
         Serve {
             #[arg(long)]
             port: u16,
-            /// The truth's offset from CLOCK_MONOTONIC_RAW, ns.
-            #[arg(long, allow_hyphen_values = true)]
-            k: i64,
+            #[command(flatten)]
+            truth: Truth,
             /// Each reply leaves this long after its transmit time was taken:
             /// an asymmetric path, which NTP cannot see (it takes the clock
             /// half of it off), but which its delay bounds.
             #[arg(long, default_value_t = 0)]
             reply_delay_us: u64,
         },
-        /// Samples both bounds against the truth every 20 ms; prints one JSON
-        /// line of figures, and each false bound on stderr.
+        /// Samples the bounds against the truth every 20 ms, and times a
+        /// call of each reader there; prints one JSON line of figures, and
+        /// each false bound on stderr.
         Sample {
-            #[arg(long, allow_hyphen_values = true)]
-            k: i64,
+            #[command(flatten)]
+            truth: Truth,
             #[arg(long)]
             seconds: f64,
             #[arg(long)]
@@ -76,6 +84,14 @@ mod linux {
             /// this file for each sample where both gave a bound.
             #[arg(long)]
             pairs: Option<std::path::PathBuf>,
+            /// ClockBound 3's page (its `shm1`), read with its own client;
+            /// without it, no ClockBound 3.
+            #[arg(long)]
+            clockbound3: Option<String>,
+            /// Appends a line "timehands ClockBound3" of half-widths (ns) to
+            /// this file for each sample where both gave a bound.
+            #[arg(long)]
+            pairs_clockbound3: Option<std::path::PathBuf>,
         },
         /// Sets the tick, frequency and status saved, and steps CLOCK_REALTIME
         /// onto the truth.
@@ -86,6 +102,34 @@ mod linux {
             #[arg(allow_hyphen_values = true)]
             k: i64,
         },
+    }
+
+    /// The truth: CLOCK_MONOTONIC_RAW plus `k`, and plus `step_ns` from
+    /// CLOCK_MONOTONIC_RAW's `step_at_raw_ns` on.
+    #[derive(clap::Args, Clone, Copy)]
+    struct Truth {
+        /// The truth's offset from CLOCK_MONOTONIC_RAW, ns.
+        #[arg(long, allow_hyphen_values = true)]
+        k: i64,
+        /// A step of the truth, ns.
+        #[arg(long, allow_hyphen_values = true, default_value_t = 0)]
+        step_ns: i64,
+        /// When the truth steps, in CLOCK_MONOTONIC_RAW's ns.
+        #[arg(long, default_value_t = i64::MAX)]
+        step_at_raw_ns: i64,
+    }
+
+    impl Truth {
+        /// The truth now, ns since the epoch.
+        fn now(&self) -> i64 {
+            let raw = clock_ns(libc::CLOCK_MONOTONIC_RAW);
+            raw + self.k
+                + if raw >= self.step_at_raw_ns {
+                    self.step_ns
+                } else {
+                    0
+                }
+        }
     }
 
     /// A kernel clock, ns.
@@ -99,7 +143,7 @@ mod linux {
         ts.tv_sec * 1_000_000_000 + ts.tv_nsec
     }
 
-    /// The truth now, ns since the epoch.
+    /// The truth without a step now, ns since the epoch.
     fn truth(k: i64) -> i64 {
         clock_ns(libc::CLOCK_MONOTONIC_RAW) + k
     }
@@ -163,13 +207,13 @@ mod linux {
         out
     }
 
-    fn serve(port: u16, k: i64, reply_delay: Duration) -> Result<()> {
+    fn serve(port: u16, truth: Truth, reply_delay: Duration) -> Result<()> {
         let socket =
             UdpSocket::bind(("127.0.0.1", port)).with_context(|| format!("port {port}"))?;
         let mut request = [0u8; 512];
         loop {
             let (n, client) = socket.recv_from(&mut request)?;
-            let received = truth(k);
+            let received = truth.now();
             // Mode 3 (client) only.
             if n < 48 || request[0] & 7 != 3 {
                 continue;
@@ -184,7 +228,7 @@ mod linux {
             reply[16..24].copy_from_slice(&ntp_timestamp(received));
             reply[24..32].copy_from_slice(&request[40..48]); // origin
             reply[32..40].copy_from_slice(&ntp_timestamp(received));
-            reply[40..48].copy_from_slice(&ntp_timestamp(truth(k)));
+            reply[40..48].copy_from_slice(&ntp_timestamp(truth.now()));
             if !reply_delay.is_zero() {
                 std::thread::sleep(reply_delay);
             }
@@ -222,6 +266,52 @@ mod linux {
         values.get(values.len() / 2).copied()
     }
 
+    /// Calls a batch of `CALLS` reads takes, timed once.
+    const CALLS: u32 = 32;
+
+    /// The cost of one call of `read` (ns, in tenths), from a batch timed
+    /// with `Instant` (whose own read is spread over the batch).
+    fn cost_per_call<T>(mut read: impl FnMut() -> T) -> u64 {
+        let start = Instant::now();
+        for _ in 0..CALLS {
+            black_box(read());
+        }
+        (start.elapsed().as_nanos() * 10 / u128::from(CALLS)) as u64
+    }
+
+    /// The median of costs in tenths of a ns, in ns.
+    fn median_cost(values: &mut [u64]) -> Option<f64> {
+        median(values).map(|tenths| tenths as f64 / 10.0)
+    }
+
+    /// ClockBound 3's interval from its own client, when its status gives
+    /// one (synchronized or free-running), as for 2.x's.
+    fn clockbound3_interval(client: Option<&mut clock_bound::Client>) -> Option<(i64, i64)> {
+        let now = client?.now().ok()?;
+        if !matches!(
+            now.clock_status,
+            clock_bound::ClockStatus::Synchronized | clock_bound::ClockStatus::FreeRunning
+        ) {
+            return None;
+        }
+        let ns = |t: &libc::timespec| t.tv_sec * 1_000_000_000 + t.tv_nsec;
+        Some((ns(now.earliest.as_ref()), ns(now.latest.as_ref())))
+    }
+
+    /// Appends "ours theirs" lines of half-widths (ns) to `path`.
+    fn append_pairs(path: &std::path::Path, ours: &[u64], theirs: &[u64]) -> Result<()> {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("{}", path.display()))?;
+        for (o, c) in ours.iter().zip(theirs) {
+            writeln!(file, "{o} {c}")?;
+        }
+        Ok(())
+    }
+
     /// ClockBound's interval from its own client, when its status gives one
     /// (synchronized or free-running).
     fn clockbound_interval(client: Option<&mut ClockBoundClient>) -> Option<(i64, i64)> {
@@ -236,33 +326,50 @@ mod linux {
         Some((ns(now.earliest.as_ref()), ns(now.latest.as_ref())))
     }
 
+    /// Where `sample` appends the half-widths side by side.
+    struct Pairs<'a> {
+        clockbound: Option<&'a std::path::Path>,
+        clockbound3: Option<&'a std::path::Path>,
+    }
+
     fn sample(
-        k: i64,
+        truth: Truth,
         seconds: f64,
         phase: &str,
         interval: Duration,
-        pairs: Option<&std::path::Path>,
+        pairs: &Pairs<'_>,
+        clockbound3_path: Option<&str>,
     ) -> Result<()> {
-        let (mut ours, mut theirs) = (Side::default(), Side::default());
+        let (mut ours, mut theirs, mut theirs3) =
+            (Side::default(), Side::default(), Side::default());
         let (mut both_ours, mut both_theirs) = (Vec::new(), Vec::new());
+        let (mut both3_ours, mut both3_theirs) = (Vec::new(), Vec::new());
+        let (mut cost_now, mut cost_ours, mut cost_theirs, mut cost_theirs3) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut sources = std::collections::BTreeMap::<String, u64>::new();
         let mut max_kernel_offset = 0i64;
         let samples = (seconds * 1000.0 / interval.as_millis() as f64) as u64;
         // Opened once, as a ClockBound client does; absent without its daemon.
         let mut client = ClockBoundClient::new().ok();
+        let open3 = || clockbound3_path.and_then(|p| clock_bound::Client::new_with_path(p).ok());
+        let mut client3 = open3();
         // As ClockBound's client opens its segment first: the sources asked.
         let _ = timehands::realtime_bounds_when_ready(Duration::from_secs(2));
-        let mut clockbound_only = 0u64;
+        let (mut clockbound_only, mut clockbound3_only) = (0u64, 0u64);
         for _ in 0..samples {
+            // A daemon may be starting: its segment comes a moment later.
             if client.is_none() {
-                // The daemon may be starting: its segment comes a moment later.
                 client = ClockBoundClient::new().ok();
             }
-            let lo = truth(k);
+            if client3.is_none() {
+                client3 = open3();
+            }
+            let lo = truth.now();
             let bounds = timehands::realtime_bounds();
             let cb = clockbound_interval(client.as_mut());
-            let hi = truth(k);
-            let offset = clock_ns(libc::CLOCK_REALTIME) - truth(k);
+            let cb3 = clockbound3_interval(client3.as_mut());
+            let hi = truth.now();
+            let offset = clock_ns(libc::CLOCK_REALTIME) - truth.now();
             if offset.abs() > max_kernel_offset.abs() {
                 max_kernel_offset = offset;
             }
@@ -281,10 +388,27 @@ mod linux {
             if theirs.count(cb, lo, hi) {
                 eprintln!("{phase}: ClockBound false: {cb:?}, truth {lo}..{hi}");
             }
+            if client3.is_some() && theirs3.count(cb3, lo, hi) {
+                eprintln!("{phase}: ClockBound 3 false: {cb3:?}, truth {lo}..{hi}");
+            }
             clockbound_only += u64::from(our_interval.is_none() && cb.is_some());
+            clockbound3_only += u64::from(our_interval.is_none() && cb3.is_some());
             if let (Some(o), Some(c)) = (our_interval, cb) {
                 both_ours.push(((o.1 - o.0) / 2) as u64);
                 both_theirs.push(((c.1 - c.0) / 2) as u64);
+            }
+            if let (Some(o), Some(c)) = (our_interval, cb3) {
+                both3_ours.push(((o.1 - o.0) / 2) as u64);
+                both3_theirs.push(((c.1 - c.0) / 2) as u64);
+            }
+            // Each reader's cost, in batches taken one after another.
+            cost_now.push(cost_per_call(timehands::now));
+            cost_ours.push(cost_per_call(timehands::realtime_bounds));
+            if let Some(c) = client.as_mut() {
+                cost_theirs.push(cost_per_call(|| c.now().is_ok()));
+            }
+            if let Some(c) = client3.as_mut() {
+                cost_theirs3.push(cost_per_call(|| c.now().is_ok()));
             }
             std::thread::sleep(interval);
         }
@@ -297,18 +421,20 @@ mod linux {
                 "max_half_width_ns": s.half_widths.iter().max(),
             })
         };
-        if let Some(path) = pairs {
-            use std::io::Write;
-            let mut file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("{}", path.display()))?;
-            for (o, c) in both_ours.iter().zip(&both_theirs) {
-                writeln!(file, "{o} {c}")?;
-            }
+        if let Some(path) = pairs.clockbound {
+            append_pairs(path, &both_ours, &both_theirs)?;
         }
-        let (mo, mc) = (median(&mut both_ours), median(&mut both_theirs));
+        if let Some(path) = pairs.clockbound3 {
+            append_pairs(path, &both3_ours, &both3_theirs)?;
+        }
+        let ratio = |o: &mut Vec<u64>, c: &mut Vec<u64>| {
+            median(o)
+                .zip(median(c))
+                .map(|(o, c)| o as f64 / c.max(1) as f64)
+        };
+        let now_ns = median_cost(&mut cost_now);
+        let ours_ns = median_cost(&mut cost_ours);
+        let theirs3_ns = median_cost(&mut cost_theirs3);
         println!(
             "{}",
             json!({
@@ -318,7 +444,19 @@ mod linux {
                 "clockbound": side(&mut theirs),
                 "both": both_ours.len(),
                 "clockbound_only": clockbound_only,
-                "median_half_width_ratio": mo.zip(mc).map(|(o, c)| o as f64 / c.max(1) as f64),
+                "median_half_width_ratio": ratio(&mut both_ours, &mut both_theirs),
+                "clockbound3": clockbound3_path.map(|_| side(&mut theirs3)),
+                "both3": both3_ours.len(),
+                "clockbound3_only": clockbound3_only,
+                "median_half_width_ratio3": ratio(&mut both3_ours, &mut both3_theirs),
+                "cost_ns": {
+                    "now": now_ns,
+                    "timehands": ours_ns,
+                    "clockbound": median_cost(&mut cost_theirs),
+                    "clockbound3": theirs3_ns,
+                    "timehands_per_now": ours_ns.zip(now_ns).map(|(o, n)| o / n),
+                    "timehands_per_clockbound3": ours_ns.zip(theirs3_ns).map(|(o, c)| o / c),
+                },
                 "sources": sources,
                 "max_kernel_offset_ns": max_kernel_offset,
             })
@@ -330,23 +468,33 @@ mod linux {
         let cli = Cli::parse();
         let result = match cli.command {
             Command::Save => save(),
+            Command::Raw => {
+                println!("{}", clock_ns(libc::CLOCK_MONOTONIC_RAW));
+                Ok(())
+            }
             Command::Serve {
                 port,
-                k,
+                truth,
                 reply_delay_us,
-            } => serve(port, k, Duration::from_micros(reply_delay_us)),
+            } => serve(port, truth, Duration::from_micros(reply_delay_us)),
             Command::Sample {
-                k,
+                truth,
                 seconds,
                 phase,
                 interval_ms,
                 pairs,
+                clockbound3,
+                pairs_clockbound3,
             } => sample(
-                k,
+                truth,
                 seconds,
                 &phase,
                 Duration::from_millis(interval_ms),
-                pairs.as_deref(),
+                &Pairs {
+                    clockbound: pairs.as_deref(),
+                    clockbound3: pairs_clockbound3.as_deref(),
+                },
+                clockbound3.as_deref(),
             ),
             Command::Restore {
                 tick,

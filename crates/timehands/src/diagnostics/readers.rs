@@ -78,14 +78,10 @@ impl Reader {
         handler: extern "C" fn(libc::c_int),
     ) -> Result<Option<T>, String> {
         if self == Reader::Handler {
-            handle(libc::SIGPROF, handler);
-            let timer = profile_every_millisecond().ok_or("no POSIX timer for SIGPROF")?;
             let start = kernel_now();
-            while kernel_now() - start < long.as_nanos() as u64 {
-                std::hint::spin_loop();
-            }
-            // SAFETY: deletes the timer made above.
-            unsafe { libc::timer_delete(timer) };
+            profile_until(Duration::from_millis(1), handler, || {
+                kernel_now() - start >= long.as_nanos() as u64
+            })?;
             return Ok(Some(finish()));
         }
         if self == Reader::Daemon {
@@ -174,28 +170,54 @@ fn handle(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) {
 
 extern "C" fn ignore(_: libc::c_int) {}
 
-/// A POSIX timer on the process's CPU time (as ITIMER_PROF counts) that
-/// sends SIGPROF every millisecond of it; `None` where the OS refuses one.
-fn profile_every_millisecond() -> Option<libc::timer_t> {
+/// A profiler's SIGPROF: installs `handler` for it and has the process
+/// signalled every `every` of its CPU time, by a POSIX timer on
+/// CLOCK_PROCESS_CPUTIME_ID (as ITIMER_PROF counts), while the calling
+/// thread spins, reading nothing, until `done` says so; then deletes the
+/// timer. The handler's reader kind, and the bounds' test of a process
+/// whose only reads are in a handler.
+///
+/// # Errors
+/// The OS refused the timer, said in one line.
+pub(crate) fn profile_until(
+    every: Duration,
+    handler: extern "C" fn(libc::c_int),
+    mut done: impl FnMut() -> bool,
+) -> Result<(), String> {
+    handle(libc::SIGPROF, handler);
+    let refused = || {
+        format!(
+            "no POSIX timer for SIGPROF: {}",
+            std::io::Error::last_os_error()
+        )
+    };
     // SAFETY: a zeroed sigevent asking for SIGPROF is valid; the timer is
     // written by timer_create before it is armed.
-    unsafe {
+    let timer = unsafe {
         let mut event: libc::sigevent = std::mem::zeroed();
         event.sigev_notify = libc::SIGEV_SIGNAL;
         event.sigev_signo = libc::SIGPROF;
         let mut timer: libc::timer_t = std::mem::zeroed();
         if libc::timer_create(libc::CLOCK_PROCESS_CPUTIME_ID, &mut event, &mut timer) != 0 {
-            return None;
+            return Err(refused());
         }
-        let every = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 1_000_000,
-        };
-        let spec = libc::itimerspec {
-            it_interval: every,
-            it_value: every,
-        };
-        libc::timer_settime(timer, 0, &spec, std::ptr::null_mut());
-        Some(timer)
+        timer
+    };
+    let every = libc::timespec {
+        tv_sec: every.as_secs() as libc::time_t,
+        tv_nsec: libc::c_long::from(every.subsec_nanos()),
+    };
+    let spec = libc::itimerspec {
+        it_interval: every,
+        it_value: every,
+    };
+    // SAFETY: arms the timer made above.
+    let armed = unsafe { libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) } == 0;
+    let result = if armed { Ok(()) } else { Err(refused()) };
+    while armed && !done() {
+        std::hint::spin_loop();
     }
+    // SAFETY: deletes the timer made above, which nothing uses after.
+    unsafe { libc::timer_delete(timer) };
+    result
 }

@@ -62,6 +62,15 @@ pub(super) fn read_nanos_fast<
     const ORDERED: bool,
     const COUNTER_CALL: bool,
 >() -> Result<u64, LongWay> {
+    read_nanos_fast_at_tsc::<REALTIME, ORDERED, COUNTER_CALL>().map(|(ns, _)| ns)
+}
+
+/// [`read_nanos_fast`], with the TSC's value it read, where the readers'
+/// word names a read of the TSC by an instruction (`None` for any other
+/// counter).
+#[inline(always)]
+fn read_nanos_fast_at_tsc<const REALTIME: bool, const ORDERED: bool, const COUNTER_CALL: bool>()
+-> Result<(u64, Option<u64>), LongWay> {
     let word = READER.load(Ordering::Acquire);
     let how = word & HOW;
     if how == NOT_STARTED || (!COUNTER_CALL && how == COUNTER_READ) {
@@ -79,14 +88,21 @@ pub(super) fn read_nanos_fast<
         LFENCE_RDTSC => unsafe { hw::read_tsc_ordered(hw::OrderedRead::LfenceRdtsc) },
         _ => sample::<ORDERED>(reader_timekeeper(word).counter()),
     };
+    let tsc = match how {
+        #[cfg(target_arch = "x86_64")]
+        RDTSCP | LFENCE_RDTSC => Some(count),
+        _ => None,
+    };
     if word & PAGE != 0 {
         return page::page_of(word)
             .nanos_at::<REALTIME>(count)
+            .map(|ns| (ns, tsc))
             .ok_or(LongWay::Page(word, count));
     }
     let timekeeper = reader_timekeeper(word);
     timekeeper
         .nanos_at::<REALTIME>(count)
+        .map(|ns| (ns, tsc))
         .ok_or(LongWay::Own(timekeeper, count))
 }
 
@@ -523,6 +539,24 @@ pub(super) fn realtime_with_second() -> (u64, u64) {
         read_nanos::<true, true>(),
         SECOND_HINTS[1].load(Ordering::Relaxed),
     )
+}
+
+/// [`realtime_with_second`], and the TSC's value the Realtime was read at
+/// where the clock read the TSC by an instruction and took its common way
+/// (`None` otherwise): a source's clock on the TSC (ClockBound 3's,
+/// VMClock's) is then read at our Realtime's very instant, with no counter
+/// read of its own.
+#[inline(always)]
+pub(super) fn realtime_with_second_and_tsc() -> (u64, u64, Option<u64>) {
+    let (ns, tsc) = match read_nanos_fast_at_tsc::<true, true, true>() {
+        Ok(read) => read,
+        Err(LongWay::Own(timekeeper, count)) => {
+            (read_nanos_slow::<true, true>(timekeeper, count), None)
+        }
+        Err(LongWay::Page(word, count)) => (page::read_slow::<true>(word, count), None),
+        Err(LongWay::NotStarted) => (start_and_read::<true, true>(), None),
+    };
+    (ns, SECOND_HINTS[1].load(Ordering::Relaxed), tsc)
 }
 
 /// `ns` as a `Duration`, split at the second `hint` names (see

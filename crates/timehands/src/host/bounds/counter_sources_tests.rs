@@ -56,7 +56,7 @@ fn sources(clockbound3: &'static CStr, vmclock: &'static CStr) -> Sources {
 /// kernel's CLOCK_REALTIME) read around it.
 fn read_now(state: &State) -> (Result<RealtimeBounds, crate::Error>, u64, u64) {
     let before = kernel_now(KernelClock::Realtime);
-    let bounds = from_state(realtime_now(), 0, state);
+    let bounds = from_state(realtime_now(), 0, None, state);
     (bounds, before, kernel_now(KernelClock::Realtime))
 }
 

@@ -31,8 +31,10 @@
 //!    3.x keeps on the CPU's counter in its page (`shm1`): the time and its
 //!    bound at a counter value, the counter's period and their errors. The
 //!    bound is on that clock, not on the kernel's Realtime, so a read
-//!    computes it from a counter read of its own (`ticking.rs`), as
-//!    ClockBound's client does, widened to hold our Realtime.
+//!    computes it at a counter value (`ticking.rs`), as ClockBound's
+//!    client does, widened to hold our Realtime: the TSC's value our
+//!    Realtime was read at, where the clock runs on the TSC, so that no
+//!    second counter read is paid for, nor the span between the two.
 //! 4. **ClockBound 2** (`clockbound.rs`): the bound `clock-bound-d` 2.x
 //!    publishes in its segment (`shm0`), growing at its `max_drift`.
 //! 5. **VMClock** (`vmclock.rs`): the hypervisor's clock on the counter, in
@@ -268,9 +270,17 @@ fn short(ns: u64) -> Duration {
 /// The bounds of `realtime_ns` (ours) from a published `state` that is not
 /// void. The three times are split into seconds at `second` (Realtime's
 /// hint): kept in nanoseconds until then, no conversion lengthens the
-/// read's chain (some 1.5 ns of 30 on the Intel Xeon guest).
+/// read's chain (some 1.5 ns of 30 on the Intel Xeon guest). A source's
+/// clock on the counter is read at `tsc`, the TSC's value our Realtime was
+/// read at, where the clock gives it, and at a counter read of its own
+/// otherwise.
 #[inline]
-fn from_state(realtime_ns: u64, second: u64, state: &State) -> Result<RealtimeBounds, Error> {
+fn from_state(
+    realtime_ns: u64,
+    second: u64,
+    tsc: Option<u64>,
+    state: &State,
+) -> Result<RealtimeBounds, Error> {
     let split = |ns| super::read::split_at(ns, second);
     let Some(mut status) = state.status else {
         return Err(Error::Unsynchronized);
@@ -287,7 +297,7 @@ fn from_state(realtime_ns: u64, second: u64, state: &State) -> Result<RealtimeBo
     // A source's own clock on the counter: its interval now, around ours.
     let (below, above) = match &state.counter {
         None => (state.below, state.above),
-        Some(clock) => clock.around(realtime_ns, ticking::counter()),
+        Some(clock) => clock.around(realtime_ns, tsc.unwrap_or_else(ticking::counter)),
     };
     // A chronyd step back may put the Realtime before `as_of`: no growth
     // then (the step closed the correction the bounds already hold).
@@ -398,10 +408,10 @@ fn from_kernel_now() -> Result<RealtimeBounds, Error> {
 // Inlined, as `now()` is: the caller keeps the fields it uses.
 #[inline]
 pub fn realtime_bounds() -> Result<RealtimeBounds, Error> {
-    let (realtime, second) = super::read::realtime_with_second();
+    let (realtime, second, tsc) = super::read::realtime_with_second_and_tsc();
     steps::keep(realtime);
     match state::PUBLISHED.load() {
-        Some(state) if realtime < state.void_at => from_state(realtime, second, &state),
+        Some(state) if realtime < state.void_at => from_state(realtime, second, tsc, &state),
         _ => from_kernel_now(),
     }
 }
@@ -579,10 +589,43 @@ mod tests {
         }
     }
 
+    /// A source's clock on the counter is read at the TSC's value our
+    /// Realtime was read at, where the read gives one: its interval there,
+    /// whatever the counter reads after.
+    #[test]
+    fn a_counter_clock_is_read_at_the_realtime_s_own_tsc() {
+        // 1 ns a tick from counter value 1 000 at noon, within 10 µs.
+        let clock = ticking::CounterClock {
+            at: 1_000,
+            time_ns: NOON,
+            mult: 1 << 32,
+            shift: 0,
+            half_ns: 10_000,
+            rate_q32: 0,
+        };
+        let state = State {
+            below: 0,
+            above: 0,
+            rate_q32: 0,
+            accuracy_ns: 0,
+            accuracy_q32: 0,
+            source: BoundsSource::ClockBound3,
+            counter: Some(clock),
+            ..chronyd_state()
+        };
+        // 5 ms of ticks on, our Realtime 2 µs behind the source's clock.
+        let (realtime, tsc) = (NOON + 5_000_000 - 2_000, 1_000 + 5_000_000);
+        let b = from_state(realtime, NOON / SECOND_NS, Some(tsc), &state).expect("a bound");
+        // The interval at that tick, and the ns the period's rounding adds.
+        assert_eq!(b.earliest, Duration::from_nanos(NOON + 5_000_000 - 10_001));
+        assert_eq!(b.latest, Duration::from_nanos(NOON + 5_000_000 + 10_001));
+        assert_eq!(b.realtime, Duration::from_nanos(realtime));
+    }
+
     /// The bounds of `realtime` from `state`, split at the second of
     /// [`NOON`], as a read whose hint was published then splits them.
     fn at_noon_hint(realtime: u64, state: &State) -> Result<RealtimeBounds, Error> {
-        from_state(realtime, NOON / SECOND_NS, state)
+        from_state(realtime, NOON / SECOND_NS, None, state)
     }
 
     /// The three times are the same whatever second they are split at:
@@ -601,7 +644,7 @@ mod tests {
             NOON + SECOND_NS + 7,
             NOON + 5 * SECOND_NS,
         ] {
-            let expected = from_state(realtime, 0, &state).expect("a bound");
+            let expected = from_state(realtime, 0, None, &state).expect("a bound");
             assert_eq!(expected.realtime, Duration::from_nanos(realtime));
             assert!(expected.realtime - expected.earliest > Duration::from_secs(2));
             assert!(expected.latest - expected.realtime > Duration::from_secs(3));
@@ -610,7 +653,7 @@ mod tests {
                 realtime / SECOND_NS - 1,
                 NOON / SECOND_NS,
             ] {
-                let b = from_state(realtime, second, &state);
+                let b = from_state(realtime, second, None, &state);
                 assert_eq!(b, Ok(expected), "{realtime} split at {second}");
             }
         }

@@ -106,48 +106,15 @@ extern "C" fn on_sigprof(_: libc::c_int) {
 }
 
 /// A process that reads nothing of timehands but in a SIGPROF handler (a
-/// profiler's, at 5 kHz of CPU time): the handler's reads step the
-/// sources, until chronyd's bound comes.
+/// profiler's, at 5 kHz of CPU time, armed as the handler's reader kind
+/// arms it): the handler's reads step the sources, until chronyd's bound
+/// comes.
 fn only_in_a_handler() -> Result<(), String> {
     let before = tasks();
-    let every = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 200,
-    };
-    let timer = libc::itimerval {
-        it_interval: every,
-        it_value: every,
-    };
-    // SAFETY: a zeroed sigaction with a handler of the right type is valid;
-    // the handler touches only the bounds and atomics. setitimer arms the
-    // process's profiling timer.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_sigprof as *const () as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESTART;
-        if libc::sigaction(libc::SIGPROF, &action, std::ptr::null_mut()) != 0
-            || libc::setitimer(libc::ITIMER_PROF, &timer, std::ptr::null_mut()) != 0
-        {
-            return Err(format!("SIGPROF: {}", std::io::Error::last_os_error()));
-        }
-    }
     let limit = Instant::now() + GUARD;
-    // The timer counts CPU time: spin, reading nothing of ours.
-    while FROM_CHRONYD.load(Ordering::Relaxed) < 10 && Instant::now() < limit {
-        std::hint::spin_loop();
-    }
-    let off = libc::itimerval {
-        it_interval: libc::timeval {
-            tv_sec: 0,
-            tv_usec: 0,
-        },
-        it_value: libc::timeval {
-            tv_sec: 0,
-            tv_usec: 0,
-        },
-    };
-    // SAFETY: disarms the timer.
-    unsafe { libc::setitimer(libc::ITIMER_PROF, &off, std::ptr::null_mut()) };
+    crate::diagnostics::readers::profile_until(Duration::from_micros(200), on_sigprof, || {
+        FROM_CHRONYD.load(Ordering::Relaxed) >= 10 || Instant::now() >= limit
+    })?;
     let (chronyd, others) = (
         FROM_CHRONYD.load(Ordering::Relaxed),
         OTHERS.load(Ordering::Relaxed),

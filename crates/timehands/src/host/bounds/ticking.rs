@@ -3,8 +3,10 @@
 //! device (`vmclock.rs`) each give a counter value, the time at it, the
 //! counter's period and a bound that grows at a stated rate. Their bound
 //! is on their own clock, not on the kernel's Realtime (which someone else
-//! may slew at 8 % meanwhile): a read computes it from a counter read of
-//! its own, as their clients do, and widens it to hold our Realtime.
+//! may slew at 8 % meanwhile): a read computes it at a counter value, as
+//! their clients do, and widens it to hold our Realtime; the value is the
+//! TSC's our Realtime was read at where the clock runs on the TSC, and
+//! [`counter`]'s own read otherwise.
 
 /// Nanoseconds in a second.
 #[cfg(target_os = "linux")]
