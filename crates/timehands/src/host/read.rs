@@ -28,13 +28,21 @@ use crate::{Counter, Timekeeper};
 /// the clock up when the read finds it due.
 #[inline(always)]
 pub(super) fn read_nanos<const REALTIME: bool, const ORDERED: bool>() -> u64 {
-    match read_nanos_fast::<REALTIME, ORDERED, true>() {
-        Ok(ns) => ns,
-        Err(LongWay::Own(timekeeper, count)) => {
-            read_nanos_slow::<REALTIME, ORDERED>(timekeeper, count)
-        }
-        Err(LongWay::Page(word, count)) => page::read_slow::<REALTIME>(word, count),
-        Err(LongWay::NotStarted) => start_and_read::<REALTIME, ORDERED>(),
+    read_nanos_and_tsc::<REALTIME, ORDERED>().0
+}
+
+/// [`read_nanos`], and the TSC's value it was read at where the clock read
+/// the TSC by an instruction and took its common way (`None` otherwise).
+#[inline(always)]
+fn read_nanos_and_tsc<const REALTIME: bool, const ORDERED: bool>() -> (u64, Option<u64>) {
+    match read_nanos_fast_at_tsc::<REALTIME, ORDERED, true>() {
+        Ok(read) => read,
+        Err(LongWay::Own(timekeeper, count)) => (
+            read_nanos_slow::<REALTIME, ORDERED>(timekeeper, count),
+            None,
+        ),
+        Err(LongWay::Page(word, count)) => (page::read_slow::<REALTIME>(word, count), None),
+        Err(LongWay::NotStarted) => (start_and_read::<REALTIME, ORDERED>(), None),
     }
 }
 
@@ -548,14 +556,7 @@ pub(super) fn realtime_with_second() -> (u64, u64) {
 /// read of its own.
 #[inline(always)]
 pub(super) fn realtime_with_second_and_tsc() -> (u64, u64, Option<u64>) {
-    let (ns, tsc) = match read_nanos_fast_at_tsc::<true, true, true>() {
-        Ok(read) => read,
-        Err(LongWay::Own(timekeeper, count)) => {
-            (read_nanos_slow::<true, true>(timekeeper, count), None)
-        }
-        Err(LongWay::Page(word, count)) => (page::read_slow::<true>(word, count), None),
-        Err(LongWay::NotStarted) => (start_and_read::<true, true>(), None),
-    };
+    let (ns, tsc) = read_nanos_and_tsc::<true, true>();
     (ns, SECOND_HINTS[1].load(Ordering::Relaxed), tsc)
 }
 
