@@ -88,7 +88,9 @@ truth=${BOUNDS_TRUTH:-}
 if [ -z "$truth" ]; then
     command -v cargo >/dev/null ||
         fail "no cargo here: build the example first and give it as BOUNDS_TRUTH=path"
-    cargo build --release -q -p timehands-cli --example bounds_truth
+    # ClockBound 3's client needs Rust 1.87; without it, no ClockBound 3.
+    cargo build --release -q -p timehands-cli --example bounds_truth --features clockbound3 ||
+        cargo build --release -q -p timehands-cli --example bounds_truth
     truth=${CARGO_TARGET_DIR:-target}/release/examples/bounds_truth
 fi
 [ -x "$truth" ] || fail "BOUNDS_TRUTH=$truth: not an executable"
@@ -102,7 +104,9 @@ port=12323
 # ClockBound 3: why not, where it cannot run here (empty where it can).
 clockbound3=${CLOCKBOUND3:-/opt/clockbound3/bin/clockbound}
 why_no_cb3=
-if [ ! -x "$clockbound3" ]; then
+if ! "$truth" clients | grep -qw clockbound3; then
+    why_no_cb3="$truth was built without ClockBound 3's client (its feature clockbound3, which needs Rust 1.87)"
+elif [ ! -x "$clockbound3" ]; then
     why_no_cb3="$clockbound3 is not installed (CLOCKBOUND3=path)"
 elif ! "$clockbound3" --version 2>/dev/null | grep -q '^clock-bound 3\.'; then
     why_no_cb3="$clockbound3 is not ClockBound 3 ($("$clockbound3" --version 2>&1 | head -n 1))"
@@ -189,8 +193,14 @@ EOF
 }
 
 stop_chronyd() {
-    kill "$(cat "$dir/chronyd.pid")"
-    for _ in $(seq 50); do [ -f "$dir/chronyd.pid" ] || break; sleep 0.1; done
+    # Gone, not only told: a new chronyd refuses to start beside it, and a
+    # loaded machine takes seconds to let one exit.
+    local pid
+    pid=$(cat "$dir/chronyd.pid")
+    kill "$pid"
+    for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    echo "bounds-vs-clockbound: chronyd (pid $pid) did not exit in 30 s" >&2
+    return 1
 }
 
 # One phase: the sampler in the background (in ClockBound 3's namespace

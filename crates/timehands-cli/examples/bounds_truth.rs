@@ -14,6 +14,7 @@
 //! ```text
 //! bounds_truth save                         tick freq status K
 //! bounds_truth raw                          CLOCK_MONOTONIC_RAW, ns
+//! bounds_truth clients                      the ClockBound clients it has
 //! bounds_truth serve --port P --k K [--reply-delay-us D] [--step-ns N --step-at-raw-ns T]
 //! bounds_truth sample --k K --seconds S --phase NAME [--clockbound3 SHM1]
 //! bounds_truth restore TICK FREQ STATUS K   the clock back on the truth
@@ -71,6 +72,9 @@ mod linux {
         /// Samples the bounds against the truth every 20 ms, and times a
         /// call of each reader there; prints one JSON line of figures, and
         /// each false bound on stderr.
+        /// The ClockBound clients it was built with: `clockbound2`, and
+        /// `clockbound3` with the feature of that name.
+        Clients,
         Sample {
             #[command(flatten)]
             truth: Truth,
@@ -284,18 +288,58 @@ mod linux {
         median(values).map(|tenths| tenths as f64 / 10.0)
     }
 
-    /// ClockBound 3's interval from its own client, when its status gives
-    /// one (synchronized or free-running), as for 2.x's.
-    fn clockbound3_interval(client: Option<&mut clock_bound::Client>) -> Option<(i64, i64)> {
-        let now = client?.now().ok()?;
-        if !matches!(
-            now.clock_status,
-            clock_bound::ClockStatus::Synchronized | clock_bound::ClockStatus::FreeRunning
-        ) {
-            return None;
+    /// ClockBound 3's own client, where the example is built with the
+    /// `clockbound3` feature (the client needs Rust 1.87, above this
+    /// crate's 1.85).
+    #[cfg(feature = "clockbound3")]
+    mod clockbound3 {
+        /// The client, on its daemon's page.
+        pub type Client = clock_bound::Client;
+
+        /// The client of the page at `path`, once the daemon made it.
+        pub fn open(path: &str) -> Option<Client> {
+            Client::new_with_path(path).ok()
         }
-        let ns = |t: &libc::timespec| t.tv_sec * 1_000_000_000 + t.tv_nsec;
-        Some((ns(now.earliest.as_ref()), ns(now.latest.as_ref())))
+
+        /// One read of the client, as its users make it: whether it
+        /// answered.
+        pub fn read(client: &mut Client) -> bool {
+            client.now().is_ok()
+        }
+
+        /// ClockBound 3's interval from its own client, when its status
+        /// gives one (synchronized or free-running), as for 2.x's.
+        pub fn interval(client: Option<&mut Client>) -> Option<(i64, i64)> {
+            let now = client?.now().ok()?;
+            if !matches!(
+                now.clock_status,
+                clock_bound::ClockStatus::Synchronized | clock_bound::ClockStatus::FreeRunning
+            ) {
+                return None;
+            }
+            let ns = |t: &libc::timespec| t.tv_sec * 1_000_000_000 + t.tv_nsec;
+            Some((ns(now.earliest.as_ref()), ns(now.latest.as_ref())))
+        }
+    }
+
+    /// Without the `clockbound3` feature there is no ClockBound 3 client:
+    /// `clients` says so, and the script runs no ClockBound 3.
+    #[cfg(not(feature = "clockbound3"))]
+    mod clockbound3 {
+        /// No client can be made.
+        pub enum Client {}
+
+        pub fn open(_: &str) -> Option<Client> {
+            None
+        }
+
+        pub fn read(client: &mut Client) -> bool {
+            match *client {}
+        }
+
+        pub fn interval(client: Option<&mut Client>) -> Option<(i64, i64)> {
+            match *client? {}
+        }
     }
 
     /// Appends "ours theirs" lines of half-widths (ns) to `path`.
@@ -351,7 +395,7 @@ mod linux {
         let samples = (seconds * 1000.0 / interval.as_millis() as f64) as u64;
         // Opened once, as a ClockBound client does; absent without its daemon.
         let mut client = ClockBoundClient::new().ok();
-        let open3 = || clockbound3_path.and_then(|p| clock_bound::Client::new_with_path(p).ok());
+        let open3 = || clockbound3_path.and_then(clockbound3::open);
         let mut client3 = open3();
         // As ClockBound's client opens its segment first: the sources asked.
         let _ = timehands::realtime_bounds_when_ready(Duration::from_secs(2));
@@ -367,7 +411,7 @@ mod linux {
             let lo = truth.now();
             let bounds = timehands::realtime_bounds();
             let cb = clockbound_interval(client.as_mut());
-            let cb3 = clockbound3_interval(client3.as_mut());
+            let cb3 = clockbound3::interval(client3.as_mut());
             let hi = truth.now();
             let offset = clock_ns(libc::CLOCK_REALTIME) - truth.now();
             if offset.abs() > max_kernel_offset.abs() {
@@ -408,7 +452,7 @@ mod linux {
                 cost_theirs.push(cost_per_call(|| c.now().is_ok()));
             }
             if let Some(c) = client3.as_mut() {
-                cost_theirs3.push(cost_per_call(|| c.now().is_ok()));
+                cost_theirs3.push(cost_per_call(|| clockbound3::read(c)));
             }
             std::thread::sleep(interval);
         }
@@ -470,6 +514,17 @@ mod linux {
             Command::Save => save(),
             Command::Raw => {
                 println!("{}", clock_ns(libc::CLOCK_MONOTONIC_RAW));
+                Ok(())
+            }
+            Command::Clients => {
+                println!(
+                    "clockbound2{}",
+                    if cfg!(feature = "clockbound3") {
+                        " clockbound3"
+                    } else {
+                        ""
+                    }
+                );
                 Ok(())
             }
             Command::Serve {

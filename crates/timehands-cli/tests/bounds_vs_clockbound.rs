@@ -2,7 +2,9 @@
 //! against an NTP server whose true time is known:
 //! `scripts/bounds-vs-clockbound.sh`, through chronyd starting, a step, a
 //! restart onto an asymmetric path, its slew, a restart back, a step of the
-//! truth and a stop, with ClockBound 3's daemon beside it where installed.
+//! truth and a stop (ClockBound 3's daemon beside it where installed and
+//! the sampler has its client: the example's `clockbound3` feature, which
+//! this build does not turn on).
 //! Root only, with chronyd installed and no time daemon running (CI runs
 //! as root and installs chrony); elsewhere it says why it is skipped. A
 //! test binary of its own, so that no other test of this crate runs while

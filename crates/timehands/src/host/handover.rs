@@ -26,8 +26,7 @@ use super::clock::{
 use super::counter::HostCounter;
 use super::fork_points::point;
 use super::life::{Facts, Pending, Successor};
-use super::page::PAGE;
-use super::published::{READER, reader_word};
+use super::published::{PAGE, READER, reader_word};
 use super::text::text;
 use crate::engine::nanos::floor_nanos;
 use crate::host::brackets::pair;

@@ -189,7 +189,7 @@ fn start_clock() -> Option<&'static HostClock> {
     // A process that reads the keeper's page reads it whatever started the
     // clock (a coarse read, `info`): the clock built below is the one it
     // falls back to.
-    super::read::read_page_at_start();
+    super::page::read_at_start();
     point("start: building the clock");
     let clock = CLOCK.get_or_init(|| HostClock {
         publishes: true,

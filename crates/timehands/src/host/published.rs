@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::coarse_limit::CoarseLimit;
 use super::counter::HostCounter;
-use super::page::PAGE;
 use crate::Timekeeper;
 #[cfg(target_arch = "x86_64")]
 use crate::hw;
@@ -32,6 +31,11 @@ pub(super) const RDTSCP: usize = 2;
 #[cfg(target_arch = "x86_64")]
 pub(super) const LFENCE_RDTSC: usize = 3;
 const _: () = assert!(std::mem::align_of::<Timekeeper<HostCounter>>() > HOW);
+/// The readers' word's bit for the keeper's page (`page/`): the word is
+/// then the page's address (page-aligned), this bit, and how to read the
+/// TSC ([`HOW`]).
+pub(super) const PAGE: usize = 0b100;
+const _: () = assert!(PAGE & HOW == 0);
 
 /// The readers' word for `engine`, a timekeeper of the process's clock.
 pub(super) fn reader_word(timekeeper: &'static Timekeeper<HostCounter>) -> usize {

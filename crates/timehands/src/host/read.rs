@@ -7,11 +7,11 @@ use std::time::Duration;
 use super::clock::HostClock;
 use super::coarse_limit::COARSE_SLACK;
 use super::counter::HostCounter;
-use super::page::{self, PAGE};
+use super::page;
 use super::process::{clock, try_clock};
 use super::published::{
-    COARSE, COUNTER_READ, HOW, NOT_STARTED, READER, SECOND_HINTS, STAND_IN_FLOOR, own_timekeeper,
-    publish_first_reader_word, reader_timekeeper,
+    COARSE, COUNTER_READ, HOW, NOT_STARTED, PAGE, READER, SECOND_HINTS, STAND_IN_FLOOR,
+    own_timekeeper, publish_first_reader_word, reader_timekeeper, reader_word,
 };
 #[cfg(target_arch = "x86_64")]
 use super::published::{LFENCE_RDTSC, RDTSCP};
@@ -41,7 +41,7 @@ fn read_nanos_and_tsc<const REALTIME: bool, const ORDERED: bool>() -> (u64, Opti
             read_nanos_slow::<REALTIME, ORDERED>(timekeeper, count),
             None,
         ),
-        Err(LongWay::Page(word, count)) => (page::read_slow::<REALTIME>(word, count), None),
+        Err(LongWay::Page(word, count)) => (read_page_slow::<REALTIME>(word, count), None),
         Err(LongWay::NotStarted) => (start_and_read::<REALTIME, ORDERED>(), None),
     }
 }
@@ -150,6 +150,47 @@ pub(super) fn read_nanos_slow<const REALTIME: bool, const ORDERED: bool>(
     }
 }
 
+/// A read of the keeper's page that its newest hands' first segment does
+/// not cover (see [`page::read_slow`]), and the move to the process's own
+/// clock where the page is to be left.
+#[cold]
+#[inline(never)]
+fn read_page_slow<const REALTIME: bool>(word: usize, count: u64) -> u64 {
+    let (ns, leave) = page::read_slow::<REALTIME>(word, count);
+    if let Some(handed_out) = leave {
+        leave_page(word, handed_out);
+    }
+    ns
+}
+
+/// Moves the readers from the page of `word` to the process's own clock,
+/// once that clock is past `handed_out` (the latest time a read of the
+/// page could have given) with a bound within the slack: until then the
+/// page's stale reads go on.
+fn leave_page(word: usize, handed_out: u64) {
+    let Some(clock) = try_clock() else {
+        return;
+    };
+    // Nothing read it while the page served (a coarse read or `info` may
+    // have started it): its hands stand at their promise until a windup.
+    clock.windup();
+    let timekeeper = clock.timekeeper();
+    if timekeeper.uptime_nanos() < handed_out || clock.stated_bound() > page::slack_ns() {
+        return;
+    }
+    if READER
+        .compare_exchange(
+            word,
+            reader_word(timekeeper),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_ok()
+    {
+        page::left();
+    }
+}
+
 /// A read that stood: at its hands' promise (no windup for two intervals,
 /// so the counter may have run through a suspend that CLOCK_MONOTONIC did
 /// not count, see [`Timekeeper::windup_following`]), or at their base, the
@@ -213,7 +254,7 @@ fn stand_in(clock: &HostClock, stood: u64) -> u64 {
 #[cold]
 #[inline(never)]
 pub(super) fn start_and_read<const REALTIME: bool, const ORDERED: bool>() -> u64 {
-    if read_page_at_start() {
+    if page::read_at_start() {
         return read_nanos::<REALTIME, ORDERED>();
     }
     if page::mapping() {
@@ -226,16 +267,6 @@ pub(super) fn start_and_read<const REALTIME: bool, const ORDERED: bool>() -> u64
     // Another thread may be starting it, and not have published it yet.
     publish_first_reader_word(clock.timekeeper());
     read_nanos::<REALTIME, ORDERED>()
-}
-
-/// Names the keeper's page in the readers' word, where this is the
-/// process's first try of it and the page is good: whether it did.
-pub(super) fn read_page_at_start() -> bool {
-    page::start().is_some_and(|word| {
-        READER
-            .compare_exchange(NOT_STARTED, word, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    })
 }
 
 /// A read while the clock starts, on a thread that cannot wait for the

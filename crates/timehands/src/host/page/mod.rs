@@ -60,12 +60,7 @@ use layout::{Hands, Page};
 
 use super::coarse_limit::COARSE_SLACK;
 use super::kernel_clocks::KernelClock;
-use super::published::{HOW, READER};
-
-/// The readers' word's bit for the page: the word is the page's address,
-/// this bit, and how to read the TSC ([`HOW`]).
-pub(super) const PAGE: usize = 0b100;
-const _: () = assert!(PAGE & HOW == 0);
+use super::published::{HOW, NOT_STARTED, PAGE, READER};
 
 /// How long a page may stay stale (its newest hands' promise passed)
 /// before its readers leave it for their own clocks: long past a keeper's
@@ -247,7 +242,7 @@ fn refuse(why: Refusal) {
 /// The page's readers' word, if this process is to read the page: at the
 /// first read, the one that maps it. `None` where another read maps it
 /// meanwhile, where it was refused, or where this OS has none.
-pub(super) fn start() -> Option<usize> {
+fn start() -> Option<usize> {
     if STATE
         .compare_exchange(UNTRIED, MAPPING, Ordering::AcqRel, Ordering::Acquire)
         .is_err()
@@ -264,6 +259,16 @@ pub(super) fn start() -> Option<usize> {
             None
         }
     }
+}
+
+/// Names the keeper's page in the readers' word, where this is the
+/// process's first try of it and the page is good: whether it did.
+pub(super) fn read_at_start() -> bool {
+    start().is_some_and(|word| {
+        READER
+            .compare_exchange(NOT_STARTED, word, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    })
 }
 
 /// Whether a read that finds the clock not started must wait for nothing
@@ -332,25 +337,26 @@ pub(crate) fn bound_at(hands: &Hands, now: u64) -> u64 {
 /// A read at `count` on the page of readers' word `word` that the newest
 /// hands' first segment does not cover: another of its segments, an older
 /// hands (a read the keeper overtook), or, past every promise, what the
-/// kernel's clock vouches for (see the module docs).
-#[cold]
-#[inline(never)]
-pub(super) fn read_slow<const REALTIME: bool>(word: usize, count: u64) -> u64 {
+/// kernel's clock vouches for (see the module docs); and, where the page is
+/// to be left, the latest time a read of it could have given.
+#[inline(always)]
+pub(super) fn read_slow<const REALTIME: bool>(word: usize, count: u64) -> (u64, Option<u64>) {
     let page = page_of(word);
     let covering = page
         .newest()
         .into_iter()
         .chain(page.slots.iter().filter_map(layout::Slot::hands))
         .find_map(|hands| Some((hands.nanos_at(count)?, hands.realtime)));
-    let (monotonic, realtime) = match covering {
-        Some(covered) => covered,
-        None => stale(word, page, count),
+    let ((monotonic, realtime), leave) = match covering {
+        Some(covered) => (covered, None),
+        None => stale(page, count),
     };
-    if REALTIME {
+    let ns = if REALTIME {
         monotonic.saturating_add_signed(realtime)
     } else {
         monotonic
-    }
+    };
+    (ns, leave)
 }
 
 /// A read at `count` that no hands covers. Either the keeper is late,
@@ -364,7 +370,7 @@ pub(super) fn read_slow<const REALTIME: bool>(word: usize, count: u64) -> u64 {
 /// after `count`, and the read takes the earliest one's start, as the
 /// engine clamps a count behind its hands' base (no read before it could
 /// give more; none after it can give less).
-fn stale(word: usize, page: &Page, count: u64) -> (u64, i64) {
+fn stale(page: &Page, count: u64) -> ((u64, i64), Option<u64>) {
     let hands = page.slots.each_ref().map(layout::Slot::hands);
     let started = hands
         .iter()
@@ -378,17 +384,16 @@ fn stale(word: usize, page: &Page, count: u64) -> (u64, i64) {
             .flatten()
             .filter_map(|hands| Some((hands.nanos_at(hands.base)?, hands.realtime)))
             .min();
-        return earliest.unwrap_or_else(|| {
-            // No hands to be read whole: not a page any keeper writes.
-            leave(word, kernel);
-            (kernel.saturating_sub(slack_ns()), 0)
-        });
+        // No hands to be read whole: not a page any keeper writes.
+        return earliest.map_or(
+            ((kernel.saturating_sub(slack_ns()), 0), Some(kernel)),
+            |read| (read, None),
+        );
     };
     let vouched = kernel.saturating_sub(slack_ns()).max(last.end_ns);
-    if kernel.saturating_sub(last.end_ns) > GIVE_UP_AFTER.as_nanos() as u64 {
-        leave(word, vouched);
-    }
-    (vouched, last.realtime)
+    let leave =
+        (kernel.saturating_sub(last.end_ns) > GIVE_UP_AFTER.as_nanos() as u64).then_some(vouched);
+    ((vouched, last.realtime), leave)
 }
 
 /// The slack a stale read takes off CLOCK_MONOTONIC: the widest bound a
@@ -398,35 +403,11 @@ pub(super) fn slack_ns() -> u64 {
     COARSE_SLACK.as_nanos() as u64
 }
 
-/// Moves the readers from the page of `word` to the process's own clock,
-/// once that clock is past `handed_out` (the latest time a read of the
-/// page could have given) with a bound within the slack: until then the
-/// page's stale reads go on.
-fn leave(word: usize, handed_out: u64) {
-    let Some(clock) = super::process::try_clock() else {
-        return;
-    };
-    // Nothing read it while the page served (a coarse read or `info` may
-    // have started it): its hands stand at their promise until a windup.
-    clock.windup();
-    let timekeeper = clock.timekeeper();
-    if timekeeper.uptime_nanos() < handed_out
-        || clock.stated_bound() > COARSE_SLACK.as_nanos() as u64
-    {
-        return;
-    }
-    if READER
-        .compare_exchange(
-            word,
-            super::published::reader_word(timekeeper),
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        )
-        .is_ok()
-    {
-        REFUSAL.store(Refusal::Left.code(), Ordering::Release);
-        STATE.store(REFUSED, Ordering::Release);
-    }
+/// Says that the process left the page for its own clock (the read that
+/// moved the readers' word calls it).
+pub(super) fn left() {
+    REFUSAL.store(Refusal::Left.code(), Ordering::Release);
+    STATE.store(REFUSED, Ordering::Release);
 }
 
 /// What `getres` states on the page: the newest hands' bound now where it
