@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::coarse_limit::CoarseLimit;
 use super::counter::HostCounter;
+use super::page::layout::Page;
 use crate::Timekeeper;
 #[cfg(target_arch = "x86_64")]
 use crate::hw;
@@ -76,6 +77,21 @@ pub(super) fn reader_timekeeper(word: usize) -> &'static Timekeeper<HostCounter>
     // `&'static` timekeeper of the process's clock (one of its stages,
     // inside the `CLOCK` static, never moved or dropped).
     unsafe { &*((word & !HOW) as *const Timekeeper<HostCounter>) }
+}
+
+/// The keeper's page a readers' word with [`PAGE`] names.
+#[inline(always)]
+pub(super) fn page_of(word: usize) -> &'static Page {
+    debug_assert!(word & PAGE != 0);
+    // SAFETY: a word with PAGE is made by the page's mapping (`page/`)
+    // from a mapping of at least a `Page` that is never unmapped.
+    unsafe { &*((word & !(HOW | PAGE)) as *const Page) }
+}
+
+/// The keeper's page the readers' word names now, if it names one.
+pub(super) fn page_read() -> Option<&'static Page> {
+    let word = READER.load(Ordering::Acquire);
+    (word & PAGE != 0).then(|| page_of(word))
 }
 
 /// Until when coarse reads may take the kernel's coarse time less

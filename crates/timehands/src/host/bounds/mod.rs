@@ -120,7 +120,7 @@ mod clockbound3;
 mod datagram;
 mod environment;
 #[cfg(all(test, unix))]
-mod fake_chronyd;
+pub(crate) mod fake_chronyd;
 #[cfg(target_os = "linux")]
 mod mapping;
 #[cfg(target_os = "linux")]
@@ -130,7 +130,7 @@ mod ptp4l_test;
 #[cfg(all(test, target_os = "linux"))]
 mod readers;
 mod refresh;
-mod state;
+pub(crate) mod state;
 mod steps;
 mod ticking;
 #[cfg(target_os = "linux")]
@@ -409,8 +409,15 @@ fn from_kernel_now() -> Result<RealtimeBounds, Error> {
 #[inline]
 pub fn realtime_bounds() -> Result<RealtimeBounds, Error> {
     let (realtime, second, tsc) = super::read::realtime_with_second_and_tsc();
-    steps::keep(realtime);
-    match state::PUBLISHED.load() {
+    let published = match super::published::page_read() {
+        // The keeper keeps the sources: its readers ask none.
+        Some(page) => state::Published::over(&page.bounds),
+        None => {
+            steps::keep(realtime);
+            &state::PUBLISHED
+        }
+    };
+    match published.load() {
         Some(state) if realtime < state.void_at => from_state(realtime, second, tsc, &state),
         _ => from_kernel_now(),
     }
@@ -439,7 +446,10 @@ pub fn realtime_bounds_when_ready(timeout: Duration) -> Result<RealtimeBounds, E
     let start = std::time::Instant::now();
     loop {
         let bounds = realtime_bounds();
-        if state::PUBLISHED.ever_published() || start.elapsed() >= timeout {
+        let published = super::published::page_read().map_or(&state::PUBLISHED, |page| {
+            state::Published::over(&page.bounds)
+        });
+        if published.ever_published() || start.elapsed() >= timeout {
             return bounds;
         }
         std::thread::sleep(Duration::from_millis(1));

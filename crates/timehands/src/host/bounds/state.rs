@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::ticking::CounterClock;
 use super::{BoundsSource, BoundsStatus, LeapSecond};
+use crate::host::page::layout::BOUNDS_WORDS;
 
 /// How often a read tries to find the state still while the writer writes,
 /// before it takes the kernel's word instead: a read never waits for the
@@ -73,8 +74,9 @@ fn joined(word: u64) -> Duration {
 }
 
 /// The published words. One writer (the read that holds the steps'
-/// flag), any readers.
-#[repr(align(64))]
+/// flag, or the keeper into its page), any readers. Laid out as the
+/// keeper's page holds one (`docs/page.md`).
+#[repr(C, align(64))]
 pub(crate) struct Published {
     /// Odd while the writer writes; each publication adds 2.
     sequence: AtomicU64,
@@ -98,6 +100,8 @@ pub(crate) struct Published {
     /// The VMClock marker (`meta` says whether there is one).
     marker: AtomicU64,
 }
+
+const _: () = assert!(size_of::<Published>() == BOUNDS_WORDS * 8);
 
 /// `meta`'s flags: a counter clock, a VMClock marker.
 const HAS_COUNTER: u64 = 1 << 24;
@@ -151,6 +155,15 @@ impl Published {
             counter: [const { AtomicU64::new(0) }; 6],
             marker: AtomicU64::new(0),
         }
+    }
+
+    /// The state the keeper's page's bounds words hold, read and written
+    /// as a process's own.
+    pub(crate) fn over(words: &[AtomicU64; BOUNDS_WORDS]) -> &Published {
+        // SAFETY: `Published` is `repr(C)` of atomic words only, as many
+        // as `words` has (asserted above), and no more aligned than the
+        // page's 64-byte-aligned bounds; any bits are a value of it.
+        unsafe { &*std::ptr::from_ref(words).cast::<Published>() }
     }
 
     /// Publishes `state`. One writer at a time (the step's, or a
@@ -216,6 +229,12 @@ impl Published {
     #[cfg(all(test, target_os = "linux"))]
     pub(crate) fn publications(&self) -> u64 {
         self.sequence.load(Ordering::Acquire) / 2
+    }
+
+    /// How many states were published: a copy needs no rewrite while it
+    /// stands.
+    pub(crate) fn version(&self) -> u64 {
+        self.sequence.load(Ordering::Acquire)
     }
 
     /// Whether anything was published yet.

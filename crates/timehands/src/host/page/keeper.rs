@@ -6,12 +6,13 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::layout::{
     COUNTER_TSC, FILE_SIZE, Hands, Header, MAGIC, Page, READ_LFENCE_RDTSC, READ_RDTSCP, SLOTS,
     Slot, VERSION,
 };
+use crate::host::bounds::state::{PUBLISHED, Published};
 use crate::host::coarse_limit::COARSE_SLACK;
 use crate::host::counter::HostCounter;
 use crate::host::kernel_clocks::KernelClock;
@@ -35,6 +36,8 @@ use crate::hw::OrderedRead;
 pub struct Keeper {
     page: &'static Page,
     path: PathBuf,
+    /// The version of this process's bounds last copied to the page.
+    bounds_copied: AtomicU64,
 }
 
 /// Why [`Keeper::publish`] published nothing.
@@ -117,6 +120,7 @@ impl Keeper {
         Ok(Keeper {
             page,
             path: path.to_owned(),
+            bounds_copied: AtomicU64::new(0),
         })
     }
 
@@ -189,6 +193,16 @@ impl Keeper {
             leap: u64::from(clock.leap().code()),
             base: promised.base,
         });
+        // The bounds on UTC, as this process's own read keeps them (it
+        // asks the sources when they are due), for readers that ask none.
+        let _ = crate::realtime_bounds();
+        let version = PUBLISHED.version();
+        if version != self.bounds_copied.load(Ordering::Relaxed) {
+            if let Some(state) = PUBLISHED.load() {
+                Published::over(&self.page.bounds).publish(&state);
+                self.bounds_copied.store(version, Ordering::Relaxed);
+            }
+        }
         Ok(())
     }
 }

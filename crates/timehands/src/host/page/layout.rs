@@ -100,16 +100,25 @@ pub(crate) struct Slot {
 #[repr(C)]
 pub(crate) struct SegmentWords([AtomicU64; 6]);
 
+/// Words of the bounds on UTC the keeper publishes: its own state's, as
+/// `bounds/state.rs` lays it out (a seqlock of its own).
+pub(crate) const BOUNDS_WORDS: usize = 24;
+
 /// The whole page.
 #[repr(C, align(64))]
 pub(crate) struct Page {
     pub(crate) header: Header,
     pub(crate) slots: [Slot; SLOTS],
+    /// The keeper's bounds on UTC, with which its readers ask no source.
+    pub(crate) bounds: [AtomicU64; BOUNDS_WORDS],
 }
 
 const _: () = assert!(size_of::<Header>() == 64);
 const _: () = assert!(size_of::<Slot>() == 256);
+const _: () = assert!(size_of::<Page>() == 64 + SLOTS * 256 + BOUNDS_WORDS * 8);
 const _: () = assert!(size_of::<Page>() <= FILE_SIZE);
+// The bounds' words are read as a 64-byte-aligned `Published`.
+const _: () = assert!(std::mem::offset_of!(Page, bounds) % 64 == 0);
 
 /// What a reader takes from a slot, all of one hands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -60,7 +60,7 @@ use layout::{Hands, Page};
 
 use super::coarse_limit::COARSE_SLACK;
 use super::kernel_clocks::KernelClock;
-use super::published::{HOW, NOT_STARTED, PAGE, READER};
+use super::published::{NOT_STARTED, PAGE, READER};
 
 /// How long a page may stay stale (its newest hands' promise passed)
 /// before its readers leave it for their own clocks: long past a keeper's
@@ -306,19 +306,7 @@ fn mapped() -> Result<usize, Refusal> {
     Err(Refusal::Unsupported)
 }
 
-/// The page a readers' word with [`PAGE`] names.
-#[inline(always)]
-pub(super) fn page_of(word: usize) -> &'static Page {
-    debug_assert!(word & PAGE != 0);
-    // SAFETY: a word with PAGE is made by `mapped` from a mapping of at
-    // least a `Page` that is never unmapped.
-    unsafe { &*((word & !(HOW | PAGE)) as *const Page) }
-}
-
-/// The page the readers' word names now, if it names one.
-pub(super) fn reading() -> Option<&'static Page> {
-    reading_of(READER.load(Ordering::Acquire))
-}
+pub(super) use super::published::{page_of, page_read as reading};
 
 /// The page readers' word `word` names, if it names one.
 pub(super) fn reading_of(word: usize) -> Option<&'static Page> {

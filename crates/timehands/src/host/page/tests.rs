@@ -39,11 +39,15 @@ fn keeper_half() {
 
 /// The reader half: `read:<ms>:<expect>[:fork]` reads for that long, every
 /// read checked, and then expects its time from `page` or `own`; with
-/// `fork`, a forked child does the same.
+/// `fork`, a forked child does the same. `bounds` expects chronyd's bounds
+/// from the page.
 #[test]
 #[ignore = "the reader half of the page tests, which run it"]
 fn reader_half() {
     let plan = std::env::var("TIMEHANDS_TEST_PLAN").expect("run by a page test");
+    if plan == "bounds" {
+        return report(chronyd_s_bounds_from_the_page());
+    }
     let words: Vec<&str> = plan.split(':').collect();
     let ms: u64 = words[1].parse().expect("milliseconds");
     let expect = words[2];
@@ -129,6 +133,37 @@ fn read_for(ms: u64, expect: &str) -> Result<(), String> {
     }
 }
 
+/// chronyd's bounds, as the keeper asked for them: every read of them for
+/// 100 ms from chronyd, around our Realtime, and the time from the page.
+fn chronyd_s_bounds_from_the_page() -> Result<(), String> {
+    let limit = Instant::now() + Duration::from_secs(5);
+    loop {
+        match crate::realtime_bounds() {
+            Ok(bounds) if bounds.source == crate::BoundsSource::Chronyd => break,
+            _ if Instant::now() > limit => {
+                return Err(format!(
+                    "no bound of chronyd's in 5 s: {:?}",
+                    crate::realtime_bounds()
+                ));
+            }
+            _ => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(100) {
+        let bounds = crate::realtime_bounds().map_err(|e| format!("no bound: {e}"))?;
+        if bounds.source != crate::BoundsSource::Chronyd
+            || !(bounds.earliest <= bounds.realtime && bounds.realtime <= bounds.latest)
+        {
+            return Err(format!("not chronyd's bound around ours: {bounds:?}"));
+        }
+    }
+    let from = super::describe();
+    from.starts_with("the keeper's page")
+        .then_some(())
+        .ok_or_else(|| format!("time from {from}"))
+}
+
 /// `id`, read between two reads of the kernel's `kernel`, within the bound
 /// `getres` states.
 fn check_against_kernel(id: ClockId, kernel: crate::os::KernelClock) -> Result<(), String> {
@@ -153,7 +188,17 @@ impl KeeperProcess {
     /// Starts a keeper of the page at `path`, and waits for its first
     /// publish.
     fn start(path: &Path) -> KeeperProcess {
-        let child = child_half(KEEPER_HALF, "keep", &[(PAGE_PATH, &path.to_string_lossy())])
+        KeeperProcess::start_with(path, &[])
+    }
+
+    /// [`start`](KeeperProcess::start), with `env` too.
+    fn start_with(path: &Path, env: &[(&str, &str)]) -> KeeperProcess {
+        let page = path.to_string_lossy();
+        let env: Vec<(&str, &str)> = [(PAGE_PATH, page.as_ref())]
+            .into_iter()
+            .chain(env.iter().copied())
+            .collect();
+        let child = child_half(KEEPER_HALF, "keep", &env)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -251,6 +296,20 @@ fn a_process_reads_the_keepers_page_and_so_does_its_forked_child() {
     let _keeper = KeeperProcess::start(&dir.page());
     assert_passes(reader(&dir.page(), "read:300:page"), "a reader");
     assert_passes(reader(&dir.page(), "read:300:page:fork"), "a forked child");
+}
+
+#[test]
+fn readers_of_the_page_take_the_keepers_bounds_and_ask_chronyd_nothing() {
+    let chronyd = crate::host::bounds::fake_chronyd::FakeChronyd::start();
+    let address = chronyd.address.to_string();
+    let dir = PageDir::new("bounds");
+    let _keeper = KeeperProcess::start_with(&dir.page(), &[("TIMEHANDS_CHRONYD", &address)]);
+    let mut readers = reader_command(&dir.page(), "bounds");
+    readers.env("TIMEHANDS_CHRONYD", &address);
+    let reader = readers.spawn().expect("the reader half runs");
+    assert_passes(reader, "a reader of the keeper's bounds");
+    let peers = chronyd.peers();
+    assert_eq!(peers.len(), 1, "only the keeper asks chronyd: {peers:?}");
 }
 
 #[test]
