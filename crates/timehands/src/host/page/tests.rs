@@ -304,12 +304,22 @@ fn readers_of_the_page_take_the_keepers_bounds_and_ask_chronyd_nothing() {
     let address = chronyd.address.to_string();
     let dir = PageDir::new("bounds");
     let _keeper = KeeperProcess::start_with(&dir.page(), &[("TIMEHANDS_CHRONYD", &address)]);
-    let mut readers = reader_command(&dir.page(), "bounds");
-    readers.env("TIMEHANDS_CHRONYD", &address);
-    let reader = readers.spawn().expect("the reader half runs");
-    assert_passes(reader, "a reader of the keeper's bounds");
+    let readers: Vec<Child> = (0..3)
+        .map(|_| {
+            let mut reader = reader_command(&dir.page(), "bounds");
+            reader.env("TIMEHANDS_CHRONYD", &address);
+            reader.spawn().expect("the reader half runs")
+        })
+        .collect();
+    for reader in readers {
+        assert_passes(reader, "a reader of the keeper's bounds");
+    }
     let peers = chronyd.peers();
-    assert_eq!(peers.len(), 1, "only the keeper asks chronyd: {peers:?}");
+    assert_eq!(
+        peers.len(),
+        1,
+        "only the keeper asks chronyd, not its three readers: {peers:?}"
+    );
 }
 
 #[test]
