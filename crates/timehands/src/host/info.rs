@@ -40,7 +40,13 @@ pub fn getres(id: ClockId) -> Resolution {
     // While the clock starts on another thread (or on this one, in the
     // code a signal handler interrupted), reads ask the kernel: its
     // nanoseconds, to the nanosecond.
-    let (tick, accuracy, realtime_uncertainty, leap) = match (super::page::reading(), try_clock()) {
+    // The process's own clock only where it does not read the keeper's
+    // page (the start that `try_clock` makes may map it, too).
+    let own = match super::page::reading() {
+        Some(_) => None,
+        None => try_clock(),
+    };
+    let (tick, accuracy, realtime_uncertainty, leap) = match (super::page::reading(), own) {
         // The keeper's page: its bound, read with loads. (Its coarse
         // clocks are the kernel's, as the process's own clock keeps them.)
         (Some(page), _) => {
@@ -59,6 +65,13 @@ pub fn getres(id: ClockId) -> Resolution {
             clock.leap(),
         ),
         (None, None) => (1, 0, 0, LeapSecond::None),
+    };
+    // While a read maps the keeper's page, the others read the kernel's
+    // clock less the slack (`read::start_and_read`).
+    let accuracy = if super::page::mapping() {
+        accuracy.max(super::page::slack_ns())
+    } else {
+        accuracy
     };
     let tick = Duration::from_nanos(tick);
     // The bound grows from the last measurement at the rate's uncertainty;

@@ -111,6 +111,7 @@ extern "C" fn parent() {
 /// held.
 extern "C" fn child() {
     HELD.with(|cell| drop(cell.borrow_mut().take()));
+    super::page::forget_mapping_after_fork();
     match CLOCK.get() {
         Some(clock) => forget_writers(clock),
         // A start another thread had begun as the prepare handler looked

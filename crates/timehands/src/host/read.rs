@@ -174,6 +174,11 @@ fn leave_page(word: usize, handed_out: u64) {
     // Nothing read it while the page served (a coarse read or `info` may
     // have started it): its hands stand at their promise until a windup.
     clock.windup();
+    // Under the steering lock, as every move of the readers is: no
+    // hand-over retires the timekeeper between the look and the move.
+    let Some(_steering) = clock.try_steering() else {
+        return;
+    };
     let timekeeper = clock.timekeeper();
     if timekeeper.uptime_nanos() < handed_out || clock.stated_bound() > page::slack_ns() {
         return;

@@ -303,9 +303,12 @@ fn from_state(
     // then (the step closed the correction the bounds already hold).
     let age = realtime_ns.saturating_sub(state.as_of);
     let accuracy_ns = u64::from(state.accuracy_ns);
-    let ours = accuracy_ns + grown(age, u64::from(state.accuracy_q32));
+    let ours = accuracy_ns.saturating_add(grown(age, u64::from(state.accuracy_q32)));
     // One multiply for both rates, on the way to the bounds.
-    let widening = accuracy_ns + grown(age, state.rate_q32 + u64::from(state.accuracy_q32));
+    let widening = accuracy_ns.saturating_add(grown(
+        age,
+        state.rate_q32.saturating_add(u64::from(state.accuracy_q32)),
+    ));
     let mut below = below.saturating_add(widening);
     let mut above = above.saturating_add(widening);
     if state.leap != LeapSecond::None && near_midnight(realtime_ns) {

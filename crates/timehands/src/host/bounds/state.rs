@@ -92,7 +92,8 @@ pub(crate) struct Published {
     /// nanoseconds (low half) each, so that a read divides nothing.
     kernel_max_error: AtomicU64,
     kernel_estimated_error: AtomicU64,
-    /// Our accuracy, ns (low half), and its growth, ppb (high half).
+    /// Our accuracy, ns (low half), and its growth, as `rate_q32` (high
+    /// half).
     accuracy: AtomicU64,
     /// The counter clock's words (`meta` says whether there is one): its
     /// counter value, time, multiplier, shift, bound and rate.

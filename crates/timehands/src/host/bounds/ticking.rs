@@ -102,7 +102,10 @@ impl CounterClock {
     #[inline]
     fn elapsed(&self, now: u64) -> u64 {
         let ticks = now.saturating_sub(self.at);
-        let elapsed = (u128::from(ticks) * u128::from(self.mult)) >> (32 + u32::from(self.shift));
+        // A shift past 127 (a page's word is anybody's number) is none.
+        let elapsed = (u128::from(ticks) * u128::from(self.mult))
+            .checked_shr(32 + u32::from(self.shift))
+            .unwrap_or(0);
         u64::try_from(elapsed).unwrap_or(u64::MAX)
     }
 

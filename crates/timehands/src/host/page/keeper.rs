@@ -6,6 +6,7 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::layout::{
@@ -38,6 +39,9 @@ pub struct Keeper {
     path: PathBuf,
     /// The version of this process's bounds last copied to the page.
     bounds_copied: AtomicU64,
+    /// The page's file under its other name, until its first hands: a
+    /// reader never maps a page with none (and refuses it for good).
+    unnamed: Mutex<Option<PathBuf>>,
 }
 
 /// Why [`Keeper::publish`] published nothing.
@@ -53,6 +57,8 @@ pub enum NotYet {
     /// The clock stands this many ns behind what readers of the page may
     /// have read (see [`Keeper::publish`]).
     Behind(u64),
+    /// The page, written whole, could not be renamed to its path.
+    Rename(String),
 }
 
 impl std::fmt::Display for NotYet {
@@ -68,6 +74,7 @@ impl std::fmt::Display for NotYet {
                 f,
                 "the clock is {ns} ns behind what readers of the page may have read"
             ),
+            NotYet::Rename(e) => write!(f, "the page cannot be renamed to its path: {e}"),
         }
     }
 }
@@ -75,9 +82,11 @@ impl std::fmt::Display for NotYet {
 impl Keeper {
     /// Makes the page at `path`: its directory first (mode 0755, so that a
     /// container can bind-mount it before a keeper runs), then the file,
-    /// written whole under another name and renamed over whatever was
-    /// there (mode 0644: only this user writes it), so that no reader ever
-    /// maps a page half made, and readers of an older one find it stale.
+    /// written under another name and renamed over whatever was there
+    /// (mode 0644: only this user writes it) at the first
+    /// [`publish`](Keeper::publish), so that no reader ever maps a page
+    /// half made or with no hands yet, and readers of an older one find it
+    /// stale.
     /// This process keeps its own clock from now on.
     ///
     /// One keeper a directory: a second one fails, naming the first. A
@@ -116,11 +125,11 @@ impl Keeper {
         file.set_len(FILE_SIZE as u64)?;
         let page = map_for_writing(&file)?;
         write_header(page);
-        fs::rename(&fresh, path)?;
         Ok(Keeper {
             page,
             path: path.to_owned(),
             bounds_copied: AtomicU64::new(0),
+            unnamed: Mutex::new(Some(fresh)),
         })
     }
 
@@ -164,23 +173,8 @@ impl Keeper {
         if at_end > COARSE_SLACK.as_nanos() as u64 {
             return Err(NotYet::Bound(at_end));
         }
-        if let Some(published) = self.page.newest() {
-            let read_up_to = published
-                .nanos_at(promised.base)
-                .unwrap_or(published.end_ns);
-            if promised.base_nanos < read_up_to {
-                return Err(NotYet::Behind(read_up_to - promised.base_nanos));
-            }
-        }
         let (boottime, tai) = (clock.boottime_offset.load(Ordering::Relaxed), clock.tai());
-        self.page.header.read.store(
-            match tsc.ordered_read() {
-                OrderedRead::Rdtscp => READ_RDTSCP,
-                OrderedRead::LfenceRdtsc => READ_LFENCE_RDTSC,
-            },
-            Ordering::Relaxed,
-        );
-        self.page.publish(&Hands {
+        let hands = Hands {
             segments: promised.segments,
             realtime: promised.realtime_nanos,
             boottime,
@@ -192,7 +186,19 @@ impl Keeper {
             realtime_uncertainty: clock.realtime_uncertainty.load(Ordering::Relaxed),
             leap: u64::from(clock.leap().code()),
             base: promised.base,
-        });
+        };
+        if let Some(published) = self.page.newest() {
+            behind_what_was_read(&published, &hands, tsc)?;
+        }
+        self.page.header.read.store(
+            match tsc.ordered_read() {
+                OrderedRead::Rdtscp => READ_RDTSCP,
+                OrderedRead::LfenceRdtsc => READ_LFENCE_RDTSC,
+            },
+            Ordering::Relaxed,
+        );
+        self.page.publish(&hands);
+        self.name_the_page()?;
         // The bounds on UTC, as this process's own read keeps them (it
         // asks the sources when they are due), for readers that ask none.
         let _ = crate::realtime_bounds();
@@ -205,6 +211,42 @@ impl Keeper {
         }
         Ok(())
     }
+}
+
+impl Keeper {
+    /// Renames the page to its path, the first time it holds a hands.
+    fn name_the_page(&self) -> Result<(), NotYet> {
+        let mut unnamed = self.unnamed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(fresh) = unnamed.as_ref() {
+            fs::rename(fresh, &self.path).map_err(|e| NotYet::Rename(e.to_string()))?;
+            *unnamed = None;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `next`, about to be published after `published`, gives no
+/// less than readers of `published` may have read, or are reading: at its
+/// base, now, and a while from now, over which both lines are straight
+/// (`published` runs on at its last rate past its promise; `next` may have
+/// changed rate since its base, when the keeper was held up between its
+/// windup and this). Past `published`'s end its readers read no more than
+/// that end.
+fn behind_what_was_read(
+    published: &Hands,
+    next: &Hands,
+    tsc: &crate::hw::Tsc,
+) -> Result<(), NotYet> {
+    let now = crate::Counter::read(tsc);
+    let soon = now.saturating_add(crate::Counter::frequency(tsc) / 10_000);
+    for count in [next.base, now, soon] {
+        let read = published.nanos_at(count).unwrap_or(published.end_ns);
+        let ours = next.nanos_at(count).unwrap_or(0);
+        if ours < read {
+            return Err(NotYet::Behind(read - ours));
+        }
+    }
+    Ok(())
 }
 
 /// The least the keeper sleeps between two windups, ns.

@@ -55,7 +55,13 @@ fn page_path(buf: &mut [u8; PATH_MAX]) -> Result<usize, Refusal> {
 fn map_checked(path: &[u8], len: usize) -> Result<&'static Page, Refusal> {
     let c_path = CStr::from_bytes_with_nul(path).map_err(|_| Refusal::BadPath)?;
     // SAFETY: a NUL-terminated path; the descriptor is closed below.
-    let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    // Non-blocking: a FIFO in the page's place must not hold the read up.
+    let fd = unsafe {
+        libc::open(
+            c_path.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY,
+        )
+    };
     if fd < 0 {
         return Err(Refusal::Open(errno()));
     }
@@ -221,11 +227,18 @@ fn agrees_with_kernel(page: &Page, read: OrderedRead) -> Result<(), Refusal> {
             None => stale_line(&hands, count, before)?,
         };
         let bound = bound.saturating_add(after - before) as i64;
-        let off = ours as i64 - before.midpoint(after) as i64;
-        if off.abs() <= bound {
+        // Wrapping: the page's words are anybody's numbers.
+        let off = (ours as i64).wrapping_sub(before.midpoint(after) as i64);
+        if off.unsigned_abs() <= bound as u64 {
             return boottime_agrees(&hands, ours, bound as u64);
         }
-        best = Some(best.map_or(off, |b: i64| if off.abs() < b.abs() { off } else { b }));
+        best = Some(best.map_or(off, |b: i64| {
+            if off.unsigned_abs() < b.unsigned_abs() {
+                off
+            } else {
+                b
+            }
+        }));
     }
     Err(Refusal::Disagrees(best.unwrap_or(0)))
 }
@@ -256,7 +269,9 @@ fn boottime_agrees(hands: &Hands, ours: u64, bound: u64) -> Result<(), Refusal> 
     // Boottime's offset is measured in brackets of its own: some
     // microseconds of slack, and a namespace's offset is seconds.
     if boottime.abs_diff(kernel_boottime) > bound + BOOTTIME_SLACK_NS {
-        return Err(Refusal::Disagrees(boottime as i64 - kernel_boottime as i64));
+        return Err(Refusal::Disagrees(
+            (boottime as i64).wrapping_sub(kernel_boottime as i64),
+        ));
     }
     Ok(())
 }

@@ -23,9 +23,11 @@
 //!   own reads never stand, and publishes each hands' line up to an
 //!   interval past its promise at its last rate: the next hands agrees
 //!   with it over every count a reader could have read it at.
-//! - It publishes no hands that starts behind what readers may have read
-//!   of the one before (a windup so late that its clock resumed from
-//!   CLOCK_MONOTONIC behind it waits until it is past).
+//! - It publishes no hands that gives less than the one before gave or
+//!   gives: at its base, at the moment of publishing and a little after
+//!   (a keeper held up between its windup and its publish, or so late that
+//!   its clock resumed from CLOCK_MONOTONIC behind the line readers read
+//!   on, waits for a windup that is not).
 //! - Every hands' bound, up to its end, is within [`COARSE_SLACK`] (50 µs).
 //!
 //! # How a process uses it
@@ -62,8 +64,9 @@ use super::coarse_limit::COARSE_SLACK;
 use super::kernel_clocks::KernelClock;
 use super::published::{NOT_STARTED, PAGE, READER};
 
-/// How long a page may stay stale (its newest hands' promise passed)
-/// before its readers leave it for their own clocks: long past a keeper's
+/// How long a page may stay stale (past its newest hands' end, an
+/// interval past its promise) before its readers leave it for their own
+/// clocks: long past a keeper's
 /// late wakeup, short beside a keeper that was stopped or killed.
 pub(crate) const GIVE_UP_AFTER: Duration = Duration::from_millis(100);
 
@@ -104,6 +107,9 @@ pub(crate) enum Refusal {
     Keeper,
     /// The page was read, went stale for [`GIVE_UP_AFTER`], and was left.
     Left,
+    /// The process's own clock started on another thread while this one
+    /// mapped the page: its readers stay on it.
+    Started,
 }
 
 impl fmt::Display for Refusal {
@@ -147,6 +153,7 @@ impl fmt::Display for Refusal {
                 "left: stale for {} ms, the keeper stopped or exited",
                 GIVE_UP_AFTER.as_millis()
             ),
+            Refusal::Started => write!(f, "its own clock started first, on another thread"),
         }
     }
 }
@@ -186,6 +193,7 @@ impl Refusal {
             Refusal::Disagrees(ns) => (13, ns.clamp(-(1 << 55), 1 << 55)),
             Refusal::Keeper => (14, 0),
             Refusal::Left => (15, 0),
+            Refusal::Started => (16, 0),
         };
         value << 8 | kind
     }
@@ -211,6 +219,7 @@ impl Refusal {
             13 => Refusal::Disagrees(value),
             14 => Refusal::Keeper,
             15 => Refusal::Left,
+            16 => Refusal::Started,
             _ => Refusal::Unsupported,
         }
     }
@@ -249,26 +258,32 @@ fn start() -> Option<usize> {
     {
         return None;
     }
-    match mapped() {
-        Ok(word) => {
-            STATE.store(READING, Ordering::Release);
-            Some(word)
-        }
-        Err(why) => {
-            refuse(why);
-            None
-        }
-    }
+    mapped().map_err(refuse).ok()
 }
 
 /// Names the keeper's page in the readers' word, where this is the
-/// process's first try of it and the page is good: whether it did.
+/// process's first try of it and the page is good: whether it did. The
+/// state says the page is read only once the word names it (a clock
+/// another thread published meanwhile keeps the readers).
 pub(super) fn read_at_start() -> bool {
-    start().is_some_and(|word| {
-        READER
-            .compare_exchange(NOT_STARTED, word, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    })
+    let Some(word) = start() else {
+        return false;
+    };
+    let named = READER
+        .compare_exchange(NOT_STARTED, word, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok();
+    if named {
+        STATE.store(READING, Ordering::Release);
+    } else {
+        refuse(Refusal::Started);
+    }
+    named
+}
+
+/// In a forked child: a mapping the parent's other thread was making is
+/// not the child's to wait for; its first read tries again.
+pub(super) fn forget_mapping_after_fork() {
+    let _ = STATE.compare_exchange(MAPPING, UNTRIED, Ordering::AcqRel, Ordering::Acquire);
 }
 
 /// Whether a read that finds the clock not started must wait for nothing
@@ -330,11 +345,23 @@ pub(crate) fn bound_at(hands: &Hands, now: u64) -> u64 {
 #[inline(always)]
 pub(super) fn read_slow<const REALTIME: bool>(word: usize, count: u64) -> (u64, Option<u64>) {
     let page = page_of(word);
+    // Of the hands that cover the count, the one that started last: an
+    // older one runs on at its last rate past its promise, where a newer
+    // one may have changed it (a read the keeper overtook).
     let covering = page
-        .newest()
-        .into_iter()
-        .chain(page.slots.iter().filter_map(layout::Slot::hands))
-        .find_map(|hands| Some((hands.nanos_at(count)?, hands.realtime)));
+        .slots
+        .iter()
+        .filter_map(layout::Slot::hands)
+        .filter(|hands| hands.started_by(count))
+        .filter_map(|hands| {
+            Some((
+                count.wrapping_sub(hands.base),
+                hands.nanos_at(count)?,
+                hands.realtime,
+            ))
+        })
+        .min_by_key(|&(since_base, _, _)| since_base)
+        .map(|(_, monotonic, realtime)| (monotonic, realtime));
     let ((monotonic, realtime), leave) = match covering {
         Some(covered) => (covered, None),
         None => stale(page, count),
@@ -367,16 +394,28 @@ fn stale(page: &Page, count: u64) -> ((u64, i64), Option<u64>) {
         .max_by_key(|hands| hands.end_ns);
     let kernel = crate::os::kernel_nanos(KernelClock::Monotonic).unwrap_or(0);
     let Some(last) = started else {
-        let earliest = hands
+        // No hands to be read whole: not a page any keeper writes.
+        let Some(earliest) = hands
             .iter()
             .flatten()
             .filter_map(|hands| Some((hands.nanos_at(hands.base)?, hands.realtime)))
-            .min();
-        // No hands to be read whole: not a page any keeper writes.
-        return earliest.map_or(
-            ((kernel.saturating_sub(slack_ns()), 0), Some(kernel)),
-            |read| (read, None),
-        );
+            .min()
+        else {
+            return ((kernel.saturating_sub(slack_ns()), 0), Some(kernel));
+        };
+        // Never less than the kernel's clock vouches for either (a counter
+        // gone back, behind every hands, must not stop the time); left as
+        // a stale page is, when its newest hands ended long ago.
+        let newest_end = hands
+            .iter()
+            .flatten()
+            .map(|hands| hands.end_ns)
+            .max()
+            .unwrap_or(0);
+        let vouched = earliest.0.max(kernel.saturating_sub(slack_ns()));
+        let leave = (kernel.saturating_sub(newest_end) > GIVE_UP_AFTER.as_nanos() as u64)
+            .then_some(vouched);
+        return ((vouched, earliest.1), leave);
     };
     let vouched = kernel.saturating_sub(slack_ns()).max(last.end_ns);
     let leave =

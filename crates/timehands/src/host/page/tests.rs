@@ -651,6 +651,7 @@ fn every_refusal_is_kept_in_one_word() {
         Refusal::Disagrees(-86_400_000_000_000),
         Refusal::Keeper,
         Refusal::Left,
+        Refusal::Started,
     ] {
         assert_eq!(Refusal::from_code(refusal.code()), refusal);
     }
@@ -668,4 +669,71 @@ fn a_second_keeper_of_a_directory_is_refused_with_the_reason() {
         second.to_string().contains("another keeper keeps"),
         "{second}"
     );
+}
+
+/// A hands on a 1 GHz-ish counter from `base` for `len` counts, at
+/// `at_base` ns there.
+fn hands_at(base: u64, len: u64, at_base: u64) -> Hands {
+    Hands {
+        segments: [
+            NanoSegment::new(
+                base,
+                len,
+                crate::BinTime::from_nanos(at_base as i128),
+                1 << 34,
+                u64::MAX,
+            ),
+            NanoSegment::NONE,
+            NanoSegment::NONE,
+        ],
+        base,
+        end_ns: at_base + len,
+        ..hands(0)
+    }
+}
+
+/// The readers' word of an in-memory page.
+fn word_of(page: &Page) -> usize {
+    std::ptr::from_ref(page) as usize | super::PAGE | super::super::published::LFENCE_RDTSC
+}
+
+#[test]
+fn a_read_the_keeper_overtook_takes_the_hands_that_started_last_before_it() {
+    let page = page_in_memory();
+    // Three hands, the newest started after the read's count; the two
+    // older ones both cover it, and disagree there (the middle one changed
+    // the rate), in slots 1 and 2: the middle one is the time.
+    let (oldest, middle, newest) = (
+        hands_at(0, 1_000_000, 0),
+        hands_at(400_000, 1_000_000, 400_100),
+        hands_at(800_000, 1_000_000, 800_200),
+    );
+    for hands in [&oldest, &middle, &newest] {
+        page.publish(hands);
+    }
+    let count = 700_000;
+    assert_ne!(oldest.nanos_at(count), middle.nanos_at(count));
+    let (ns, leave) = super::read_slow::<false>(word_of(&page), count);
+    assert_eq!(Some(ns), middle.nanos_at(count));
+    assert_eq!(leave, None);
+}
+
+#[test]
+fn a_count_behind_every_hands_takes_the_earliest_start_or_the_kernels_time_and_leaves_a_gone_keeper()
+ {
+    let page = page_in_memory();
+    page.publish(&hands_at(2_000_000, 1_000_000, 5_000));
+    page.publish(&hands_at(3_000_000, 1_000_000, 6_000));
+    let kernel = || crate::os::kernel_nanos(crate::os::KernelClock::Monotonic).unwrap_or(0);
+    let before = kernel();
+    let (ns, leave) = super::read_slow::<false>(word_of(&page), 1_000);
+    let after = kernel();
+    // The earliest start (5 µs) is long past: the kernel's time less the
+    // slack, not a time that stands; and the keeper, whose hands ended
+    // long ago, is left.
+    assert!(
+        ns + super::slack_ns() >= before && ns <= after,
+        "{ns} vs {before}..{after}"
+    );
+    assert!(leave.is_some());
 }
