@@ -7,8 +7,6 @@
 
 use std::path::PathBuf;
 
-use crate::output;
-
 /// Flags of `timehands keeper`.
 #[derive(clap::Args)]
 #[command(after_help = "\
@@ -39,6 +37,7 @@ fn seconds(s: &str) -> Result<f64, String> {
 /// saying whenever whether it publishes changes.
 #[cfg(target_arch = "x86_64")]
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    use crate::output;
     use anyhow::Context as _;
     use std::time::{Duration, Instant};
     let keeper = timehands::keeper::Keeper::create(&args.path)

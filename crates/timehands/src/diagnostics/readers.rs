@@ -204,7 +204,7 @@ pub(crate) fn profile_until(
         timer
     };
     let every = libc::timespec {
-        tv_sec: every.as_secs() as libc::time_t,
+        tv_sec: every.as_secs() as _,
         tv_nsec: libc::c_long::from(every.subsec_nanos()),
     };
     let spec = libc::itimerspec {

@@ -233,7 +233,8 @@ impl Published {
     }
 
     /// How many states were published: a copy needs no rewrite while it
-    /// stands.
+    /// stands (the keeper's, Linux x86_64's).
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     pub(crate) fn version(&self) -> u64 {
         self.sequence.load(Ordering::Acquire)
     }
