@@ -50,6 +50,8 @@ pub(crate) mod layout;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod map;
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
+mod ring_tests;
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 mod tests;
 
 use std::fmt;
