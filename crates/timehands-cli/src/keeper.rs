@@ -50,19 +50,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     ))?;
     let until =
         (args.seconds > 0.0).then(|| Instant::now() + Duration::from_secs_f64(args.seconds));
-    let mut said: Option<String> = None;
-    while until.is_none_or(|until| Instant::now() < until) {
-        keeper.sleep_until_due();
-        let now = match keeper.publish() {
-            Ok(()) => "publishing".to_string(),
-            Err(not_yet) => format!("not publishing: {not_yet}"),
-        };
-        if said.as_ref() != Some(&now) {
-            output::print(&format!("{now}\n"))?;
-            said = Some(now);
-        }
-    }
-    Ok(())
+    keeper.keep(until, |keeping| output::print(&format!("{keeping}\n")))
 }
 
 /// Refuses: the page's readers read the TSC.

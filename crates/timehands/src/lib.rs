@@ -101,7 +101,7 @@ pub mod sys;
 /// written down in the repository's `docs/page.md`.
 #[cfg(all(feature = "std", target_os = "linux", target_arch = "x86_64"))]
 pub mod keeper {
-    pub use crate::host::page::{Keeper, NotYet, published};
+    pub use crate::host::page::{Keeper, Keeping, NotYet, published};
 }
 #[cfg(feature = "tracing")]
 pub mod tracing_time;

@@ -174,20 +174,12 @@ pub fn keeper_child(path: &str) -> ! {
             std::process::exit(2);
         }
     };
-    let mut said = None;
-    let mut last = Instant::now();
-    loop {
-        keeper.sleep_until_due();
-        if last.elapsed() > Duration::from_millis(20) {
-            eprintln!("keeper: late: {:?} between publishes", last.elapsed());
+    let told = |keeping: &timehands::keeper::Keeping| {
+        if *keeping != timehands::keeper::Keeping::Publishing {
+            eprintln!("keeper: {keeping}");
         }
-        last = Instant::now();
-        let now = keeper.publish().err();
-        if now != said {
-            if let Some(not_yet) = &now {
-                eprintln!("keeper: not publishing: {not_yet}");
-            }
-            said = now;
-        }
-    }
+        Ok::<(), std::convert::Infallible>(())
+    };
+    let Ok(()) = keeper.keep(None, told);
+    std::process::exit(0)
 }

@@ -8,6 +8,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use super::layout::{
     COUNTER_TSC, FILE_SIZE, Hands, Header, MAGIC, Page, READ_LFENCE_RDTSC, READ_RDTSCP, SLOTS,
@@ -25,13 +26,14 @@ use crate::hw::OrderedRead;
 /// processes map to read the time (see [the page](crate::keeper)).
 ///
 /// ```no_run
-/// let keeper = timehands::keeper::Keeper::create("/run/timehands/page".as_ref())?;
-/// loop {
-///     keeper.sleep_until_due();
-///     if let Err(not_yet) = keeper.publish() {
-///         eprintln!("not yet: {not_yet}");
-///     }
-/// }
+/// use timehands::keeper::{Keeper, Keeping};
+///
+/// let keeper = Keeper::create("/run/timehands/page".as_ref())?;
+/// // Until killed; each change said once.
+/// keeper.keep(None, |keeping: &Keeping| {
+///     eprintln!("{keeping}");
+///     Ok::<(), std::io::Error>(())
+/// })?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct Keeper {
@@ -75,6 +77,34 @@ impl std::fmt::Display for NotYet {
                 "the clock is {ns} ns behind what readers of the page may have read"
             ),
             NotYet::Rename(e) => write!(f, "the page cannot be renamed to its path: {e}"),
+        }
+    }
+}
+
+/// What [`Keeper::keep`] tells as it keeps the clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Keeping {
+    /// It publishes the clock (said when it starts to).
+    Publishing,
+    /// It does not, and why (said when that changes).
+    NotYet(NotYet),
+    /// It woke so late that the page's readers read stale for this long
+    /// (their reads fell back to CLOCK_MONOTONIC less the slack): its
+    /// scheduling is too poor for its readers.
+    Late(Duration),
+}
+
+impl std::fmt::Display for Keeping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Keeping::Publishing => write!(f, "publishing"),
+            Keeping::NotYet(not_yet) => write!(f, "not publishing: {not_yet}"),
+            Keeping::Late(late) => write!(
+                f,
+                "late: the page's readers read stale for {:.1} ms",
+                late.as_secs_f64() * 1e3
+            ),
         }
     }
 }
@@ -148,6 +178,37 @@ impl Keeper {
         // its counter, no busy loop: a windup a tenth of a millisecond.
         let soonest = clock.kernel.nanos(KernelClock::Monotonic) + SOONEST_NS;
         sleep_until(due.saturating_sub(EARLY_NS).max(soonest));
+    }
+
+    /// Keeps the clock: sleeps until due and publishes, over and over,
+    /// until `until` (for ever with `None`). Tells `told` when it starts
+    /// publishing or stops, with why, and each time it woke too late for
+    /// its readers; an error from `told` ends the keeping.
+    pub fn keep<E>(
+        &self,
+        until: Option<Instant>,
+        mut told: impl FnMut(&Keeping) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut said = None;
+        while until.is_none_or(|until| Instant::now() < until) {
+            self.sleep_until_due();
+            let now = clock().kernel.nanos(KernelClock::Monotonic);
+            if let Some(stale) = self
+                .page
+                .newest()
+                .and_then(|hands| now.checked_sub(hands.end_ns))
+            {
+                told(&Keeping::Late(Duration::from_nanos(stale)))?;
+            }
+            let keeping = self
+                .publish()
+                .map_or_else(Keeping::NotYet, |()| Keeping::Publishing);
+            if said.as_ref() != Some(&keeping) {
+                told(&keeping)?;
+                said = Some(keeping);
+            }
+        }
+        Ok(())
     }
 
     /// Winds the process's clock up (and steers it, when a steering is

@@ -143,6 +143,24 @@ impl Hands {
         (count.wrapping_sub(self.base) as i64) >= 0
     }
 
+    /// The latest Monotonic the hands gives at a count up to `count`, ns:
+    /// at `count` where a segment covers it, else at the last count of each
+    /// segment that started by then; `None` where none had. No read of the
+    /// hands at an earlier count gave more.
+    pub(crate) fn latest_by(&self, count: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .filter(|segment| segment.len > 0)
+            .filter_map(|segment| {
+                let since = count.wrapping_sub(segment.start);
+                // Within half the counter's range, as `started_by`.
+                (since as i64 >= 0).then(|| {
+                    segment.line_at(segment.start.wrapping_add(since.min(segment.len - 1)))
+                })
+            })
+            .max()
+    }
+
     /// Monotonic at `count`, ns, if a segment covers it.
     #[inline(always)]
     pub(crate) fn nanos_at(&self, count: u64) -> Option<u64> {

@@ -37,7 +37,7 @@
 //! process's kernel clocks (a time namespace does not), and then names it
 //! in the readers' word. A read that no hands covers (the keeper is late,
 //! stopped or gone) reads CLOCK_MONOTONIC less the slack, and never less
-//! than the end of a hands that started by its counter reading: no earlier
+//! than a hands that started by its counter reading gave by then: no earlier
 //! than any read of the page before it, and no later than any after it, by
 //! the keeper's promises. A page that stays stale for [`GIVE_UP_AFTER`] is
 //! left for the process's own clock, for good, once that is past every
@@ -59,7 +59,7 @@ use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::time::Duration;
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub use keeper::{Keeper, NotYet, published};
+pub use keeper::{Keeper, Keeping, NotYet, published};
 use layout::{Hands, Page};
 
 use super::coarse_limit::COARSE_SLACK;
@@ -346,27 +346,14 @@ pub(crate) fn bound_at(hands: &Hands, now: u64) -> u64 {
 /// to be left, the latest time a read of it could have given.
 #[inline(always)]
 pub(super) fn read_slow<const REALTIME: bool>(word: usize, count: u64) -> (u64, Option<u64>) {
-    let page = page_of(word);
-    // Of the hands that cover the count, the one that started last: an
-    // older one runs on at its last rate past its promise, where a newer
-    // one may have changed it (a read the keeper overtook).
-    let covering = page
-        .slots
-        .iter()
-        .filter_map(layout::Slot::hands)
-        .filter(|hands| hands.started_by(count))
-        .filter_map(|hands| {
-            Some((
-                count.wrapping_sub(hands.base),
-                hands.nanos_at(count)?,
-                hands.realtime,
-            ))
-        })
-        .min_by_key(|&(since_base, _, _)| since_base)
-        .map(|(_, monotonic, realtime)| (monotonic, realtime));
-    let ((monotonic, realtime), leave) = match covering {
+    // One look at the ring, for all that follows: a hands the keeper
+    // finishes between two looks would be missing from the first (no
+    // hands covers the count) and found in the second (started, and ending
+    // an interval ahead), and the read would give its end.
+    let ring = page_of(word).slots.each_ref().map(layout::Slot::hands);
+    let ((monotonic, realtime), leave) = match covering(&ring, count) {
         Some(covered) => (covered, None),
-        None => stale(page, count),
+        None => stale(&ring, count),
     };
     let ns = if REALTIME {
         monotonic.saturating_add_signed(realtime)
@@ -376,53 +363,81 @@ pub(super) fn read_slow<const REALTIME: bool>(word: usize, count: u64) -> (u64, 
     (ns, leave)
 }
 
-/// A read at `count` that no hands covers. Either the keeper is late,
-/// stopped or gone, and the read is past the end of every hands that
-/// started by `count`: CLOCK_MONOTONIC less the slack, and never less than
-/// those ends (a hands that starts later was published after this read's
-/// counter read, and no read before this one read it), with Realtime's
-/// offset of the newest of them; after [`GIVE_UP_AFTER`] of it, the page is
-/// left. Or the read was preempted between its counter read and its loads
-/// while the keeper published the whole ring anew: every hands starts
-/// after `count`, and the read takes the earliest one's start, as the
-/// engine clamps a count behind its hands' base (no read before it could
-/// give more; none after it can give less).
-fn stale(page: &Page, count: u64) -> ((u64, i64), Option<u64>) {
-    let hands = page.slots.each_ref().map(layout::Slot::hands);
-    let started = hands
-        .iter()
+/// Of the hands that cover `count`, the one that started last: Monotonic
+/// there and its Realtime offset. An older one runs on at its last rate
+/// past its promise, where a newer one may have changed it (a read the
+/// keeper overtook).
+fn covering(ring: &[Option<Hands>], count: u64) -> Option<(u64, i64)> {
+    ring.iter()
         .flatten()
         .filter(|hands| hands.started_by(count))
-        .max_by_key(|hands| hands.end_ns);
-    let kernel = crate::os::kernel_nanos(KernelClock::Monotonic).unwrap_or(0);
-    let Some(last) = started else {
-        // No hands to be read whole: not a page any keeper writes.
-        let Some(earliest) = hands
-            .iter()
+        .filter_map(|hands| {
+            Some((
+                count.wrapping_sub(hands.base),
+                hands.nanos_at(count)?,
+                hands.realtime,
+            ))
+        })
+        .min_by_key(|&(since_base, _, _)| since_base)
+        .map(|(_, monotonic, realtime)| (monotonic, realtime))
+}
+
+/// A read at `count` that no hands covers. Either the keeper is late,
+/// stopped or gone: CLOCK_MONOTONIC less the slack, and never less than
+/// the latest time a hands that started by `count` gives at a count up to
+/// it (a hands that starts later was published after this read's counter
+/// read, and no read before this one read it), with Realtime's offset of
+/// that hands; after [`GIVE_UP_AFTER`] past the end of the newest of them,
+/// the page is left. Or the read was preempted between its counter read
+/// and its loads while the keeper published the whole ring anew: every
+/// hands starts after `count`, and the read takes the earliest one's
+/// start, as the engine clamps a count behind its hands' base (no read
+/// before it could give more; none after it can give less).
+fn stale(ring: &[Option<Hands>], count: u64) -> ((u64, i64), Option<u64>) {
+    let started = || {
+        ring.iter()
             .flatten()
-            .filter_map(|hands| Some((hands.nanos_at(hands.base)?, hands.realtime)))
-            .min()
-        else {
-            return ((kernel.saturating_sub(slack_ns()), 0), Some(kernel));
-        };
-        // Never less than the kernel's clock vouches for either (a counter
-        // gone back, behind every hands, must not stop the time); left as
-        // a stale page is, when its newest hands ended long ago.
-        let newest_end = hands
-            .iter()
-            .flatten()
-            .map(|hands| hands.end_ns)
-            .max()
-            .unwrap_or(0);
-        let vouched = earliest.0.max(kernel.saturating_sub(slack_ns()));
-        let leave = (kernel.saturating_sub(newest_end) > GIVE_UP_AFTER.as_nanos() as u64)
-            .then_some(vouched);
-        return ((vouched, earliest.1), leave);
+            .filter(|hands| hands.started_by(count))
     };
-    let vouched = kernel.saturating_sub(slack_ns()).max(last.end_ns);
+    let kernel = crate::os::kernel_nanos(KernelClock::Monotonic).unwrap_or(0);
+    let since_kernel = kernel.saturating_sub(slack_ns());
+    let Some(ended) = started().map(|hands| hands.end_ns).max() else {
+        return behind_every_hands(ring, kernel);
+    };
+    let (latest, realtime) = started()
+        .filter_map(|hands| Some((hands.latest_by(count)?, hands.realtime)))
+        .max_by_key(|&(latest, _)| latest)
+        .unwrap_or((0, 0));
+    let vouched = since_kernel.max(latest);
+    let leave = (kernel.saturating_sub(ended) > GIVE_UP_AFTER.as_nanos() as u64).then_some(vouched);
+    ((vouched, realtime), leave)
+}
+
+/// [`stale`] for a count behind the base of every hands in `ring`: the
+/// earliest start, and never less than the kernel's clock vouches for (a
+/// counter gone back, behind every hands, must not stop the time); left as
+/// a stale page is, when its newest hands ended long ago. With no hands to
+/// be read whole (not a page any keeper writes), the kernel's time.
+fn behind_every_hands(ring: &[Option<Hands>], kernel: u64) -> ((u64, i64), Option<u64>) {
+    let since_kernel = kernel.saturating_sub(slack_ns());
+    let Some(earliest) = ring
+        .iter()
+        .flatten()
+        .filter_map(|hands| Some((hands.nanos_at(hands.base)?, hands.realtime)))
+        .min()
+    else {
+        return ((since_kernel, 0), Some(kernel));
+    };
+    let newest_end = ring
+        .iter()
+        .flatten()
+        .map(|hands| hands.end_ns)
+        .max()
+        .unwrap_or(0);
+    let vouched = earliest.0.max(since_kernel);
     let leave =
-        (kernel.saturating_sub(last.end_ns) > GIVE_UP_AFTER.as_nanos() as u64).then_some(vouched);
-    ((vouched, last.realtime), leave)
+        (kernel.saturating_sub(newest_end) > GIVE_UP_AFTER.as_nanos() as u64).then_some(vouched);
+    ((vouched, earliest.1), leave)
 }
 
 /// The slack a stale read takes off CLOCK_MONOTONIC: the widest bound a

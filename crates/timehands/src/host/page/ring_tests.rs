@@ -175,3 +175,30 @@ fn a_count_behind_every_hands_takes_the_earliest_start_or_the_kernels_time_and_l
     );
     assert!(leave.is_some());
 }
+
+#[test]
+fn a_read_that_no_hands_covers_takes_no_more_than_the_hands_that_started_gave_by_its_count() {
+    let kernel = || crate::os::kernel_nanos(crate::os::KernelClock::Monotonic).unwrap_or(0);
+    let now = kernel();
+    // Started at count 0, its one segment from count 1,000,000 (its
+    // first piece left out), ending 10 ms ahead of the kernel: a read at
+    // count 500,000 is in the hole, and no read of it by then gave more
+    // than the kernel's time (a read that took its end did, 10 ms ahead).
+    let ahead = Hands {
+        base: 0,
+        end_ns: now + 10_000_000,
+        ..hands_at(1_000_000, 10_000_000, now)
+    };
+    let ring = [Some(ahead), None, None, None];
+    let before = kernel();
+    let ((ns, _), leave) = super::stale(&ring, 500_000);
+    let after = kernel();
+    assert!(
+        ns + super::slack_ns() >= before && ns <= after,
+        "{ns} vs {before}..{after}"
+    );
+    assert_eq!(leave, None, "its end is ahead: the keeper is not gone");
+    // Past its segment, the latest it gave: its end.
+    assert_eq!(ahead.latest_by(20_000_000), ahead.nanos_at(10_999_999));
+    assert_eq!(ahead.latest_by(999_999), None);
+}

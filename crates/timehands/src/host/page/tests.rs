@@ -28,10 +28,7 @@ const PAGE_PATH: &str = "TIMEHANDS_TEST_PAGE";
 fn keeper_half() {
     let path = std::env::var(PAGE_PATH).expect("run by a page test");
     let keeper = Keeper::create(Path::new(&path)).expect("the page is made");
-    loop {
-        keeper.sleep_until_due();
-        let _ = keeper.publish();
-    }
+    let Ok(()) = keeper.keep(None, |_| Ok::<(), std::convert::Infallible>(()));
 }
 
 /// The reader half: `read:<ms>:<expect>[:fork]` reads for that long, every
