@@ -440,6 +440,13 @@ impl Steering {
         })
     }
 
+    /// The kernel's rate as it last said it, ppb from nominal, and
+    /// CLOCK_MONOTONIC when it was asked: what the clock follows (the
+    /// keeper's page carries it, for its readers' `getres`).
+    pub(crate) fn followed_kernel_rate(&self) -> Option<(i64, u64)> {
+        self.kernel_rate_ppb.zip(self.asked_at)
+    }
+
     /// What a change of the kernel's rate to `said_rate` that no windup
     /// followed yet may have cost by the kernel's Monotonic `now` (ns), and
     /// costs from then on: the difference of the two rates since the kernel

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::layout::{
-    COUNTER_TSC, FILE_SIZE, Hands, Header, MAGIC, Page, READ_LFENCE_RDTSC, READ_RDTSCP, SLOTS,
-    Slot, VERSION,
+    COUNTER_TSC, FILE_SIZE, Hands, Header, MAGIC, Page, RATE_UNKNOWN, READ_LFENCE_RDTSC,
+    READ_RDTSCP, SLOTS, Slot, VERSION,
 };
 use crate::host::bounds::state::{PUBLISHED, Published};
 use crate::host::coarse_limit::COARSE_SLACK;
@@ -235,6 +235,11 @@ impl Keeper {
             return Err(NotYet::Bound(at_end));
         }
         let (boottime, tai) = (clock.boottime_offset.load(Ordering::Relaxed), clock.tai());
+        // The keeper's one thread holds no steering here: it is there.
+        let (kernel_rate_ppb, rate_asked_at) = clock
+            .try_steering()
+            .and_then(|steering| steering.followed_kernel_rate())
+            .unwrap_or((RATE_UNKNOWN, 0));
         let hands = Hands {
             segments: promised.segments,
             realtime: promised.realtime_nanos,
@@ -247,6 +252,8 @@ impl Keeper {
             realtime_uncertainty: clock.realtime_uncertainty.load(Ordering::Relaxed),
             leap: u64::from(clock.leap().code()),
             base: promised.base,
+            kernel_rate_ppb,
+            rate_asked_at,
         };
         if let Some(published) = self.page.newest() {
             behind_what_was_read(&published, &hands, tsc)?;

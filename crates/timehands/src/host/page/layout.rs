@@ -93,8 +93,16 @@ pub(crate) struct Slot {
     pub(crate) leap: AtomicU64,
     /// The counter reading the hands starts at.
     pub(crate) base: AtomicU64,
-    reserved: [AtomicU64; 3],
+    /// The kernel's rate, ppb from nominal (its tick and frequency), that
+    /// the hands follows; [`RATE_UNKNOWN`] where the keeper could not ask.
+    pub(crate) kernel_rate_ppb: AtomicU64,
+    /// CLOCK_MONOTONIC when the keeper asked it, ns.
+    pub(crate) rate_asked_at: AtomicU64,
+    reserved: AtomicU64,
 }
+
+/// [`Slot::kernel_rate_ppb`] where the keeper could not ask the kernel.
+pub(crate) const RATE_UNKNOWN: i64 = i64::MIN;
 
 /// A [`NanoSegment`] as six words.
 #[repr(C)]
@@ -134,6 +142,8 @@ pub(crate) struct Hands {
     pub(crate) realtime_uncertainty: u64,
     pub(crate) leap: u64,
     pub(crate) base: u64,
+    pub(crate) kernel_rate_ppb: i64,
+    pub(crate) rate_asked_at: u64,
 }
 
 impl Hands {
@@ -159,6 +169,22 @@ impl Hands {
                 })
             })
             .max()
+    }
+
+    /// What a change of the kernel's rate to `said_ppb` (as the kernel
+    /// says it now, at Monotonic `now`) that the hands does not follow may
+    /// have cost its reads by then, ns: the two rates apart over the time
+    /// since the keeper asked (it may have changed just after). 0 where
+    /// either rate is unknown.
+    pub(crate) fn unfollowed_change_ns(&self, said_ppb: Option<i64>, now: u64) -> u64 {
+        let Some(said) = said_ppb.filter(|_| self.kernel_rate_ppb != RATE_UNKNOWN) else {
+            return 0;
+        };
+        let apart = self.kernel_rate_ppb.abs_diff(said) as u128;
+        let since = now.saturating_sub(self.rate_asked_at) as u128;
+        (since * apart)
+            .div_ceil(1_000_000_000)
+            .min(u64::MAX as u128) as u64
     }
 
     /// Monotonic at `count`, ns, if a segment covers it.
@@ -242,6 +268,8 @@ impl Slot {
                 realtime_uncertainty: word(&slot.realtime_uncertainty),
                 leap: word(&slot.leap),
                 base: word(&slot.base),
+                kernel_rate_ppb: word(&slot.kernel_rate_ppb) as i64,
+                rate_asked_at: word(&slot.rate_asked_at),
             }
         })
     }
@@ -267,6 +295,8 @@ impl Slot {
         store(&self.realtime_uncertainty, hands.realtime_uncertainty);
         store(&self.leap, hands.leap);
         store(&self.base, hands.base);
+        store(&self.kernel_rate_ppb, hands.kernel_rate_ppb as u64);
+        store(&self.rate_asked_at, hands.rate_asked_at);
         // Even again after them.
         self.sequence.store(sequence + 1, Ordering::Release);
     }

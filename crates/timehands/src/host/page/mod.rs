@@ -455,16 +455,21 @@ pub(super) fn left() {
 }
 
 /// What `getres` states on the page: the newest hands' bound now where it
-/// covers now, the slack of a stale read otherwise; with Realtime's
+/// covers now, widened by a change of the kernel's rate that the keeper
+/// has not followed yet (the kernel is asked, as the process's own clock
+/// asks it); the slack of a stale read otherwise; with Realtime's
 /// offset's uncertainty, and the leap second the keeper announced.
 pub(super) fn accuracy(page: &Page) -> (u64, u64, crate::os::LeapSecond) {
     let now = crate::os::kernel_nanos(KernelClock::Monotonic).unwrap_or(0);
     match page.newest() {
-        Some(hands) if now < hands.end_ns => (
-            bound_at(&hands, now),
-            hands.realtime_uncertainty,
-            crate::os::LeapSecond::from_code(hands.leap),
-        ),
+        Some(hands) if now < hands.end_ns => {
+            let said = crate::os::ntp_quietly().ok().and_then(|ntp| ntp.rate_ppb);
+            (
+                bound_at(&hands, now).saturating_add(hands.unfollowed_change_ns(said, now)),
+                hands.realtime_uncertainty,
+                crate::os::LeapSecond::from_code(hands.leap),
+            )
+        }
         Some(hands) => (
             slack_ns(),
             hands.realtime_uncertainty,

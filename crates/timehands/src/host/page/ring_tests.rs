@@ -36,6 +36,8 @@ fn hands(n: u64) -> Hands {
         realtime_uncertainty: n * 8,
         leap: n % 4,
         base: n * 1_000,
+        kernel_rate_ppb: n as i64 * 9,
+        rate_asked_at: n * 10,
     }
 }
 
@@ -201,4 +203,29 @@ fn a_read_that_no_hands_covers_takes_no_more_than_the_hands_that_started_gave_by
     // Past its segment, the latest it gave: its end.
     assert_eq!(ahead.latest_by(20_000_000), ahead.nanos_at(10_999_999));
     assert_eq!(ahead.latest_by(999_999), None);
+}
+
+#[test]
+fn getres_on_the_page_widens_by_a_kernel_rate_change_the_keeper_has_not_followed() {
+    let followed = Hands {
+        kernel_rate_ppb: 1_000,
+        rate_asked_at: 1_000_000_000,
+        ..hands(0)
+    };
+    let at = |ns: u64| 1_000_000_000 + ns;
+    assert_eq!(followed.unfollowed_change_ns(Some(1_000), at(5_000_000)), 0);
+    // 20 ppm apart for 5 ms: 100 ns; rounded up.
+    assert_eq!(
+        followed.unfollowed_change_ns(Some(-19_000), at(5_000_000)),
+        100
+    );
+    assert_eq!(followed.unfollowed_change_ns(Some(1_001), at(1)), 1);
+    // A kernel that says nothing, or a keeper that could not ask: nothing
+    // to compare.
+    assert_eq!(followed.unfollowed_change_ns(None, at(5_000_000)), 0);
+    let unasked = Hands {
+        kernel_rate_ppb: super::layout::RATE_UNKNOWN,
+        ..followed
+    };
+    assert_eq!(unasked.unfollowed_change_ns(Some(0), at(5_000_000)), 0);
 }
