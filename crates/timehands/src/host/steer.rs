@@ -443,6 +443,7 @@ impl Steering {
     /// The kernel's rate as it last said it, ppb from nominal, and
     /// CLOCK_MONOTONIC when it was asked: what the clock follows (the
     /// keeper's page carries it, for its readers' `getres`).
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     pub(crate) fn followed_kernel_rate(&self) -> Option<(i64, u64)> {
         self.kernel_rate_ppb.zip(self.asked_at)
     }

@@ -299,7 +299,7 @@ impl Keeper {
 /// (`published` runs on at its last rate past its promise; `next` may have
 /// changed rate since its base, when the keeper was held up between its
 /// windup and this). Past `published`'s end its readers read no more than
-/// that end.
+/// that end ([`Hands::latest_by`], which a stale read takes too).
 fn behind_what_was_read(
     published: &Hands,
     next: &Hands,
@@ -308,7 +308,7 @@ fn behind_what_was_read(
     let now = crate::Counter::read(tsc);
     let soon = now.saturating_add(crate::Counter::frequency(tsc) / 10_000);
     for count in [next.base, now, soon] {
-        let read = published.nanos_at(count).unwrap_or(published.end_ns);
+        let read = published.latest_by(count).unwrap_or(0);
         let ours = next.nanos_at(count).unwrap_or(0);
         if ours < read {
             return Err(NotYet::Behind(read - ours));
