@@ -94,6 +94,9 @@ pub(crate) struct HostClock {
     pub(super) bound: StatedBound,
     /// CLOCK_BOOTTIME − CLOCK_MONOTONIC, in ns.
     pub(crate) boottime_offset: AtomicI64,
+    /// The bound on its error as recorded (half its bracket), in ns: what
+    /// Boottime's accuracy adds to Monotonic's.
+    pub(crate) boottime_uncertainty: AtomicU64,
     /// The last measured offset, kernel − ours, in ns, for `info`.
     pub(crate) last_offset: AtomicI64,
     /// The bound on the error of the Realtime offset as recorded (half its
@@ -232,6 +235,7 @@ impl HostClock {
                 since: 0,
             }),
             boottime_offset: AtomicI64::new(0),
+            boottime_uncertainty: AtomicU64::new(0),
             last_offset: AtomicI64::new(0),
             realtime_uncertainty: AtomicU64::new(0),
             tai: AtomicI64::new(0),
@@ -386,7 +390,9 @@ impl HostClock {
             self.follow_tai(realtime.ns);
         }
         if let Some(boottime) = findings.boottime {
-            self.boottime_offset.store(boottime, Ordering::Relaxed);
+            self.boottime_uncertainty
+                .store(boottime.width.div_ceil(2), Ordering::Relaxed);
+            self.boottime_offset.store(boottime.ns, Ordering::Relaxed);
         }
     }
 

@@ -46,26 +46,40 @@ pub fn getres(id: ClockId) -> Resolution {
         Some(_) => None,
         None => try_clock(),
     };
-    let (tick, accuracy, realtime_uncertainty, leap) = match (super::page::reading(), own) {
+    let (tick, stated) = match (super::page::reading(), own) {
         // The keeper's page: its bound, read with loads. (Its coarse
         // clocks are the kernel's, as the process's own clock keeps them.)
-        (Some(page), _) => {
-            let (accuracy, realtime_uncertainty, leap) = super::page::accuracy(page);
-            (1, accuracy, realtime_uncertainty, leap)
-        }
+        (Some(page), _) => (1, super::page::accuracy(page)),
         (None, Some(clock)) => (
             tick_ns(clock.timekeeper()),
-            {
-                // A clock whose counter stopped never falls due: asked
-                // for its bound, it winds up (its watchdog then finds it).
-                clock.wind_up_if_stale(clock.kernel.nanos(KernelClock::Monotonic));
-                clock.accuracy_nanos()
+            super::page::Stated {
+                bound: {
+                    // A clock whose counter stopped never falls due: asked
+                    // for its bound, it winds up (its watchdog then finds it).
+                    clock.wind_up_if_stale(clock.kernel.nanos(KernelClock::Monotonic));
+                    clock.accuracy_nanos()
+                },
+                realtime_uncertainty: clock.realtime_uncertainty.load(Ordering::Relaxed),
+                boottime_uncertainty: clock.boottime_uncertainty.load(Ordering::Relaxed),
+                leap: clock.leap(),
             },
-            clock.realtime_uncertainty.load(Ordering::Relaxed),
-            clock.leap(),
         ),
-        (None, None) => (1, 0, 0, LeapSecond::None),
+        (None, None) => (
+            1,
+            super::page::Stated {
+                bound: 0,
+                realtime_uncertainty: 0,
+                boottime_uncertainty: 0,
+                leap: LeapSecond::None,
+            },
+        ),
     };
+    let super::page::Stated {
+        bound: accuracy,
+        realtime_uncertainty,
+        boottime_uncertainty,
+        leap,
+    } = stated;
     // While a read maps the keeper's page, the others read the kernel's
     // clock less the slack (`read::start_and_read`).
     let accuracy = if super::page::mapping() {
@@ -88,9 +102,14 @@ pub fn getres(id: ClockId) -> Resolution {
         leap => tai_accuracy + leap_margin(gettime(ClockId::Realtime), leap),
     };
     match id {
-        ClockId::Monotonic | ClockId::Boottime => Resolution {
+        ClockId::Monotonic => Resolution {
             resolution: tick,
             accuracy,
+        },
+        // Boottime's offset from Monotonic was measured too.
+        ClockId::Boottime => Resolution {
+            resolution: tick,
+            accuracy: accuracy + Duration::from_nanos(boottime_uncertainty),
         },
         ClockId::Realtime => Resolution {
             resolution: tick,

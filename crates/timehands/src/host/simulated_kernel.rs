@@ -36,6 +36,8 @@ struct SimKernel {
     /// How far each read of CLOCK_REALTIME moves time on: a bracket around
     /// it preempted that long.
     realtime_read_delay: AtomicU64,
+    /// The same for CLOCK_BOOTTIME.
+    boottime_read_delay: AtomicU64,
     ntp: Mutex<NtpState>,
     /// TAI − UTC as the clocks read it (CLOCK_TAI less CLOCK_REALTIME),
     /// which moves with Realtime, where the NTP state's may move first.
@@ -53,6 +55,7 @@ impl SimKernel {
             suspended: AtomicU64::new(0),
             boot_epoch: AtomicU64::new(1_795_435_200_000_000_000),
             realtime_read_delay: AtomicU64::new(0),
+            boottime_read_delay: AtomicU64::new(0),
             clocks_tai: AtomicI64::new(37),
             ntp: Mutex::new(NtpState {
                 synchronized: true,
@@ -94,7 +97,11 @@ impl KernelClocks for SimKernel {
                 self.monotonic.load(Ordering::Acquire)
             }
             KernelClock::MonotonicRaw => self.raw.load(Ordering::Acquire),
-            KernelClock::Boottime => self.boottime(),
+            KernelClock::Boottime => {
+                let boottime = self.boottime();
+                self.advance(self.boottime_read_delay.load(Ordering::Acquire));
+                boottime
+            }
             KernelClock::Realtime | KernelClock::RealtimeCoarse => {
                 let boottime = self.boottime();
                 self.advance(self.realtime_read_delay.load(Ordering::Acquire));
@@ -337,20 +344,28 @@ fn a_steering_never_waits_for_another_writer() {
 /// (its truth anywhere within 50 µs of it) is not stepped when tight
 /// brackets later land within that: before, they stepped Realtime by up to
 /// half the first width. A real step of the kernel's Realtime is followed,
-/// and Realtime's accuracy counts the first bracket's half width.
+/// and Realtime's accuracy counts the first bracket's half width; so does
+/// Boottime's, from brackets of its own as wide (before, Boottime's
+/// accuracy was Monotonic's, and under load a process's Boottime could
+/// stand off by more than `getres` stated).
 #[test]
 #[cfg_attr(miri, ignore = "steers a host clock")]
 fn a_wide_first_bracket_never_steps_realtime() {
     let kernel = SimKernel::leaked();
     kernel.realtime_read_delay.store(100_000, Ordering::Release);
+    kernel.boottime_read_delay.store(100_000, Ordering::Release);
     let clock = clock(kernel, 0);
     kernel.realtime_read_delay.store(0, Ordering::Release);
+    kernel.boottime_read_delay.store(0, Ordering::Release);
     let boottime = |clock: &HostClock| {
         let timekeeper = clock.timekeeper();
         timekeeper.realtime().saturating_sub(timekeeper.uptime())
     };
     let recorded = boottime(clock);
     assert_eq!(clock.realtime_uncertainty.load(Ordering::Relaxed), 50_000);
+    assert_eq!(clock.boottime_uncertainty.load(Ordering::Relaxed), 50_000);
+    let off = clock.boottime_offset.load(Ordering::Relaxed) - kernel_boottime_offset(kernel);
+    assert!(off.unsigned_abs() <= 50_000, "Boottime {off} ns off");
     run(clock, kernel, 100_000_000, 100_000);
     assert_eq!(
         boottime(clock),
@@ -361,6 +376,11 @@ fn a_wide_first_bracket_never_steps_realtime() {
     run(clock, kernel, 10_000_000, 100_000);
     let stepped = boottime(clock).saturating_sub(recorded).as_nanos();
     assert!((stepped - 1_000_000_000).abs() <= 50_000, "{stepped}");
+}
+
+/// The kernel's CLOCK_BOOTTIME − CLOCK_MONOTONIC, ns.
+fn kernel_boottime_offset(kernel: &SimKernel) -> i64 {
+    kernel.boottime() as i64 - kernel.monotonic.load(Ordering::Acquire) as i64
 }
 
 /// A steering whose thread was held up between its windup and its phase

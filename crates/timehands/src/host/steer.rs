@@ -537,7 +537,7 @@ impl Steering {
         }
         Findings {
             realtime,
-            boottime: boottime.map(|offset| offset.ns),
+            boottime,
             ..Findings::default()
         }
     }
@@ -666,8 +666,8 @@ impl Phase {
 pub(crate) struct Findings {
     /// REALTIME − MONOTONIC, when it moved (or was first measured).
     pub(crate) realtime: Option<Offset>,
-    /// BOOTTIME − MONOTONIC in ns, when it moved (or was first measured).
-    pub(crate) boottime: Option<i64>,
+    /// BOOTTIME − MONOTONIC, when it moved (or was first measured).
+    pub(crate) boottime: Option<Offset>,
     /// Our phase against CLOCK_MONOTONIC, when a steering measured it.
     pub(crate) phase: Option<Phase>,
     /// Why the counter must be retired, when the watchdog says so.

@@ -14,9 +14,10 @@ use super::ticking::CounterClock;
 use super::{BoundsSource, BoundsStatus, LeapSecond};
 use crate::host::page::layout::BOUNDS_WORDS;
 
-/// How often a read tries to find the state still while the writer writes,
-/// before it takes the kernel's word instead: a read never waits for the
-/// writer (a signal handler may have interrupted it, on its own thread).
+/// How often a read tries to find the newest copy still, before it takes
+/// the kernel's word instead: only a writer that publishes twice during
+/// a read overtakes it, and a read never waits for the writer (a signal
+/// handler may have interrupted it, on its own thread).
 const READ_TRIES: usize = 4;
 
 /// One published state.
@@ -73,11 +74,9 @@ fn joined(word: u64) -> Duration {
     Duration::new(word >> 32, word as u32)
 }
 
-/// The published words. One writer (the read that holds the steps'
-/// flag, or the keeper into its page), any readers. Laid out as the
-/// keeper's page holds one (`docs/page.md`).
+/// One state's words, under a sequence of their own.
 #[repr(C, align(64))]
-pub(crate) struct Published {
+struct Words {
     /// Odd while the writer writes; each publication adds 2.
     sequence: AtomicU64,
     as_of: AtomicU64,
@@ -102,6 +101,21 @@ pub(crate) struct Published {
     marker: AtomicU64,
 }
 
+/// The published state. One writer (the read that holds the steps' flag,
+/// or the keeper into its page), any readers. Two copies: the writer
+/// writes the one not named newest, then names it, so that a writer held
+/// up mid-write (preempted, stopped, or the keeper in another process)
+/// leaves the newest whole, and readers never wait for it nor go without.
+/// Laid out as the keeper's page holds it (`docs/page.md`).
+#[repr(C, align(64))]
+pub(crate) struct Published {
+    copies: [Words; 2],
+    /// The copy that holds the newest state (its low bit).
+    newest: AtomicU64,
+    reserved: [AtomicU64; 7],
+}
+
+const _: () = assert!(size_of::<Words>() == 24 * 8);
 const _: () = assert!(size_of::<Published>() == BOUNDS_WORDS * 8);
 
 /// `meta`'s flags: a counter clock, a VMClock marker.
@@ -139,9 +153,9 @@ fn leap_code(leap: LeapSecond) -> u64 {
     }
 }
 
-impl Published {
-    pub(crate) const fn new() -> Published {
-        Published {
+impl Words {
+    const fn new() -> Words {
+        Words {
             sequence: AtomicU64::new(0),
             as_of: AtomicU64::new(0),
             below: AtomicU64::new(0),
@@ -158,18 +172,8 @@ impl Published {
         }
     }
 
-    /// The state the keeper's page's bounds words hold, read and written
-    /// as a process's own.
-    pub(crate) fn over(words: &[AtomicU64; BOUNDS_WORDS]) -> &Published {
-        // SAFETY: `Published` is `repr(C)` of atomic words only, as many
-        // as `words` has (asserted above), and no more aligned than the
-        // page's 64-byte-aligned bounds; any bits are a value of it.
-        unsafe { &*std::ptr::from_ref(words).cast::<Published>() }
-    }
-
-    /// Publishes `state`. One writer at a time (the step's, or a
-    /// test's own `Published`): the sequence is not a lock.
-    pub(crate) fn publish(&self, state: &State) {
+    /// Writes `state` (the one writer).
+    fn write(&self, state: &State) {
         // Even: a `fork()`ed child may find it odd, its parent's writer
         // gone mid-write; the words are then rewritten whole from here.
         let sequence = self.sequence.load(Ordering::Relaxed) & !1;
@@ -225,99 +229,141 @@ impl Published {
             .store(sequence.wrapping_add(2), Ordering::Release);
     }
 
+    /// The state written last, if no write overlapped the loads.
+    #[inline(always)]
+    fn read(&self) -> Option<State> {
+        let before = self.sequence.load(Ordering::Acquire);
+        if before % 2 == 1 {
+            return None;
+        }
+        let as_of = self.as_of.load(Ordering::Relaxed);
+        let below = self.below.load(Ordering::Relaxed);
+        let above = self.above.load(Ordering::Relaxed);
+        let rate_q32 = self.rate_q32.load(Ordering::Relaxed);
+        let void_at = self.void_at.load(Ordering::Relaxed);
+        let free_running_at = self.free_running_at.load(Ordering::Relaxed);
+        let meta = self.meta.load(Ordering::Relaxed);
+        let kernel_max_error = self.kernel_max_error.load(Ordering::Relaxed);
+        let kernel_estimated_error = self.kernel_estimated_error.load(Ordering::Relaxed);
+        let accuracy = self.accuracy.load(Ordering::Relaxed);
+        // Loaded only where there are: the common read skips them.
+        let counter = (meta & HAS_COUNTER != 0).then(|| {
+            let [at, time_ns, mult, shift, half_ns, rate_q32] =
+                self.counter.each_ref().map(|w| w.load(Ordering::Relaxed));
+            CounterClock {
+                at,
+                time_ns,
+                mult,
+                shift: shift as u8,
+                half_ns,
+                rate_q32,
+            }
+        });
+        let marker = (meta & HAS_MARKER != 0).then(|| self.marker.load(Ordering::Relaxed));
+        fence(Ordering::Acquire);
+        if self.sequence.load(Ordering::Relaxed) != before {
+            return None;
+        }
+        Some(State {
+            as_of,
+            below,
+            above,
+            rate_q32,
+            void_at,
+            free_running_at,
+            source: match meta & 0xff {
+                1 => BoundsSource::Chronyd,
+                2 => BoundsSource::ClockBound,
+                3 => BoundsSource::ClockBound3,
+                4 => BoundsSource::VmClock,
+                5 => BoundsSource::Ptp4l,
+                _ => BoundsSource::Kernel,
+            },
+            status: match (meta >> 8) & 0xff {
+                1 => Some(BoundsStatus::Synchronized),
+                2 => Some(BoundsStatus::FreeRunning),
+                _ => None,
+            },
+            leap: match (meta >> 16) & 0xff {
+                1 => LeapSecond::Insert,
+                2 => LeapSecond::Delete,
+                3 => LeapSecond::InProgress,
+                _ => LeapSecond::None,
+            },
+            tai_offset_s: (meta >> 32) as u32 as i32,
+            accuracy_ns: accuracy as u32,
+            accuracy_q32: (accuracy >> 32) as u32,
+            kernel_max_error: joined(kernel_max_error),
+            kernel_estimated_error: joined(kernel_estimated_error),
+            counter,
+            marker,
+        })
+    }
+}
+
+impl Published {
+    pub(crate) const fn new() -> Published {
+        Published {
+            copies: [Words::new(), Words::new()],
+            newest: AtomicU64::new(0),
+            reserved: [const { AtomicU64::new(0) }; 7],
+        }
+    }
+
+    /// The state the keeper's page's bounds words hold, read and written
+    /// as a process's own.
+    pub(crate) fn over(words: &[AtomicU64; BOUNDS_WORDS]) -> &Published {
+        // SAFETY: `Published` is `repr(C)` of atomic words only, as many
+        // as `words` has (asserted above), and no more aligned than the
+        // page's 64-byte-aligned bounds; any bits are a value of it.
+        unsafe { &*std::ptr::from_ref(words).cast::<Published>() }
+    }
+
+    /// Publishes `state`. One writer at a time (the step's, or a
+    /// test's own `Published`): the sequences are not a lock.
+    pub(crate) fn publish(&self, state: &State) {
+        let next = (self.newest.load(Ordering::Relaxed) & 1) ^ 1;
+        self.copies[next as usize].write(state);
+        // Named newest once written whole (the copy's sequence even).
+        self.newest.store(next, Ordering::Release);
+    }
+
+    /// Every copy's sequence: each publication adds 2 to one.
+    fn sequences(&self) -> u64 {
+        self.copies
+            .iter()
+            .map(|copy| copy.sequence.load(Ordering::Acquire))
+            .fold(0, u64::wrapping_add)
+    }
+
     /// How many states were published (a forked child's count goes on
     /// from its parent's): for the readers' tests, Linux's.
     #[cfg(all(test, target_os = "linux"))]
     pub(crate) fn publications(&self) -> u64 {
-        self.sequence.load(Ordering::Acquire) / 2
+        self.sequences() / 2
     }
 
     /// How many states were published: a copy needs no rewrite while it
     /// stands (the keeper's, Linux x86_64's).
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     pub(crate) fn version(&self) -> u64 {
-        self.sequence.load(Ordering::Acquire)
+        self.sequences()
     }
 
     /// Whether anything was published yet.
     pub(crate) fn ever_published(&self) -> bool {
-        self.sequence.load(Ordering::Acquire) != 0
+        self.sequences() != 0
     }
 
-    /// The state last published, whole; `None` when the writer was writing
-    /// at each of a few tries. Lock-free and wait-free: loads only.
+    /// The state last published, whole; `None` when the writer wrote both
+    /// copies over at each of a few tries. Lock-free and wait-free: loads
+    /// only.
     #[inline]
     pub(crate) fn load(&self) -> Option<State> {
-        for _ in 0..READ_TRIES {
-            let before = self.sequence.load(Ordering::Acquire);
-            if before % 2 == 1 {
-                core::hint::spin_loop();
-                continue;
-            }
-            let as_of = self.as_of.load(Ordering::Relaxed);
-            let below = self.below.load(Ordering::Relaxed);
-            let above = self.above.load(Ordering::Relaxed);
-            let rate_q32 = self.rate_q32.load(Ordering::Relaxed);
-            let void_at = self.void_at.load(Ordering::Relaxed);
-            let free_running_at = self.free_running_at.load(Ordering::Relaxed);
-            let meta = self.meta.load(Ordering::Relaxed);
-            let kernel_max_error = self.kernel_max_error.load(Ordering::Relaxed);
-            let kernel_estimated_error = self.kernel_estimated_error.load(Ordering::Relaxed);
-            let accuracy = self.accuracy.load(Ordering::Relaxed);
-            // Loaded only where there are: the common read skips them.
-            let counter = (meta & HAS_COUNTER != 0).then(|| {
-                let [at, time_ns, mult, shift, half_ns, rate_q32] =
-                    self.counter.each_ref().map(|w| w.load(Ordering::Relaxed));
-                CounterClock {
-                    at,
-                    time_ns,
-                    mult,
-                    shift: shift as u8,
-                    half_ns,
-                    rate_q32,
-                }
-            });
-            let marker = (meta & HAS_MARKER != 0).then(|| self.marker.load(Ordering::Relaxed));
-            fence(Ordering::Acquire);
-            if self.sequence.load(Ordering::Relaxed) != before {
-                continue;
-            }
-            return Some(State {
-                as_of,
-                below,
-                above,
-                rate_q32,
-                void_at,
-                free_running_at,
-                source: match meta & 0xff {
-                    1 => BoundsSource::Chronyd,
-                    2 => BoundsSource::ClockBound,
-                    3 => BoundsSource::ClockBound3,
-                    4 => BoundsSource::VmClock,
-                    5 => BoundsSource::Ptp4l,
-                    _ => BoundsSource::Kernel,
-                },
-                status: match (meta >> 8) & 0xff {
-                    1 => Some(BoundsStatus::Synchronized),
-                    2 => Some(BoundsStatus::FreeRunning),
-                    _ => None,
-                },
-                leap: match (meta >> 16) & 0xff {
-                    1 => LeapSecond::Insert,
-                    2 => LeapSecond::Delete,
-                    3 => LeapSecond::InProgress,
-                    _ => LeapSecond::None,
-                },
-                tai_offset_s: (meta >> 32) as u32 as i32,
-                accuracy_ns: accuracy as u32,
-                accuracy_q32: (accuracy >> 32) as u32,
-                kernel_max_error: joined(kernel_max_error),
-                kernel_estimated_error: joined(kernel_estimated_error),
-                counter,
-                marker,
-            });
-        }
-        None
+        (0..READ_TRIES).find_map(|_| {
+            let newest = self.newest.load(Ordering::Acquire) & 1;
+            self.copies[newest as usize].read()
+        })
     }
 }
 
@@ -373,10 +419,35 @@ mod tests {
     #[test]
     fn a_publication_after_a_writer_vanished_mid_write_is_read() {
         let published = Published::new();
-        published.sequence.store(7, Ordering::Relaxed);
+        published.copies[0].sequence.store(7, Ordering::Relaxed);
         assert_eq!(published.load(), None, "mid-write");
         published.publish(&sample());
         assert_eq!(published.load(), Some(sample()));
+    }
+
+    /// A writer held up in the middle of a write (preempted, stopped; the
+    /// keeper, in another process) leaves the state before it whole: the
+    /// copy it writes is not the one readers read.
+    #[test]
+    fn a_writer_held_up_mid_write_leaves_the_newest_state_whole() {
+        let published = Published::new();
+        published.publish(&sample());
+        let next = (published.newest.load(Ordering::Relaxed) as usize & 1) ^ 1;
+        // What `write` leaves while it stands between its first store and
+        // its last.
+        published.copies[next]
+            .sequence
+            .fetch_add(1, Ordering::Relaxed);
+        published.copies[next].as_of.store(1, Ordering::Relaxed);
+        assert_eq!(published.load(), Some(sample()));
+        // Its next publication is read whole, where it wrote.
+        let later = State {
+            as_of: sample().as_of + 1,
+            ..sample()
+        };
+        published.publish(&later);
+        assert_eq!(published.load(), Some(later));
+        assert!(published.ever_published());
     }
 
     /// Readers beside a writer that alternates two states never see a mix.

@@ -254,6 +254,7 @@ impl Keeper {
             base: promised.base,
             kernel_rate_ppb,
             rate_asked_at,
+            boottime_uncertainty: clock.boottime_uncertainty.load(Ordering::Relaxed),
         };
         if let Some(published) = self.page.newest() {
             behind_what_was_read(&published, &hands, tsc)?;

@@ -18,7 +18,7 @@ use crate::engine::nanos::NanoSegment;
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"timehand");
 /// The layout this file describes. A keeper never changes a page's
 /// version in place: a new layout is a new file, renamed over the old.
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 /// Hands in the ring.
 pub(crate) const SLOTS: usize = 4;
 /// The file's size: one page of memory.
@@ -98,7 +98,8 @@ pub(crate) struct Slot {
     pub(crate) kernel_rate_ppb: AtomicU64,
     /// CLOCK_MONOTONIC when the keeper asked it, ns.
     pub(crate) rate_asked_at: AtomicU64,
-    reserved: AtomicU64,
+    /// The bound on the error of `boottime` as the keeper measured it, ns.
+    pub(crate) boottime_uncertainty: AtomicU64,
 }
 
 /// [`Slot::kernel_rate_ppb`] where the keeper could not ask the kernel.
@@ -109,8 +110,9 @@ pub(crate) const RATE_UNKNOWN: i64 = i64::MIN;
 pub(crate) struct SegmentWords([AtomicU64; 6]);
 
 /// Words of the bounds on UTC the keeper publishes: its own state's, as
-/// `bounds/state.rs` lays it out (a seqlock of its own).
-pub(crate) const BOUNDS_WORDS: usize = 24;
+/// `bounds/state.rs` lays it out (two copies, each a seqlock, and which is
+/// newest).
+pub(crate) const BOUNDS_WORDS: usize = 56;
 
 /// The whole page.
 #[repr(C, align(64))]
@@ -144,6 +146,7 @@ pub(crate) struct Hands {
     pub(crate) base: u64,
     pub(crate) kernel_rate_ppb: i64,
     pub(crate) rate_asked_at: u64,
+    pub(crate) boottime_uncertainty: u64,
 }
 
 impl Hands {
@@ -270,6 +273,7 @@ impl Slot {
                 base: word(&slot.base),
                 kernel_rate_ppb: word(&slot.kernel_rate_ppb) as i64,
                 rate_asked_at: word(&slot.rate_asked_at),
+                boottime_uncertainty: word(&slot.boottime_uncertainty),
             }
         })
     }
@@ -297,6 +301,7 @@ impl Slot {
         store(&self.base, hands.base);
         store(&self.kernel_rate_ppb, hands.kernel_rate_ppb as u64);
         store(&self.rate_asked_at, hands.rate_asked_at);
+        store(&self.boottime_uncertainty, hands.boottime_uncertainty);
         // Even again after them.
         self.sequence.store(sequence + 1, Ordering::Release);
     }

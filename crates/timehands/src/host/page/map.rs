@@ -261,14 +261,18 @@ fn stale_line(hands: &Hands, count: u64, now: u64) -> Result<(u64, u64), Refusal
     Ok((ours, bound))
 }
 
-/// Whether the page's Boottime at Monotonic `ours` is within `bound` and
-/// some slack of CLOCK_BOOTTIME (a namespace may move Boottime alone).
+/// Whether the page's Boottime at Monotonic `ours` is within `bound`, its
+/// offset's uncertainty and some slack of CLOCK_BOOTTIME (a namespace may
+/// move Boottime alone).
 fn boottime_agrees(hands: &Hands, ours: u64, bound: u64) -> Result<(), Refusal> {
     let boottime = ours.saturating_add_signed(hands.boottime);
     let kernel_boottime = kernel(KernelClock::Boottime);
     // Boottime's offset is measured in brackets of its own: some
     // microseconds of slack, and a namespace's offset is seconds.
-    if boottime.abs_diff(kernel_boottime) > bound + BOOTTIME_SLACK_NS {
+    let allowed = bound
+        .saturating_add(hands.boottime_uncertainty)
+        .saturating_add(BOOTTIME_SLACK_NS);
+    if boottime.abs_diff(kernel_boottime) > allowed {
         return Err(Refusal::Disagrees(
             (boottime as i64).wrapping_sub(kernel_boottime as i64),
         ));

@@ -454,28 +454,45 @@ pub(super) fn left() {
     STATE.store(REFUSED, Ordering::Release);
 }
 
+/// What `getres` states on the page (see [`accuracy`]).
+pub(super) struct Stated {
+    /// The bound on Monotonic, ns.
+    pub(super) bound: u64,
+    /// What Realtime's offset's measurement adds, ns.
+    pub(super) realtime_uncertainty: u64,
+    /// What Boottime's offset's measurement adds, ns.
+    pub(super) boottime_uncertainty: u64,
+    /// The leap second the keeper announced.
+    pub(super) leap: crate::os::LeapSecond,
+}
+
 /// What `getres` states on the page: the newest hands' bound now where it
 /// covers now, widened by a change of the kernel's rate that the keeper
 /// has not followed yet (the kernel is asked, as the process's own clock
-/// asks it); the slack of a stale read otherwise; with Realtime's
-/// offset's uncertainty, and the leap second the keeper announced.
-pub(super) fn accuracy(page: &Page) -> (u64, u64, crate::os::LeapSecond) {
+/// asks it); the slack of a stale read otherwise; with the uncertainties
+/// of the offsets of Realtime and Boottime, and the leap second the
+/// keeper announced.
+pub(super) fn accuracy(page: &Page) -> Stated {
     let now = crate::os::kernel_nanos(KernelClock::Monotonic).unwrap_or(0);
-    match page.newest() {
-        Some(hands) if now < hands.end_ns => {
-            let said = crate::os::ntp_quietly().ok().and_then(|ntp| ntp.rate_ppb);
-            (
-                bound_at(&hands, now).saturating_add(hands.unfollowed_change_ns(said, now)),
-                hands.realtime_uncertainty,
-                crate::os::LeapSecond::from_code(hands.leap),
-            )
-        }
-        Some(hands) => (
-            slack_ns(),
-            hands.realtime_uncertainty,
-            crate::os::LeapSecond::from_code(hands.leap),
-        ),
-        None => (slack_ns(), 0, crate::os::LeapSecond::None),
+    let Some(hands) = page.newest() else {
+        return Stated {
+            bound: slack_ns(),
+            realtime_uncertainty: 0,
+            boottime_uncertainty: 0,
+            leap: crate::os::LeapSecond::None,
+        };
+    };
+    let bound = if now < hands.end_ns {
+        let said = crate::os::ntp_quietly().ok().and_then(|ntp| ntp.rate_ppb);
+        bound_at(&hands, now).saturating_add(hands.unfollowed_change_ns(said, now))
+    } else {
+        slack_ns()
+    };
+    Stated {
+        bound,
+        realtime_uncertainty: hands.realtime_uncertainty,
+        boottime_uncertainty: hands.boottime_uncertainty,
+        leap: crate::os::LeapSecond::from_code(hands.leap),
     }
 }
 

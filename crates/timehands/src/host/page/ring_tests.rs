@@ -38,6 +38,7 @@ fn hands(n: u64) -> Hands {
         base: n * 1_000,
         kernel_rate_ppb: n as i64 * 9,
         rate_asked_at: n * 10,
+        boottime_uncertainty: n * 11,
     }
 }
 

@@ -145,7 +145,14 @@ fn chronyd_s_bounds_from_the_page() -> Result<(), String> {
     }
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(100) {
-        let bounds = crate::realtime_bounds().map_err(|e| format!("no bound: {e}"))?;
+        let bounds = crate::realtime_bounds().map_err(|e| {
+            let page = super::reading()
+                .map(|page| crate::host::bounds::state::Published::over(&page.bounds).load());
+            format!(
+                "no bound: {e}; time from {}; the page's bounds {page:?}",
+                super::describe()
+            )
+        })?;
         if bounds.source != crate::BoundsSource::Chronyd
             || !(bounds.earliest <= bounds.realtime && bounds.realtime <= bounds.latest)
         {
