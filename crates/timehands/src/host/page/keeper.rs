@@ -183,7 +183,8 @@ impl Keeper {
     /// Keeps the clock: sleeps until due and publishes, over and over,
     /// until `until` (for ever with `None`). Tells `told` when it starts
     /// publishing or stops, with why, and each time it woke too late for
-    /// its readers; an error from `told` ends the keeping.
+    /// its readers while it published (not again while it does not); an
+    /// error from `told` ends the keeping.
     pub fn keep<E>(
         &self,
         until: Option<Instant>,
@@ -193,11 +194,11 @@ impl Keeper {
         while until.is_none_or(|until| Instant::now() < until) {
             self.sleep_until_due();
             let now = clock().kernel.nanos(KernelClock::Monotonic);
-            if let Some(stale) = self
+            let stale = self
                 .page
                 .newest()
-                .and_then(|hands| now.checked_sub(hands.end_ns))
-            {
+                .and_then(|hands| now.checked_sub(hands.end_ns));
+            if let (Some(stale), Some(Keeping::Publishing)) = (stale, &said) {
                 told(&Keeping::Late(Duration::from_nanos(stale)))?;
             }
             let keeping = self

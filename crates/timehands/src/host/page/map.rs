@@ -346,6 +346,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads /proc, which miri does not")]
     fn this_machine_has_a_boot_id() {
         if std::path::Path::new("/proc/sys/kernel/random/boot_id").exists() {
             assert!(boot_id().is_some());

@@ -51,7 +51,8 @@ pub(crate) mod layout;
 mod map;
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 mod ring_tests;
-#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
+// Keeper and reader processes: not under miri, which runs no process.
+#[cfg(all(test, not(miri), target_os = "linux", target_arch = "x86_64"))]
 mod tests;
 
 use std::fmt;
@@ -401,15 +402,18 @@ fn stale(ring: &[Option<Hands>], count: u64) -> ((u64, i64), Option<u64>) {
     };
     let kernel = crate::os::kernel_nanos(KernelClock::Monotonic).unwrap_or(0);
     let since_kernel = kernel.saturating_sub(slack_ns());
-    let Some(ended) = started().map(|hands| hands.end_ns).max() else {
+    let Some(newest) = started().max_by_key(|hands| hands.end_ns) else {
         return behind_every_hands(ring, kernel);
     };
+    // Realtime's offset of the hands that gave the latest, or, where none
+    // gave any by this count (a page no keeper writes), of the newest.
     let (latest, realtime) = started()
         .filter_map(|hands| Some((hands.latest_by(count)?, hands.realtime)))
         .max_by_key(|&(latest, _)| latest)
-        .unwrap_or((0, 0));
+        .unwrap_or((0, newest.realtime));
     let vouched = since_kernel.max(latest);
-    let leave = (kernel.saturating_sub(ended) > GIVE_UP_AFTER.as_nanos() as u64).then_some(vouched);
+    let leave =
+        (kernel.saturating_sub(newest.end_ns) > GIVE_UP_AFTER.as_nanos() as u64).then_some(vouched);
     ((vouched, realtime), leave)
 }
 

@@ -190,16 +190,18 @@ fn a_read_that_no_hands_covers_takes_no_more_than_the_hands_that_started_gave_by
     let ahead = Hands {
         base: 0,
         end_ns: now + 10_000_000,
+        realtime: 1_796_000_000_000_000_000,
         ..hands_at(1_000_000, 10_000_000, now)
     };
     let ring = [Some(ahead), None, None, None];
     let before = kernel();
-    let ((ns, _), leave) = super::stale(&ring, 500_000);
+    let ((ns, realtime), leave) = super::stale(&ring, 500_000);
     let after = kernel();
     assert!(
         ns + super::slack_ns() >= before && ns <= after,
         "{ns} vs {before}..{after}"
     );
+    assert_eq!(realtime, ahead.realtime, "Realtime's offset of the hands");
     assert_eq!(leave, None, "its end is ahead: the keeper is not gone");
     // Past its segment, the latest it gave: its end.
     assert_eq!(ahead.latest_by(20_000_000), ahead.nanos_at(10_999_999));
