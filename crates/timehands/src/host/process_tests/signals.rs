@@ -40,23 +40,51 @@ pub(super) const POINTS: [&str; 11] = [
 /// stack (a thread's own stack may be nearly used up where it is
 /// interrupted); 64 KiB, as many give theirs, is room for this test's
 /// handler in a debug build (std's own of 8 KiB is not: the handler's
-/// frame alone, unoptimized, overflows it).
+/// frame alone, unoptimized, overflows it; it used some 35 KiB here).
 const ALTERNATE_STACK: usize = 64 * 1024;
 
 /// Gives the calling thread an alternate signal stack of
-/// [`ALTERNATE_STACK`] (leaked: the thread may take a signal until it
-/// ends), on which the handler runs (`SA_ONSTACK`): every step a read takes
-/// in the handler must fit there, not on the interrupted thread's stack.
-fn alternate_stack() {
-    let stack: &'static mut [u8] = Box::leak(vec![0u8; ALTERNATE_STACK].into_boxed_slice());
-    let alternate = libc::stack_t {
-        ss_sp: stack.as_mut_ptr().cast(),
-        ss_flags: 0,
-        ss_size: stack.len(),
+/// [`ALTERNATE_STACK`] (never unmapped: the thread may take a signal until
+/// it ends), on which the handler runs (`SA_ONSTACK`): every step a read
+/// takes in the handler must fit there, not on the interrupted thread's
+/// stack. Below it lies a page no access may touch, so that a handler
+/// that outgrew it dies of SIGSEGV, where one on heap memory would
+/// overwrite what lies below and fail somewhere else, or hang.
+fn alternate_stack() -> Result<(), String> {
+    // SAFETY: sysconf reads a constant of the system.
+    let guard = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .map_err(|_| "no page size".to_string())?;
+    // SAFETY: a fresh anonymous mapping, no file; its address is the
+    // kernel's choice.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            guard + ALTERNATE_STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
     };
-    // SAFETY: the stack is valid, leaked memory of the size given, and
-    // replaces only this thread's alternate stack.
-    unsafe { libc::sigaltstack(&alternate, std::ptr::null_mut()) };
+    if base == libc::MAP_FAILED {
+        return Err(format!("mmap: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: the first page of the mapping just made, which nothing uses.
+    if unsafe { libc::mprotect(base, guard, libc::PROT_NONE) } != 0 {
+        return Err(format!("mprotect: {}", std::io::Error::last_os_error()));
+    }
+    let alternate = libc::stack_t {
+        // SAFETY: within the mapping, past its guard page.
+        ss_sp: unsafe { base.cast::<u8>().add(guard) }.cast(),
+        ss_flags: 0,
+        ss_size: ALTERNATE_STACK,
+    };
+    // SAFETY: the stack is mapped memory of the size given, and replaces
+    // only this thread's alternate stack.
+    if unsafe { libc::sigaltstack(&alternate, std::ptr::null_mut()) } != 0 {
+        return Err(format!("sigaltstack: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// Handlers that returned.
@@ -153,6 +181,32 @@ fn read_everything() {
     let _ = crate::realtime_bounds();
 }
 
+/// Where the child half stands, for [`hung`]: reading, waiting for its
+/// forked child, or letting its reads settle.
+static PHASE: AtomicU64 = AtomicU64::new(0);
+const PHASES: [&str; 3] = ["reading", "waiting for the forked child", "settling"];
+
+/// The alarm's handler: says where the half hung (a CI run found one hung
+/// past its 20 s once, with nothing said), then dies of the alarm.
+extern "C" fn hung(_: libc::c_int) {
+    let phase = PHASES.get(PHASE.load(Ordering::Relaxed) as usize);
+    let said = crate::host::text::text!(
+        "HUNG while {}: {} handlers returned, {} under way; {} reads checked\n",
+        phase.unwrap_or(&"?"),
+        HANDLED.load(Ordering::Relaxed),
+        IN_HANDLER.load(Ordering::Relaxed),
+        CHECKED.load(Ordering::Relaxed),
+    );
+    let said = said.as_str();
+    // SAFETY: write(2) and signal(2) are async-signal-safe; the alarm's
+    // default action then ends the process as the test expects.
+    unsafe {
+        libc::write(libc::STDERR_FILENO, said.as_ptr().cast(), said.len());
+        libc::signal(libc::SIGALRM, libc::SIG_DFL);
+        libc::raise(libc::SIGALRM);
+    }
+}
+
 extern "C" fn handler(_: libc::c_int) {
     IN_HANDLER.fetch_add(1, Ordering::Relaxed);
     read_everything();
@@ -167,26 +221,33 @@ extern "C" fn handler(_: libc::c_int) {
 /// its checks.
 pub(super) fn reads_in_a_handler_at_the_point() -> Result<(), String> {
     super::on_signal(SIGNAL, handler)?;
+    super::on_signal(libc::SIGALRM, hung)?;
     // SAFETY: alarm(2) only arms a timer; its SIGALRM ends a half that hangs.
     unsafe { libc::alarm(20) };
     let reading = |ms: u64| {
-        alternate_stack();
+        alternate_stack()?;
         let start = kernel_now();
         while kernel_now() - start < ms * 1_000_000 {
             read_everything();
         }
+        Ok::<(), String>(())
     };
     std::thread::scope(|s| {
-        s.spawn(|| reading(200));
-        reading(200);
-    });
+        let other = s.spawn(|| reading(200));
+        reading(200)?;
+        other
+            .join()
+            .map_err(|_| "a reading thread panicked".to_string())?
+    })?;
     // Where fork is not to be had (qemu-user aborts on one in a process
     // with threads), the point in the fork is not reached: said below.
     let forks = super::no_fork().is_none();
     if forks {
+        PHASE.store(1, Ordering::Relaxed);
         verdict(fork_and(super::check_forked_child))?;
     }
-    // The thread started and parked, or winding up still: let it settle.
+    // A windup of the readers' still under way: let it settle.
+    PHASE.store(2, Ordering::Relaxed);
     std::thread::sleep(Duration::from_millis(10));
     let (handled, checked, failed) = (
         HANDLED.load(Ordering::Acquire),
