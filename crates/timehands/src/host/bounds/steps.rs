@@ -90,10 +90,19 @@ fn step(realtime: u64) {
     // handler that interrupts this one steps.
     let sources = unsafe { &mut *SOURCES.0.get() };
     sources.belong_to(pid, from_parent);
-    let (state, wait) = sources.advance();
+    let (state, mut wait) = sources.advance();
     if let Some(mut state) = state {
-        (state.accuracy_ns, state.accuracy_q32) = our_accuracy();
-        PUBLISHED.publish(&state);
+        match our_accuracy() {
+            Some(accuracy) => {
+                (state.accuracy_ns, state.accuracy_q32) = accuracy;
+                PUBLISHED.publish(&state);
+            }
+            // The clock is being started (by this thread, under the signal
+            // handler this step runs in, or by another): no bound of ours
+            // to add yet, and none to wait for. The sources are asked again
+            // soon.
+            None => wait = wait.min(START_WAIT),
+        }
     }
     DUE_AT.store(due(realtime, wait), Ordering::Relaxed);
     STEPPING.store(0, Ordering::Release);
@@ -105,20 +114,27 @@ fn due(realtime: u64, wait: Duration) -> u64 {
     realtime.wrapping_add(wait.min(TAKE_OVER_AFTER).as_nanos() as u64)
 }
 
+/// How soon the sources are asked again by a step that found the clock
+/// not yet started.
+const START_WAIT: Duration = Duration::from_millis(1);
+
 /// Our Realtime's bound against the kernel's, ns, and how fast it grows,
-/// ppb: what [`getres`](crate::getres) states (which asks the kernel
+/// ppb, once the clock has started (`None` while it starts: a step may be a
+/// signal handler over the start, which would never end if the handler
+/// waited for it, as a CI run's did): what [`getres`](crate::getres) states (which asks the kernel
 /// whether it changed its rate, and follows a change), and the rate's
 /// uncertainty it grows at. Readers grow it from the state's `as_of`
 /// (earlier than now): never less than `getres` would say while the
 /// kernel keeps its rate. A rate change between windups that no windup
 /// saw yet leaves our Realtime behind the kernel's slew, on the side of
 /// chronyd's correction, which the bounds hold already.
-fn our_accuracy() -> (u32, u32) {
+fn our_accuracy() -> Option<(u32, u32)> {
+    let clock = crate::host::process::try_clock()?;
     let ns = crate::getres(crate::ClockId::Realtime).accuracy.as_nanos();
-    let ppb = crate::host::clock().bound.load().ppb;
-    (
+    let ppb = clock.bound.load().ppb;
+    Some((
         u32::try_from(ns).unwrap_or(u32::MAX),
         // At most q32(MAX_RATE_PPB), some 2^22: a u32.
         read_rate(ppb) as u32,
-    )
+    ))
 }

@@ -49,8 +49,15 @@ const ALTERNATE_STACK: usize = 64 * 1024;
 /// takes in the handler must fit there, not on the interrupted thread's
 /// stack. Below it lies a page no access may touch, so that a handler
 /// that outgrew it dies of SIGSEGV, where one on heap memory would
-/// overwrite what lies below and fail somewhere else, or hang.
+/// overwrite what lies below and fail somewhere else, or hang. A thread
+/// given one keeps it (std's own, of 8 KiB, is replaced).
 fn alternate_stack() -> Result<(), String> {
+    thread_local! {
+        static GIVEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if GIVEN.with(|given| given.replace(true)) {
+        return Ok(());
+    }
     // SAFETY: sysconf reads a constant of the system.
     let guard = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
         .map_err(|_| "no page size".to_string())?;
@@ -216,10 +223,11 @@ extern "C" fn handler(_: libc::c_int) {
 
 /// The child half: reads from its first read on, on two threads, for
 /// 200 ms, then forks (the forked child checks its clock); the signal
-/// comes wherever the point its environment names is reached. Passes if
-/// the point was reached, every handler returned, and every read passed
-/// its checks.
-pub(super) fn reads_in_a_handler_at_the_point() -> Result<(), String> {
+/// comes wherever the point its environment names is reached. With
+/// `first-read-alone`, this thread makes the first read (and so the
+/// clock's start) before the other starts. Passes if the point was
+/// reached, every handler returned, and every read passed its checks.
+pub(super) fn reads_in_a_handler_at_the_point(how: Option<&str>) -> Result<(), String> {
     super::on_signal(SIGNAL, handler)?;
     super::on_signal(libc::SIGALRM, hung)?;
     // SAFETY: alarm(2) only arms a timer; its SIGALRM ends a half that hangs.
@@ -232,6 +240,14 @@ pub(super) fn reads_in_a_handler_at_the_point() -> Result<(), String> {
         }
         Ok::<(), String>(())
     };
+    match how {
+        None => {}
+        Some("first-read-alone") => {
+            alternate_stack()?;
+            read_everything();
+        }
+        Some(other) => return Err(format!("unknown way to read: {other}")),
+    }
     std::thread::scope(|s| {
         let other = s.spawn(|| reading(200));
         reading(200)?;
