@@ -22,7 +22,7 @@ mod callers;
 #[path = "../../tests/support/emulator.rs"]
 mod emulator;
 mod idle;
-mod signals;
+pub(super) mod signals;
 mod standing;
 mod stop;
 pub(super) use emulator::no_fork;
@@ -36,7 +36,7 @@ use super::fork_points::signal::SIGNAL_AT;
 use crate::{ClockId, CounterKind, getres, info, now};
 
 /// The child half's test, by its full path.
-const PROCESS_CHILD: &str = "host::process_tests::process_child";
+pub(super) const PROCESS_CHILD: &str = "host::process_tests::process_child";
 /// The environment variable that tells the child half what to do.
 const PLAN: &str = "TIMEHANDS_TEST_PLAN";
 /// The fork points of the clock's life (see `fork_points::point`).
@@ -351,7 +351,10 @@ fn fork_while_steering(forks: u64) -> Result<(), String> {
 /// Sets `handler` for `signal`, to run with no other signal blocked, and on
 /// the thread's alternate stack where it has one (see
 /// `signals::alternate_stack`).
-fn on_signal(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) -> Result<(), String> {
+pub(super) fn on_signal(
+    signal: libc::c_int,
+    handler: extern "C" fn(libc::c_int),
+) -> Result<(), String> {
     // SAFETY: a zeroed sigaction with a handler of the right type and an
     // empty mask is valid; each handler given here touches only clocks and
     // atomics.

@@ -183,6 +183,7 @@ fn leave_page(word: usize, handed_out: u64) {
     if timekeeper.uptime_nanos() < handed_out || clock.stated_bound() > page::slack_ns() {
         return;
     }
+    super::fork_points::point("page: leaving, readers not moved");
     if READER
         .compare_exchange(
             word,

@@ -293,10 +293,17 @@ fn a_counter_that_stops_is_replaced_by_the_kernel_clock_without_a_step_back() {
     // The steering interval in which it stopped shows a counter far too
     // slow; the next ones a stopped one: either is caught.
     assert!(why.contains("stopped") || why.contains("ppm"), "{why}");
-    // The kernel's clock moves on where the stopped counter could not.
+    // The kernel's clock moves on where the stopped counter could not,
+    // once the readers moved to it (at the first windup past its point, up
+    // to two windup intervals after the failover: a run whose windup came
+    // 7 ms after it found the retired one still standing).
     let before = clock.timekeeper().uptime();
-    std::thread::sleep(Duration::from_millis(2));
-    clock.windup();
+    let limit = std::time::Instant::now() + Duration::from_secs(1);
+    while clock.timekeeper().uptime() <= before.max(seen.last) && std::time::Instant::now() < limit
+    {
+        std::thread::sleep(Duration::from_millis(1));
+        clock.windup();
+    }
     assert!(clock.timekeeper().uptime() > before.max(seen.last));
 }
 

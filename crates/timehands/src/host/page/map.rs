@@ -204,37 +204,81 @@ fn ordered_read(page: &Page) -> OrderedRead {
     }
 }
 
-/// Tries at the bracket of a counter read between two of CLOCK_MONOTONIC:
-/// the tightest counts, so that a preempted one does not.
+/// Tries at the bracket of a counter read between two reads of each of
+/// CLOCK_MONOTONIC and CLOCK_BOOTTIME: the tightest counts, so that a
+/// preempted one does not.
 const BRACKETS: usize = 3;
+
+/// The kernel's clocks read around a counter read: Monotonic outside,
+/// Boottime inside, so that each bracket holds the count.
+struct Bracket {
+    monotonic: (u64, u64),
+    boottime: (u64, u64),
+    count: u64,
+}
+
+impl Bracket {
+    fn read(read: OrderedRead) -> Bracket {
+        let monotonic = kernel(KernelClock::Monotonic);
+        let boottime = kernel(KernelClock::Boottime);
+        // SAFETY: `read` is Rdtscp only where the keeper, on this machine's
+        // CPUs, found them to have it (`ordered_read`).
+        let count = unsafe { hw::read_tsc_ordered(read) };
+        crate::host::fork_points::point("page: checked count read, the kernel's clocks not");
+        let boottime = (boottime, kernel(KernelClock::Boottime));
+        let monotonic = (monotonic, kernel(KernelClock::Monotonic));
+        Bracket {
+            monotonic,
+            boottime,
+            count,
+        }
+    }
+}
+
+/// How far `ours` is from the middle of the kernel's `bracket`, and how
+/// far it may be: `bound` and the bracket's width (half of it would do,
+/// but for the nanoseconds each read rounds off).
+fn off_and_allowed(ours: u64, (before, after): (u64, u64), bound: u64) -> (i64, u64) {
+    let width = after.saturating_sub(before);
+    // Wrapping: the page's words are anybody's numbers.
+    let off = (ours as i64).wrapping_sub(before.saturating_add(width / 2) as i64);
+    (off, bound.saturating_add(width))
+}
 
 /// Whether the page's time now agrees with this process's CLOCK_MONOTONIC
 /// and CLOCK_BOOTTIME (so not those of another time namespace): within its
 /// stated bound where its newest hands covers now, and where the keeper is
 /// late (its hands ended less than [`GIVE_UP_AFTER`] ago: reads go stale
-/// until it publishes), within what its rate may have strayed since.
+/// until it publishes), within what its rate may have strayed since;
+/// Boottime within that, its offset's uncertainty and some slack. A
+/// disagreement is the nearest of the tries (the one least preempted).
 fn agrees_with_kernel(page: &Page, read: OrderedRead) -> Result<(), Refusal> {
     let mut best: Option<i64> = None;
     for _ in 0..BRACKETS {
-        let before = kernel(KernelClock::Monotonic);
-        // SAFETY: `read` is Rdtscp only where the keeper, on this machine's
-        // CPUs, found them to have it (`ordered_read`).
-        let count = unsafe { hw::read_tsc_ordered(read) };
-        let after = kernel(KernelClock::Monotonic);
+        let bracket = Bracket::read(read);
         let hands = page.newest().ok_or(Refusal::Stale)?;
-        let (ours, bound) = match hands.nanos_at(count) {
-            Some(ours) => (ours, super::bound_at(&hands, before)),
-            None => stale_line(&hands, count, before)?,
+        let now = bracket.monotonic.0;
+        let (ours, bound) = match hands.nanos_at(bracket.count) {
+            Some(ours) => (ours, super::bound_at(&hands, now)),
+            None => stale_line(&hands, bracket.count, now)?,
         };
-        let bound = bound.saturating_add(after - before) as i64;
-        // Wrapping: the page's words are anybody's numbers.
-        let off = (ours as i64).wrapping_sub(before.midpoint(after) as i64);
-        if off.unsigned_abs() <= bound as u64 {
-            return boottime_agrees(&hands, ours, bound as u64);
-        }
-        best = Some(best.map_or(off, |b: i64| {
-            if off.unsigned_abs() < b.unsigned_abs() {
-                off
+        let (off, allowed) = off_and_allowed(ours, bracket.monotonic, bound);
+        let boottime = ours.saturating_add_signed(hands.boottime);
+        let boottime_allowed = bound
+            .saturating_add(hands.boottime_uncertainty)
+            .saturating_add(BOOTTIME_SLACK_NS);
+        let (boottime_off, boottime_allowed) =
+            off_and_allowed(boottime, bracket.boottime, boottime_allowed);
+        let disagreement = if off.unsigned_abs() > allowed {
+            off
+        } else if boottime_off.unsigned_abs() > boottime_allowed {
+            boottime_off
+        } else {
+            return Ok(());
+        };
+        best = Some(best.map_or(disagreement, |b: i64| {
+            if disagreement.unsigned_abs() < b.unsigned_abs() {
+                disagreement
             } else {
                 b
             }
@@ -261,27 +305,9 @@ fn stale_line(hands: &Hands, count: u64, now: u64) -> Result<(u64, u64), Refusal
     Ok((ours, bound))
 }
 
-/// Whether the page's Boottime at Monotonic `ours` is within `bound`, its
-/// offset's uncertainty and some slack of CLOCK_BOOTTIME (a namespace may
-/// move Boottime alone).
-fn boottime_agrees(hands: &Hands, ours: u64, bound: u64) -> Result<(), Refusal> {
-    let boottime = ours.saturating_add_signed(hands.boottime);
-    let kernel_boottime = kernel(KernelClock::Boottime);
-    // Boottime's offset is measured in brackets of its own: some
-    // microseconds of slack, and a namespace's offset is seconds.
-    let allowed = bound
-        .saturating_add(hands.boottime_uncertainty)
-        .saturating_add(BOOTTIME_SLACK_NS);
-    if boottime.abs_diff(kernel_boottime) > allowed {
-        return Err(Refusal::Disagrees(
-            (boottime as i64).wrapping_sub(kernel_boottime as i64),
-        ));
-    }
-    Ok(())
-}
-
 /// How far the page's Boottime may stand from CLOCK_BOOTTIME beyond its
-/// bound: its offset is read between two reads of the kernel's.
+/// bound and its offset's uncertainty: the keeper reads that offset
+/// between two reads of the kernel's.
 const BOOTTIME_SLACK_NS: u64 = 100_000;
 
 fn kernel(clock: KernelClock) -> u64 {

@@ -261,6 +261,7 @@ fn start() -> Option<usize> {
     {
         return None;
     }
+    super::fork_points::point("page: mapping");
     mapped().map_err(refuse).ok()
 }
 

@@ -13,7 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{Keeper, Refusal, published};
-use crate::host::process_tests::{Checker, child_half, report};
+use crate::host::fork_points::signal::{SIGNAL, SIGNAL_AT};
+use crate::host::process_tests::{
+    Checker, PROCESS_CHILD, assert_half_passes, child_half, report, signals,
+};
 use crate::{ClockId, getres, gettime};
 
 const KEEPER_HALF: &str = "host::page::tests::keeper_half";
@@ -42,6 +45,10 @@ fn reader_half() {
     if plan == "bounds" {
         return report(chronyd_s_bounds_from_the_page());
     }
+    if plan == "held-up" {
+        let handled = crate::host::process_tests::on_signal(SIGNAL, hold_up);
+        return report(handled.and_then(|()| read_for(100, "page")));
+    }
     let words: Vec<&str> = plan.split(':').collect();
     let ms: u64 = words[1].parse().expect("milliseconds");
     let expect = words[2];
@@ -55,6 +62,14 @@ fn reader_half() {
         read_for(ms, expect)
     };
     report(result);
+}
+
+/// A handler that holds its thread up for 500 µs, as a preemption would.
+extern "C" fn hold_up(_: libc::c_int) {
+    let start = crate::os::kernel_nanos(crate::os::KernelClock::Monotonic).unwrap_or(0);
+    while crate::os::kernel_nanos(crate::os::KernelClock::Monotonic).unwrap_or(0) - start < 500_000
+    {
+    }
 }
 
 /// Reads Monotonic, checked, for `ms` (and Realtime and Boottime against
@@ -119,8 +134,15 @@ fn read_for(ms: u64, expect: &str) -> Result<(), String> {
         "page" if from(&first) == "page" && from(&last) == "page" => Ok(()),
         // Read the page, then left it.
         "left" if from(&first) == "page" && last.contains("left") => Ok(()),
-        // Never read the page, for the reason given.
-        why if from(&first) == "own" && from(&last) == "own" && first.contains(why) => Ok(()),
+        // Never read the page, for the reason given (every reason names
+        // the keeper's page: "page" is none).
+        why if !["page", "left"].contains(&why)
+            && from(&first) == "own"
+            && from(&last) == "own"
+            && first.contains(why) =>
+        {
+            Ok(())
+        }
         _ => Err(format!(
             "expected {expect}; time came from {first}, then {last}"
         )),
@@ -187,7 +209,8 @@ struct KeeperProcess {
 
 impl KeeperProcess {
     /// Starts a keeper of the page at `path`, and waits for its first
-    /// publish.
+    /// publish (its own: a dead keeper's page stays in the file's place
+    /// until the new one renames its own over it).
     fn start(path: &Path) -> KeeperProcess {
         KeeperProcess::start_with(path, &[])
     }
@@ -204,9 +227,10 @@ impl KeeperProcess {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("the keeper half runs");
+        let pid = child.id();
         let keeper = KeeperProcess { child };
         let limit = Instant::now() + Duration::from_secs(10);
-        while !published(path) {
+        while !(published(path) && keeper_pid(path) == Some(pid)) {
             assert!(
                 Instant::now() < limit,
                 "the keeper published nothing in 10 s"
@@ -228,6 +252,13 @@ impl Drop for KeeperProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The pid of the keeper that wrote the page at `path`, read as bytes.
+fn keeper_pid(path: &Path) -> Option<u32> {
+    let at = std::mem::offset_of!(super::layout::Header, keeper_pid);
+    let bytes = fs::read(path).ok()?;
+    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
 }
 
 /// A fresh directory for a page, removed when dropped.
@@ -366,6 +397,68 @@ fn readers_through_a_keeper_stopped_for_ten_seconds_leave_it_without_a_step_back
     assert_passes(
         reader(&dir.page(), "read:200:page"),
         "a reader after SIGCONT",
+    );
+}
+
+/// A signal whose handler reads every clock, raised where a process's
+/// first read maps the keeper's page, and where a read leaves the page of a
+/// keeper stopped (its own clock taken over, the readers not yet moved):
+/// every handler returns, and every read is within its stated bound and
+/// never back (`process_tests/signals.rs`).
+#[test]
+#[cfg_attr(miri, ignore = "runs processes")]
+fn a_signal_handler_reads_every_clock_where_a_reader_maps_the_page_and_where_it_leaves_it() {
+    let dir = PageDir::new("signals");
+    let keeper = KeeperProcess::start(&dir.page());
+    let page = dir.page().to_string_lossy().into_owned();
+    let [mapping, leaving] = signals::PAGE_POINTS;
+    assert_half_passes(
+        PROCESS_CHILD,
+        "signal:page",
+        &[(SIGNAL_AT, mapping), ("TIMEHANDS_PAGE", &page)],
+    );
+    let reading = child_half(
+        PROCESS_CHILD,
+        "signal:page",
+        &[(SIGNAL_AT, leaving), ("TIMEHANDS_PAGE", &page)],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("the child half runs");
+    std::thread::sleep(Duration::from_millis(100));
+    keeper.signal(libc::SIGSTOP);
+    assert_passes(
+        reading,
+        "a handler where a reader leaves a stopped keeper's page",
+    );
+}
+
+/// A reader held up at its check of the page, between its counter read
+/// and its second reads of the kernel's clocks, at every try (a handler
+/// that spins 500 µs there, as a preemption under load would): the
+/// brackets widen, and the page, which is good, is read. (Read outside the
+/// bracket, CLOCK_BOOTTIME was the hold-up later than the page's Boottime,
+/// beyond its slack: a test under load refused its keeper's page so.)
+#[test]
+fn a_reader_held_up_in_its_check_of_the_page_reads_it() {
+    let dir = PageDir::new("held-up");
+    let _keeper = KeeperProcess::start(&dir.page());
+    let mut command = child_half(
+        READER_HALF,
+        "held-up",
+        &[
+            ("TIMEHANDS_PAGE", &dir.page().to_string_lossy()),
+            (
+                SIGNAL_AT,
+                "page: checked count read, the kernel's clocks not",
+            ),
+        ],
+    );
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    assert_passes(
+        command.spawn().expect("the reader half runs"),
+        "a reader held up in its check",
     );
 }
 

@@ -36,6 +36,11 @@ pub(super) const POINTS: [&str; 11] = [
     "fork: the clock's locks held",
 ];
 
+/// The points on the keeper's page (run with a keeper, `page/tests.rs`).
+#[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
+pub(in crate::host) const PAGE_POINTS: [&str; 2] =
+    ["page: mapping", "page: leaving, readers not moved"];
+
 /// How much stack a handler gets: profilers run theirs on an alternate
 /// stack (a thread's own stack may be nearly used up where it is
 /// interrupted); 64 KiB, as many give theirs, is room for this test's
@@ -225,9 +230,12 @@ extern "C" fn handler(_: libc::c_int) {
 /// 200 ms, then forks (the forked child checks its clock); the signal
 /// comes wherever the point its environment names is reached. With
 /// `first-read-alone`, this thread makes the first read (and so the
-/// clock's start) before the other starts. Passes if the point was
-/// reached, every handler returned, and every read passed its checks.
-pub(super) fn reads_in_a_handler_at_the_point(how: Option<&str>) -> Result<(), String> {
+/// clock's start) before the other starts; with `page`, the two read for
+/// 600 ms (the test stops the keeper meanwhile), and a process that reads
+/// the page still does not fork (`page/tests.rs` forks its readers). Passes
+/// if the point was reached, every handler returned, and every read
+/// passed its checks.
+pub(in crate::host) fn reads_in_a_handler_at_the_point(how: Option<&str>) -> Result<(), String> {
     super::on_signal(SIGNAL, handler)?;
     super::on_signal(libc::SIGALRM, hung)?;
     // SAFETY: alarm(2) only arms a timer; its SIGALRM ends a half that hangs.
@@ -240,24 +248,26 @@ pub(super) fn reads_in_a_handler_at_the_point(how: Option<&str>) -> Result<(), S
         }
         Ok::<(), String>(())
     };
-    match how {
-        None => {}
+    let ms = match how {
+        None => 200,
         Some("first-read-alone") => {
             alternate_stack()?;
             read_everything();
+            200
         }
+        Some("page") => 600,
         Some(other) => return Err(format!("unknown way to read: {other}")),
-    }
+    };
     std::thread::scope(|s| {
-        let other = s.spawn(|| reading(200));
-        reading(200)?;
+        let other = s.spawn(|| reading(ms));
+        reading(ms)?;
         other
             .join()
             .map_err(|_| "a reading thread panicked".to_string())?
     })?;
     // Where fork is not to be had (qemu-user aborts on one in a process
     // with threads), the point in the fork is not reached: said below.
-    let forks = super::no_fork().is_none();
+    let forks = super::no_fork().is_none() && crate::host::page::reading().is_none();
     if forks {
         PHASE.store(1, Ordering::Relaxed);
         verdict(fork_and(super::check_forked_child))?;
