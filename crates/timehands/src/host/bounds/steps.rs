@@ -8,7 +8,10 @@
 //! state with `adjtimex`, publishes the best source's state, and sends the
 //! next requests. A read that loses the flag, or finds a step under way on
 //! its own thread (a signal handler over it), goes on with the state
-//! published: nobody waits, nobody spins on another thread.
+//! published: nobody waits, nobody spins on another thread. A step that
+//! finds the clock still starting (perhaps under it, in a handler)
+//! publishes nothing, as the state carries the clock's own bound, and
+//! comes back a millisecond later.
 //!
 //! Everything a step does is async-signal-safe: system calls on the stack
 //! (the socket, the mapping), atomics, arithmetic; no allocation, no lock,
@@ -119,8 +122,8 @@ fn due(realtime: u64, wait: Duration) -> u64 {
 const START_WAIT: Duration = Duration::from_millis(1);
 
 /// Our Realtime's bound against the kernel's, ns, and how fast it grows,
-/// ppb, once the clock has started (`None` while it starts: a step may be a
-/// signal handler over the start, which would never end if the handler
+/// ppb, once the clock has started (`None` while it starts: a step may be
+/// a signal handler over the start, which would never end if the handler
 /// waited for it, as a CI run's did): what [`getres`](crate::getres) states (which asks the kernel
 /// whether it changed its rate, and follows a change), and the rate's
 /// uncertainty it grows at. Readers grow it from the state's `as_of`

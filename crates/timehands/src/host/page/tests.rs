@@ -47,7 +47,12 @@ fn reader_half() {
     }
     if plan == "held-up" {
         let handled = crate::host::process_tests::on_signal(SIGNAL, hold_up);
-        return report(handled.and_then(|()| read_for(100, "page")));
+        return report(handled.and_then(|()| read_for(100, "page")).and_then(|()| {
+            match HELD_UP.load(std::sync::atomic::Ordering::Relaxed) {
+                0 => Err("the check was never held up: nothing was tested".to_string()),
+                _ => Ok(()),
+            }
+        }));
     }
     let words: Vec<&str> = plan.split(':').collect();
     let ms: u64 = words[1].parse().expect("milliseconds");
@@ -64,12 +69,15 @@ fn reader_half() {
     report(result);
 }
 
+/// Hold-ups [`hold_up`] made.
+static HELD_UP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// A handler that holds its thread up for 500 µs, as a preemption would.
 extern "C" fn hold_up(_: libc::c_int) {
-    let start = crate::os::kernel_nanos(crate::os::KernelClock::Monotonic).unwrap_or(0);
-    while crate::os::kernel_nanos(crate::os::KernelClock::Monotonic).unwrap_or(0) - start < 500_000
-    {
-    }
+    HELD_UP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let now = || crate::os::kernel_nanos(crate::os::KernelClock::Monotonic).unwrap_or(0);
+    let start = now();
+    while now().saturating_sub(start) < 500_000 {}
 }
 
 /// Reads Monotonic, checked, for `ms` (and Realtime and Boottime against
@@ -426,7 +434,15 @@ fn a_signal_handler_reads_every_clock_where_a_reader_maps_the_page_and_where_it_
     .stderr(Stdio::piped())
     .spawn()
     .expect("the child half runs");
-    std::thread::sleep(Duration::from_millis(100));
+    // Stopped once the child has mapped the page (however slow its start),
+    // so that it reads the page before it leaves it.
+    let maps = format!("/proc/{}/maps", reading.id());
+    let limit = Instant::now() + Duration::from_secs(10);
+    while !fs::read_to_string(&maps).is_ok_and(|maps| maps.contains(page.as_str()))
+        && Instant::now() < limit
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     keeper.signal(libc::SIGSTOP);
     assert_passes(
         reading,
@@ -436,10 +452,11 @@ fn a_signal_handler_reads_every_clock_where_a_reader_maps_the_page_and_where_it_
 
 /// A reader held up at its check of the page, between its counter read
 /// and its second reads of the kernel's clocks, at every try (a handler
-/// that spins 500 µs there, as a preemption under load would): the
-/// brackets widen, and the page, which is good, is read. (Read outside the
-/// bracket, CLOCK_BOOTTIME was the hold-up later than the page's Boottime,
-/// beyond its slack: a test under load refused its keeper's page so.)
+/// that spins 500 µs there, as a preemption under load would): both
+/// brackets widen, and the page, which is good, is read. (Where Boottime
+/// was read after the Monotonic bracket, a preemption between the two had
+/// no bracket to widen: a test under load refused its keeper's page so,
+/// at a point the check no longer has.)
 #[test]
 fn a_reader_held_up_in_its_check_of_the_page_reads_it() {
     let dir = PageDir::new("held-up");

@@ -231,7 +231,7 @@ extern "C" fn handler(_: libc::c_int) {
 /// comes wherever the point its environment names is reached. With
 /// `first-read-alone`, this thread makes the first read (and so the
 /// clock's start) before the other starts; with `page`, the two read for
-/// 600 ms (the test stops the keeper meanwhile), and a process that reads
+/// 1000 ms (the test stops the keeper meanwhile), and a process that reads
 /// the page still does not fork (`page/tests.rs` forks its readers). Passes
 /// if the point was reached, every handler returned, and every read
 /// passed its checks.
@@ -255,7 +255,7 @@ pub(in crate::host) fn reads_in_a_handler_at_the_point(how: Option<&str>) -> Res
             read_everything();
             200
         }
-        Some("page") => 600,
+        Some("page") => 1000,
         Some(other) => return Err(format!("unknown way to read: {other}")),
     };
     std::thread::scope(|s| {
