@@ -166,6 +166,12 @@ struct th_info {
    * The current bound on the error against CLOCK_MONOTONIC, in nanoseconds.
    */
   uint64_t accuracy_ns;
+  /**
+   * Where the time comes from: "the keeper's page (keeper pid N)", where
+   * a keeper publishes one this process reads, or "its own clock: " and
+   * why not the keeper's page.
+   */
+  const char *time_from;
 };
 
 #ifdef __cplusplus

@@ -61,6 +61,10 @@ pub struct th_info {
     pub offset_ns: i64,
     /// The current bound on the error against CLOCK_MONOTONIC, in nanoseconds.
     pub accuracy_ns: u64,
+    /// Where the time comes from: "the keeper's page (keeper pid N)", where
+    /// a keeper publishes one this process reads, or "its own clock: " and
+    /// why not the keeper's page.
+    pub time_from: &'static c_char,
 }
 
 /// `text` as a C string that lives as long as the process, by its first
@@ -137,6 +141,7 @@ fn to_c(info: timehands_rs::Info) -> th_info {
         windups: info.windups,
         offset_ns: info.offset_ns,
         accuracy_ns: u64::try_from(info.accuracy.as_nanos()).unwrap_or(u64::MAX),
+        time_from: c_string(&info.keeper),
     }
 }
 

@@ -171,6 +171,55 @@ fn the_c_api_behaves_like_clock_gettime() {
     }
 }
 
+/// tests/c/api.c in a process whose time comes from a keeper's page: a
+/// keeper (this test process, as `timehands keeper` would) publishes on a
+/// private page, and the C program, told of it by `TIMEHANDS_PAGE`, passes
+/// every check against clock_gettime with its time read from the page, as
+/// `th_info` says.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_c_api_reads_a_keepers_page_and_behaves_like_clock_gettime() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::{Duration, Instant};
+    use timehands_rs::keeper::{Keeper, published};
+
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("timehands-c-api-page-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a directory for the page");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+        .expect("its mode: writable by its owner alone");
+    let page = dir.join("page");
+    let keeper = Keeper::create(&page).expect("the keeper makes its page");
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("timehands-c-api-on-a-page");
+    compile(&C, &crate_dir().join("tests/c/api.c"), &exe);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let output = std::thread::scope(|s| {
+        s.spawn(|| {
+            // Kept a tenth of a second at a time, until the program is done.
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let until = Instant::now() + Duration::from_millis(100);
+                let Ok(()) = keeper.keep(Some(until), |_| Ok::<(), std::convert::Infallible>(()));
+            }
+        });
+        let limit = Instant::now() + Duration::from_secs(10);
+        while !published(&page) && Instant::now() < limit {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let output = Command::new(&exe)
+            .env("TIMEHANDS_PAGE", &page)
+            .env_remove("TIMEHANDS_COUNTER")
+            .output();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        output
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let output = output.unwrap_or_else(|e| panic!("{} could not be run: {e}", exe.display()));
+    assert_passed(&output, "tests/c/api.c on a keeper's page", |stdout| {
+        stdout.contains("time from the keeper's page") && stdout.ends_with(" passed, 0 failed\n")
+    });
+}
+
 /// `th_clock_gettime` of every clock in a SIGPROF handler, 20 000 times a
 /// second from before the first read, while two threads call `malloc` and
 /// `th_clock_gettime`: no process hangs (tests/c/signals.c, which tells a

@@ -460,6 +460,10 @@ info_says_what_the_clock_runs_on(struct th_info *info)
 	    "counter %s, fallback %s", info->counter,
 	    info->fallback ? info->fallback : "(none)");
 
+	CHECK(info->time_from != NULL && info->time_from[0] != '\0',
+	    "no word of where the time comes from");
+	printf("time from %s\n", info->time_from ? info->time_from : "(none)");
+
 	CHECK(th_info(&again) == 0, "errno %d", errno);
 	CHECK(again.counter == info->counter &&
 	    again.verdicts == info->verdicts,
